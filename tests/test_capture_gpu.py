@@ -1,0 +1,65 @@
+"""Capture on a real GPU (skipped without CUDA): every variant runs and shows the article's signs."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from conftest import read_trace
+from tracekit.cli import cli
+
+pytestmark = pytest.mark.gpu
+SMALL = ["--device", "cuda", "--batch", "1", "--heads", "4", "--seq-len", "512",
+         "--head-dim", "64", "--steps", "3"]
+
+
+@pytest.fixture(scope="module")
+def gpu_capture(tmp_path_factory):
+    out = tmp_path_factory.mktemp("gpu")
+    result = CliRunner().invoke(cli, ["capture", "--out", str(out), *SMALL])
+    assert result.exit_code == 0, result.output
+    return out, {v["variant"]: v for v in json.loads((out / "manifest.json").read_text())["variants"]}
+
+
+def _events(out, variant, cat):
+    return [e for e in read_trace(out / f"{variant}.json.gz")["traceEvents"] if e.get("cat") == cat]
+
+
+def test_every_variant_runs_in_bf16(gpu_capture):
+    _, variants = gpu_capture
+    assert all(v["status"] == "ran" for v in variants.values()), variants
+    assert all(v["max_rel_error"] < 2e-2 for v in variants.values())
+
+
+def test_naive_copies_and_inplace_does_not(gpu_capture):
+    out, _ = gpu_capture
+    assert any("DtoD" in e["name"] for e in _events(out, "naive", "gpu_memcpy"))
+    assert not any("DtoD" in e["name"] for e in _events(out, "naive_inplace", "gpu_memcpy"))
+
+
+def test_fused_backends_run_one_attention_kernel_per_step(gpu_capture):
+    out, _ = gpu_capture
+    for variant in ("sdpa_flash", "sdpa_efficient", "sdpa_cudnn"):
+        kernels = _events(out, variant, "kernel")
+        assert len(kernels) == 3, (variant, [k["name"] for k in kernels])
+
+
+def test_cudnn_first_call_builds_a_plan(gpu_capture):
+    out, _ = gpu_capture
+    calls = sorted((e["ts"], e["dur"]) for e in _events(out, "sdpa_cudnn", "cpu_op")
+                   if e["name"] == "aten::_cudnn_attention_forward")
+    assert len(calls) == 3 and calls[0][1] > 10 * calls[-1][1]
+
+
+def test_trace_records_the_gpu(gpu_capture):
+    out, _ = gpu_capture
+    trace = read_trace(out / "sdpa_flash.json.gz")
+    assert trace["deviceProperties"] and trace["tracekit"]["compute_capability"]
+
+
+def test_fp32_flash_is_skipped_with_a_reason(tmp_path):
+    result = CliRunner().invoke(cli, ["capture", "--out", str(tmp_path), *SMALL,
+                                      "--dtype", "fp32", "--variants", "sdpa_flash,naive"])
+    assert result.exit_code == 0, result.output
+    flash = json.loads((tmp_path / "manifest.json").read_text())["variants"][0]
+    assert flash["status"] == "skipped" and flash["reason"]

@@ -1,0 +1,131 @@
+"""The `tracekit` command line: parses options, calls the library, renders.
+
+This is the only module that imports click. Library modules are imported
+inside each command so `tracekit query` never pays for (or needs) torch.
+"""
+
+import sys
+
+import click
+
+from tracekit import __version__
+from tracekit.capture import VARIANT_NAMES
+from tracekit.errors import TracekitError
+
+
+class TracekitGroup(click.Group):
+    """Turns every user mistake into one `Error: ...` line: exit 2 for usage, 1 otherwise."""
+
+    def main(self, args=None, prog_name=None, **extra):
+        extra.pop("standalone_mode", None)
+        try:
+            result = super().main(args=args, prog_name=prog_name or "tracekit",
+                                  standalone_mode=False, **extra)
+        except click.UsageError as exc:
+            click.echo(f"Error: {exc.format_message()}", err=True)
+            sys.exit(2)
+        except (TracekitError, click.ClickException) as exc:
+            message = exc.format_message() if isinstance(exc, click.ClickException) else str(exc)
+            click.echo(f"Error: {message}", err=True)
+            sys.exit(1)
+        except click.Abort:
+            click.echo("Aborted.", err=True)
+            sys.exit(1)
+        sys.exit(result if isinstance(result, int) else 0)
+
+
+@click.group(cls=TracekitGroup)
+@click.version_option(__version__, prog_name="tracekit")
+def cli():
+    """Make GPU profiler traces of attention answerable with SQL."""
+
+
+def _comma_list(value):
+    return [part.strip() for part in value.split(",") if part.strip()] if value else []
+
+
+def _parse_variants(ctx, param, value):
+    names = _comma_list(value) or list(VARIANT_NAMES)
+    unknown = [n for n in names if n not in VARIANT_NAMES]
+    if unknown:
+        raise click.BadParameter(
+            f"unknown variant {', '.join(unknown)} (choose from {', '.join(VARIANT_NAMES)})")
+    return names
+
+
+def _parse_seq_lens(ctx, param, value):
+    if value is None:
+        return None
+    try:
+        lens = tuple(int(part) for part in _comma_list(value))
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not a comma-separated list of integers")
+    if not lens or min(lens) < 1:
+        raise click.BadParameter(f"{value!r}: each sequence length must be at least 1")
+    return lens
+
+
+@cli.command()
+@click.option("--out", "out_dir", default="traces", show_default=True,
+              type=click.Path(file_okay=False), help="Folder for the traces and manifest.json.")
+@click.option("--variants", callback=_parse_variants,
+              help=f"Comma-separated variants [default: all: {','.join(VARIANT_NAMES)}].")
+@click.option("--device", type=click.Choice(["cuda", "cpu"]),
+              help="Where to run [default: cuda when a GPU is visible, else cpu].")
+@click.option("--batch", type=click.IntRange(min=1), help="Batch size B [GPU 4, CPU 1].")
+@click.option("--heads", type=click.IntRange(min=1), help="Attention heads H [GPU 16, CPU 2].")
+@click.option("--seq-len", "seq_lens", callback=_parse_seq_lens,
+              help="Sequence length S, or a comma-separated sweep [GPU 2048, CPU 128].")
+@click.option("--head-dim", type=click.IntRange(min=1), help="Head dimension D [GPU 64, CPU 32].")
+@click.option("--dtype", type=click.Choice(["bf16", "fp16", "fp32"]),
+              help="Input dtype [GPU bf16, CPU fp32].")
+@click.option("--causal/--no-causal", default=True, show_default=True,
+              help="Causal masking.")
+@click.option("--steps", type=click.IntRange(min=2), default=6, show_default=True,
+              help="Profiler steps per variant: step 0 is the cold call, the rest steady.")
+def capture(out_dir, variants, device, batch, heads, seq_lens, head_dim, dtype, causal, steps):
+    """Record a torch.profiler (Kineto) trace of each attention variant.
+
+    Writes <variant>.json.gz (<variant>_s<S>.json.gz in a sweep) and manifest.json
+    into --out. A variant the device or dtype cannot run is reported as skipped;
+    the command fails only when nothing could be captured.
+    """
+    from pathlib import Path
+
+    try:
+        import torch
+    except ImportError:
+        raise TracekitError("tracekit capture needs torch: pip install 'tracekit[capture]' "
+                            "with a pinned torch, e.g. torch==2.13.0")
+    from tracekit.capture.runner import (
+        CPU_DEFAULT_SHAPE, GPU_DEFAULT_SHAPE, CaptureConfig, run_capture,
+    )
+
+    if device is None:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise click.BadParameter("no CUDA GPU is visible", param_hint="'--device'")
+    defaults = GPU_DEFAULT_SHAPE if device == "cuda" else CPU_DEFAULT_SHAPE
+    config = CaptureConfig(
+        out_dir=Path(out_dir), variants=variants, device=device,
+        batch=batch or defaults["batch"], heads=heads or defaults["heads"],
+        seq_lens=seq_lens or defaults["seq_lens"], head_dim=head_dim or defaults["head_dim"],
+        dtype=dtype or defaults["dtype"], causal=causal, steps=steps,
+        command=" ".join(["tracekit", *sys.argv[1:]]),
+    )
+    click.echo(f"capturing {len(variants)} variant(s) x {len(config.seq_lens)} shape(s) on "
+               f"{device}: B={config.batch} H={config.heads} S={','.join(map(str, config.seq_lens))} "
+               f"D={config.head_dim} {config.dtype} {'causal' if causal else 'non-causal'}", err=True)
+    manifest = run_capture(config, report=lambda line: click.echo(line, err=True))
+    ran = [v for v in manifest["variants"] if v["status"] == "ran"]
+    if not ran:
+        raise TracekitError(f"{out_dir}: nothing could be captured (see manifest.json for why)")
+    click.echo(f"wrote {len(ran)} trace(s) and manifest.json to {out_dir}")
+
+
+def main():
+    cli()
+
+
+if __name__ == "__main__":
+    main()

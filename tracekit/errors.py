@@ -1,0 +1,26 @@
+"""Typed errors. Each message says what is wrong and, where it helps, what to do."""
+
+
+class TracekitError(Exception):
+    """A user-facing problem: the CLI prints it as one line and exits 1."""
+
+
+class TraceFileError(TracekitError):
+    """A trace file cannot be read as a trace."""
+
+    def __init__(self, path, problem):
+        self.path = str(path)
+        self.problem = problem
+        super().__init__(f"{path}: {problem}")
+
+
+class DatabaseError(TracekitError):
+    """The database cannot be opened or changed."""
+
+
+class QueryError(TracekitError):
+    """A named query is unknown or an SQL statement failed."""
+
+
+class CaptureError(TracekitError):
+    """Nothing could be captured."""
