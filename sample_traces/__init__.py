@@ -1,0 +1,1 @@
+"""Real traces captured on the GPU by tracekit capture (see README.md here)."""
