@@ -39,9 +39,16 @@ def test_naive_copies_and_inplace_does_not(gpu_capture):
 
 def test_fused_backends_run_one_attention_kernel_per_step(gpu_capture):
     out, _ = gpu_capture
-    for variant in ("sdpa_flash", "sdpa_efficient", "sdpa_cudnn"):
+    for variant in ("sdpa_efficient", "sdpa_cudnn"):
         kernels = _events(out, variant, "kernel")
         assert len(kernels) == 3, (variant, [k["name"] for k in kernels])
+
+
+def test_flash_runs_only_flash_kernels(gpu_capture):
+    # At this small shape (seen on the H200) flash splits KV: splitkv + combine, 2 per call.
+    out, _ = gpu_capture
+    names = [k["name"] for k in _events(out, "sdpa_flash", "kernel")]
+    assert len(names) in (3, 6) and all("pytorch_flash::" in n for n in names)
 
 
 def test_cudnn_first_call_builds_a_plan(gpu_capture):
