@@ -1,43 +1,11 @@
-"""The `tracekit` command line: parses options, calls the library, renders.
-
-This is the only module that imports click. Library modules are imported
-inside each command so `tracekit query` never pays for (or needs) torch.
-"""
+"""`tracekit capture`: options in, the capture runner (which imports torch) called lazily."""
 
 import sys
 
 import click
 
-from tracekit import __version__
 from tracekit.capture import VARIANT_NAMES
 from tracekit.errors import TracekitError
-
-
-class TracekitGroup(click.Group):
-    """Turns every user mistake into one `Error: ...` line: exit 2 for usage, 1 otherwise."""
-
-    def main(self, args=None, prog_name=None, **extra):
-        extra.pop("standalone_mode", None)
-        try:
-            result = super().main(args=args, prog_name=prog_name or "tracekit",
-                                  standalone_mode=False, **extra)
-        except click.UsageError as exc:
-            click.echo(f"Error: {exc.format_message()}", err=True)
-            sys.exit(2)
-        except (TracekitError, click.ClickException) as exc:
-            message = exc.format_message() if isinstance(exc, click.ClickException) else str(exc)
-            click.echo(f"Error: {message}", err=True)
-            sys.exit(1)
-        except click.Abort:
-            click.echo("Aborted.", err=True)
-            sys.exit(1)
-        sys.exit(result if isinstance(result, int) else 0)
-
-
-@click.group(cls=TracekitGroup)
-@click.version_option(__version__, prog_name="tracekit")
-def cli():
-    """Make GPU profiler traces of attention answerable with SQL."""
 
 
 def _comma_list(value):
@@ -65,7 +33,7 @@ def _parse_seq_lens(ctx, param, value):
     return lens
 
 
-@cli.command()
+@click.command()
 @click.option("--out", "out_dir", default="traces", show_default=True,
               type=click.Path(file_okay=False), help="Folder for the traces and manifest.json.")
 @click.option("--variants", callback=_parse_variants,
@@ -121,11 +89,3 @@ def capture(out_dir, variants, device, batch, heads, seq_lens, head_dim, dtype, 
     if not ran:
         raise TracekitError(f"{out_dir}: nothing could be captured (see manifest.json for why)")
     click.echo(f"wrote {len(ran)} trace(s) and manifest.json to {out_dir}")
-
-
-def main():
-    cli()
-
-
-if __name__ == "__main__":
-    main()

@@ -1,0 +1,22 @@
+-- How much CPU time does cuDNN spend building its attention plan on the first call?
+-- A row per trace that calls cuDNN attention (see the view cudnn_attention_calls). The first call
+-- builds (or finds cached) the execution plan; later calls reuse it.
+-- columns:
+--   trace: trace name
+--   op: the cuDNN attention op timed
+--   calls: calls in the trace
+--   first_call_ms: CPU time of the first call, milliseconds
+--   steady_call_ms: median CPU time of the other calls, milliseconds
+--   plan_ms: first_call_ms - steady_call_ms, the cost of building the plan
+--   first_call_step: ProfilerStep#N of the first call
+-- params:
+--   trace = NULL: only this trace
+SELECT c.trace, any_value(c.name) AS op, count(*) AS calls,
+       max(c.dur_us) FILTER (WHERE c.call = 1) / 1000.0 AS first_call_ms,
+       median(c.dur_us) FILTER (WHERE c.call > 1) / 1000.0 AS steady_call_ms,
+       (max(c.dur_us) FILTER (WHERE c.call = 1) - median(c.dur_us) FILTER (WHERE c.call > 1)) / 1000.0 AS plan_ms,
+       max(c.step) FILTER (WHERE c.call = 1) AS first_call_step
+FROM cudnn_attention_calls c
+WHERE $trace IS NULL OR c.trace = $trace
+GROUP BY c.trace
+ORDER BY c.trace;

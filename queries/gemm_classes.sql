@@ -1,0 +1,24 @@
+-- Which GEMMs ran on Tensor Cores, and which as plain FP32 SIMT on the CUDA cores?
+-- A row per trace that ran any GEMM kernel (classification: `tracekit schema`, table kernel_rules).
+-- columns:
+--   trace: trace name
+--   tensor_core_gemms: GEMM kernel launches on Tensor Cores (nvjet, tensorop, bf16/fp16/tf32 xmma, ...)
+--   simt_gemms: GEMM kernel launches on CUDA cores (sgemm, *_ffma_*, gemv, ...)
+--   tensor_core_us: GPU time of the Tensor Core GEMMs, microseconds
+--   simt_us: GPU time of the SIMT GEMMs, microseconds
+--   tensor_core_pct: share of GEMM time on Tensor Cores, percent
+--   simt_kernels: distinct SIMT GEMM kernel names, ' | '-separated
+-- params:
+--   trace = NULL: only this trace
+SELECT trace,
+       count(*) FILTER (WHERE gemm_class = 'tensor_core') AS tensor_core_gemms,
+       count(*) FILTER (WHERE gemm_class = 'simt') AS simt_gemms,
+       coalesce(sum(dur_us) FILTER (WHERE gemm_class = 'tensor_core'), 0.0) AS tensor_core_us,
+       coalesce(sum(dur_us) FILTER (WHERE gemm_class = 'simt'), 0.0) AS simt_us,
+       100.0 * coalesce(sum(dur_us) FILTER (WHERE gemm_class = 'tensor_core'), 0.0)
+             / sum(dur_us) AS tensor_core_pct,
+       string_agg(DISTINCT name, ' | ' ORDER BY name) FILTER (WHERE gemm_class = 'simt') AS simt_kernels
+FROM kernels
+WHERE gemm_class IS NOT NULL AND ($trace IS NULL OR trace = $trace)
+GROUP BY trace
+ORDER BY trace;

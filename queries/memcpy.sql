@@ -1,0 +1,25 @@
+-- Where are the Memcpy kernels, and which CPU ops caused them?
+-- A row per trace, copy kind and chain of CPU ops that issued the copies; a trace without any
+-- memcpy gets one row with memcpy_count 0, so "none" is an answer too.
+-- columns:
+--   trace: trace name
+--   kind: DtoD, HtoD, DtoH, PtoP, ... (NULL when the trace has none)
+--   caused_by: the CPU ops that issued them, outermost first (e.g. aten::masked_fill → aten::clone → aten::copy_)
+--   memcpy_count: number of copies
+--   memcpy_bytes: bytes copied in all
+--   memcpy_us: GPU time of the copies, microseconds
+--   avg_bytes: bytes per copy
+--   steps_with_memcpy: distinct ProfilerStep#N that hold one
+-- params:
+--   trace = NULL: only this trace
+SELECT t.trace, m.kind, m.cpu_op_path AS caused_by,
+       count(m.ts_us) AS memcpy_count,
+       coalesce(sum(m.bytes), 0) AS memcpy_bytes,
+       coalesce(sum(m.dur_us), 0.0) AS memcpy_us,
+       avg(m.bytes) AS avg_bytes,
+       count(DISTINCT m.step) AS steps_with_memcpy
+FROM traces t
+LEFT JOIN memcpy m ON m.trace = t.trace
+WHERE $trace IS NULL OR t.trace = $trace
+GROUP BY t.trace, m.kind, m.cpu_op_path
+ORDER BY t.trace, memcpy_bytes DESC, m.kind, caused_by;

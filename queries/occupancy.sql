@@ -1,0 +1,27 @@
+-- How well does each kernel fill the GPU: occupancy, registers and shared memory.
+-- A row per trace and kernel name, busiest first. Values come from CUPTI's launch records; AMD
+-- traces leave most of them NULL.
+-- columns:
+--   trace: trace name
+--   kernel: kernel name
+--   kernel_class: gemm, attention, softmax, ...
+--   calls: launches
+--   total_us: GPU time in all, microseconds
+--   avg_dur_us: GPU time per launch, microseconds
+--   est_occupancy_pct: CUPTI's estimated achieved occupancy, percent (mean over launches)
+--   registers_per_thread: registers per thread (the most seen)
+--   shared_memory_bytes: shared memory per block, bytes (the most seen)
+--   blocks_per_sm: resident blocks per SM (mean)
+--   warps_per_sm: resident warps per SM (mean)
+-- params:
+--   trace = NULL: only this trace
+SELECT trace, name AS kernel, any_value(kernel_class) AS kernel_class, count(*) AS calls,
+       sum(dur_us) AS total_us, avg(dur_us) AS avg_dur_us,
+       avg(est_occupancy_pct) AS est_occupancy_pct,
+       max(registers_per_thread) AS registers_per_thread,
+       max(shared_memory_bytes) AS shared_memory_bytes,
+       avg(blocks_per_sm) AS blocks_per_sm, avg(warps_per_sm) AS warps_per_sm
+FROM kernels
+WHERE $trace IS NULL OR trace = $trace
+GROUP BY trace, name
+ORDER BY trace, total_us DESC, kernel;

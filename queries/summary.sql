@@ -1,0 +1,88 @@
+-- How do the variants compare? The article's table: a row per trace, fastest GPU step first.
+-- Per-step figures are means over the steady steps (view steady_steps: all but the first step);
+-- a trace without ProfilerStep#N counts as one step.
+-- columns:
+--   trace: trace name
+--   variant: the variant `tracekit capture` recorded (NULL for foreign traces)
+--   steps: steady steps averaged over
+--   kernels_per_step: kernel launches per step
+--   gpu_us_per_step: GPU time of kernels, memcpys and memsets per step, microseconds
+--   cpu_us_per_step: CPU time of the ProfilerStep#N span, microseconds
+--   memcpy_per_step: memcpys per step
+--   memcpy_bytes_per_step: bytes copied per step
+--   tensor_core_pct: share of GEMM time on Tensor Cores, percent (NULL: no GEMMs)
+--   top_kernel: the kernel with the most GPU time in the steady steps
+--   top_kernel_occupancy_pct: its mean estimated achieved occupancy, percent
+--   plan_ms: cuDNN first-call plan time, milliseconds (NULL: no cuDNN attention)
+--   speedup_vs_naive: gpu_us_per_step of the naive trace of the same shape over this one's
+-- params:
+--   trace = NULL: only this trace
+WITH picked AS (
+    SELECT trace, variant, metadata FROM traces
+), step_counts AS (
+    SELECT trace, count(*) AS steps, avg(dur_us) AS cpu_us_per_step FROM steady_steps GROUP BY trace
+), gpu_work AS (
+    -- Everything the GPU ran in the steady steps, or all of it when the trace has no steps.
+    SELECT trace, name, dur_us, kernel_class, gemm_class, est_occupancy_pct, 'kernel' AS what, NULL AS bytes
+    FROM kernels k
+    WHERE k.step IN (SELECT s.step FROM steady_steps s WHERE s.trace = k.trace)
+       OR k.trace NOT IN (SELECT trace FROM steps)
+    UNION ALL
+    SELECT trace, name, dur_us, NULL, NULL, NULL, 'memcpy', bytes
+    FROM memcpy m
+    WHERE m.step IN (SELECT s.step FROM steady_steps s WHERE s.trace = m.trace)
+       OR m.trace NOT IN (SELECT trace FROM steps)
+    UNION ALL
+    SELECT trace, name, dur_us, NULL, NULL, NULL, 'memset', bytes
+    FROM memset z
+    WHERE z.step IN (SELECT s.step FROM steady_steps s WHERE s.trace = z.trace)
+       OR z.trace NOT IN (SELECT trace FROM steps)
+), totals AS (
+    SELECT trace,
+           count(*) FILTER (WHERE what = 'kernel') AS kernels,
+           sum(dur_us) AS gpu_us,
+           count(*) FILTER (WHERE what = 'memcpy') AS memcpys,
+           coalesce(sum(bytes) FILTER (WHERE what = 'memcpy'), 0) AS memcpy_bytes,
+           100.0 * sum(dur_us) FILTER (WHERE gemm_class = 'tensor_core')
+                 / sum(dur_us) FILTER (WHERE gemm_class IS NOT NULL) AS tensor_core_pct
+    FROM gpu_work GROUP BY trace
+), by_kernel AS (
+    SELECT trace, name, sum(dur_us) AS total_us, avg(est_occupancy_pct) AS occupancy_pct
+    FROM gpu_work WHERE what = 'kernel' GROUP BY trace, name
+), top AS (
+    SELECT trace, name AS top_kernel, occupancy_pct AS top_kernel_occupancy_pct
+    FROM by_kernel
+    QUALIFY row_number() OVER (PARTITION BY trace ORDER BY total_us DESC, name) = 1
+), plans AS (
+    SELECT trace,
+           (max(dur_us) FILTER (WHERE call = 1) - median(dur_us) FILTER (WHERE call > 1)) / 1000.0 AS plan_ms
+    FROM cudnn_attention_calls GROUP BY trace
+), rows AS (
+    SELECT p.trace, p.variant,
+           json_extract_string(p.metadata, '$.batch') || 'x' || json_extract_string(p.metadata, '$.heads')
+             || 'x' || json_extract_string(p.metadata, '$.seq_len') || 'x'
+             || json_extract_string(p.metadata, '$.head_dim') || ' ' || json_extract_string(p.metadata, '$.dtype')
+             AS shape,
+           coalesce(sc.steps, 1) AS steps,
+           t.kernels / coalesce(sc.steps, 1) AS kernels_per_step,
+           t.gpu_us / coalesce(sc.steps, 1) AS gpu_us_per_step,
+           sc.cpu_us_per_step,
+           t.memcpys / coalesce(sc.steps, 1) AS memcpy_per_step,
+           t.memcpy_bytes / coalesce(sc.steps, 1) AS memcpy_bytes_per_step,
+           t.tensor_core_pct, top.top_kernel, top.top_kernel_occupancy_pct, pl.plan_ms
+    FROM picked p
+    LEFT JOIN step_counts sc ON sc.trace = p.trace
+    LEFT JOIN totals t ON t.trace = p.trace
+    LEFT JOIN top ON top.trace = p.trace
+    LEFT JOIN plans pl ON pl.trace = p.trace
+), naive AS (
+    SELECT shape, gpu_us_per_step AS naive_gpu_us FROM rows WHERE variant = 'naive'
+    QUALIFY row_number() OVER (PARTITION BY shape ORDER BY trace) = 1
+)
+SELECT r.trace, r.variant, r.steps, r.kernels_per_step, r.gpu_us_per_step, r.cpu_us_per_step,
+       r.memcpy_per_step, r.memcpy_bytes_per_step, r.tensor_core_pct, r.top_kernel,
+       r.top_kernel_occupancy_pct, r.plan_ms, n.naive_gpu_us / r.gpu_us_per_step AS speedup_vs_naive
+FROM rows r
+LEFT JOIN naive n ON n.shape = r.shape
+WHERE $trace IS NULL OR r.trace = $trace
+ORDER BY r.gpu_us_per_step ASC NULLS LAST, r.trace;

@@ -1,0 +1,29 @@
+-- Which kernels take the GPU's time? The top kernels of each trace by total GPU time.
+-- columns:
+--   trace: trace name
+--   rank: 1 for the busiest kernel of the trace
+--   kernel: kernel name
+--   kernel_class: gemm, attention, softmax, ...
+--   gemm_class: tensor_core, simt or NULL (not a GEMM)
+--   calls: launches
+--   total_us: GPU time in all, microseconds
+--   avg_us: GPU time per launch, microseconds
+--   pct_of_kernel_time: share of the trace's kernel time, percent
+-- params:
+--   trace = NULL: only this trace
+--   limit = 5: kernels per trace
+WITH per_kernel AS (
+    SELECT trace, name, any_value(kernel_class) AS kernel_class, any_value(gemm_class) AS gemm_class,
+           count(*) AS calls, sum(dur_us) AS total_us, avg(dur_us) AS avg_us
+    FROM kernels
+    WHERE $trace IS NULL OR trace = $trace
+    GROUP BY trace, name
+), ranked AS (
+    SELECT *, row_number() OVER (PARTITION BY trace ORDER BY total_us DESC, name) AS rank,
+           100.0 * total_us / sum(total_us) OVER (PARTITION BY trace) AS pct_of_kernel_time
+    FROM per_kernel
+)
+SELECT trace, rank, name AS kernel, kernel_class, gemm_class, calls, total_us, avg_us, pct_of_kernel_time
+FROM ranked
+WHERE rank <= CAST($limit AS INTEGER)
+ORDER BY trace, rank;

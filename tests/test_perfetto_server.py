@@ -1,0 +1,207 @@
+"""`tracekit open`'s server, over real loopback sockets.
+
+Every network call and thread join has a timeout, so a broken server fails
+these tests instead of hanging them.
+"""
+
+import _thread
+import http.client
+import socket
+import threading
+import urllib.request
+import webbrowser
+
+import pytest
+
+from conftest import SAMPLE_TRACES
+from tracekit.errors import TraceFileError, TracekitError
+from tracekit.perfetto_server import TraceServer, open_in_perfetto, perfetto_url
+
+NAIVE = SAMPLE_TRACES / "naive.json.gz"
+WAIT_S = 10
+
+
+def request(port, method, path, headers=None):
+    """A raw request, so paths like /../x reach the server unnormalised."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=WAIT_S)
+    try:
+        conn.request(method, path, headers=headers or {})
+        response = conn.getresponse()
+        return response.status, response.headers, response.read()
+    finally:
+        conn.close()
+
+
+class Running:
+    """A TraceServer on a free port, serving in a thread until fetched."""
+
+    def __init__(self, path):
+        self.server = TraceServer(path, port=0)
+        self.result = None
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        self.result = self.server.serve_until_fetched(timeout=WAIT_S)
+
+    def stopped(self):
+        self.thread.join(WAIT_S)
+        return not self.thread.is_alive()
+
+
+@pytest.fixture
+def running():
+    started = []
+
+    def start(path=NAIVE):
+        started.append(Running(path))
+        return started[-1]
+
+    yield start
+    for run in started:
+        run.server.close()
+        run.thread.join(WAIT_S)
+
+
+def test_url_format_for_default_port():
+    assert perfetto_url(NAIVE) == "https://ui.perfetto.dev/#!/?url=http://127.0.0.1:9001/naive.json.gz"
+
+
+def test_url_uses_the_bound_port(running):
+    run = running()
+    assert run.server.port != 0
+    assert run.server.file_url == f"http://127.0.0.1:{run.server.port}/naive.json.gz"
+    assert run.server.url == f"https://ui.perfetto.dev/#!/?url={run.server.file_url}"
+
+
+def test_binds_loopback_only(running):
+    run = running()
+    assert run.server.host == "127.0.0.1"
+    assert run.server._server.socket.getsockname()[0] == "127.0.0.1"
+
+
+def test_serves_the_file_byte_for_byte_with_cors(running):
+    run = running()
+    with urllib.request.urlopen(run.server.file_url, timeout=WAIT_S) as response:
+        body = response.read()
+        headers = response.headers
+    assert body == NAIVE.read_bytes()
+    assert headers["Access-Control-Allow-Origin"] == "https://ui.perfetto.dev"
+    assert headers["Content-Type"] == "application/octet-stream"
+    assert headers["Content-Encoding"] is None
+    assert int(headers["Content-Length"]) == NAIVE.stat().st_size
+
+
+def test_json_is_served_as_json_and_names_are_quoted(running, tmp_path):
+    trace = tmp_path / "my trace.json"
+    trace.write_text('{"traceEvents": []}')
+    run = running(trace)
+    assert run.server.file_url.endswith("/my%20trace.json")
+    status, headers, body = request(run.server.port, "GET", "/my%20trace.json")
+    assert (status, headers["Content-Type"], body) == (200, "application/json", trace.read_bytes())
+
+
+def test_stops_after_one_complete_fetch(running):
+    run = running()
+    request(run.server.port, "GET", "/naive.json.gz")
+    assert run.stopped()
+    assert run.result is True
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", run.server.port), timeout=WAIT_S)
+
+
+@pytest.mark.parametrize("path", ["/other", "/../etc/passwd", "/", "/%2e%2e/naive.json.gz",
+                                  "/naive.json"])
+def test_other_paths_are_404_and_keep_serving(running, path):
+    run = running()
+    status, headers, _ = request(run.server.port, "GET", path)
+    assert status == 404
+    assert headers["Access-Control-Allow-Origin"] == "https://ui.perfetto.dev"
+    assert run.thread.is_alive()
+    request(run.server.port, "GET", "/naive.json.gz")
+    assert run.stopped()
+
+
+def test_options_preflight(running):
+    run = running()
+    status, headers, body = request(run.server.port, "OPTIONS", "/naive.json.gz", {
+        "Origin": "https://ui.perfetto.dev",
+        "Access-Control-Request-Method": "GET",
+        "Access-Control-Request-Headers": "range",
+        "Access-Control-Request-Private-Network": "true",
+    })
+    assert status == 204 and body == b""
+    assert headers["Access-Control-Allow-Origin"] == "https://ui.perfetto.dev"
+    assert "GET" in headers["Access-Control-Allow-Methods"]
+    assert headers["Access-Control-Allow-Headers"] == "range"
+    assert headers["Access-Control-Allow-Private-Network"] == "true"
+    assert run.thread.is_alive()  # a preflight is not a load
+
+
+def test_head_does_not_count_as_a_fetch(running):
+    run = running()
+    status, headers, body = request(run.server.port, "HEAD", "/naive.json.gz")
+    assert (status, body) == (200, b"")
+    assert int(headers["Content-Length"]) == NAIVE.stat().st_size
+    assert run.thread.is_alive()
+
+
+def test_port_in_use_is_a_clear_error():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(TracekitError, match=rf"port {port} on 127\.0\.0\.1 is in use"):
+            TraceServer(NAIVE, port=port)
+
+
+def test_missing_file_is_a_trace_file_error(tmp_path):
+    with pytest.raises(TraceFileError, match="no such file"):
+        TraceServer(tmp_path / "nope.json.gz", port=0)
+
+
+def test_serve_until_fetched_times_out():
+    with TraceServer(NAIVE, port=0) as server:
+        assert server.serve_until_fetched(timeout=0.3) is False
+
+
+def test_open_in_perfetto_opens_browser_and_returns_after_the_fetch(monkeypatch):
+    fetched = []
+
+    def fake_browser(url):
+        # Play the UI: fetch the file named in the deep link, from another thread.
+        file_url = url.split("url=", 1)[1]
+        fetch = lambda: fetched.append(urllib.request.urlopen(file_url, timeout=WAIT_S).read())
+        threading.Thread(target=fetch, daemon=True).start()
+        return True
+
+    monkeypatch.setattr(webbrowser, "open", fake_browser)
+    lines = []
+    url = open_in_perfetto(NAIVE, port=0, echo=lines.append, timeout=WAIT_S)
+    assert lines[0] == url and url.startswith("https://ui.perfetto.dev/#!/?url=http://127.0.0.1:")
+    assert "Serving naive.json.gz to ui.perfetto.dev" in lines[1]
+    for _ in range(50):
+        if fetched:
+            break
+        threading.Event().wait(0.1)
+    assert fetched == [NAIVE.read_bytes()]
+
+
+def test_open_in_perfetto_stops_cleanly_on_ctrl_c(monkeypatch):
+    monkeypatch.setattr(webbrowser, "open", lambda url: pytest.fail("browser=False opened one"))
+    lines = []
+    timer = threading.Timer(0.3, _thread.interrupt_main)
+    timer.start()
+    try:
+        url = open_in_perfetto(NAIVE, port=0, browser=False, echo=lines.append, timeout=WAIT_S)
+    finally:
+        timer.cancel()
+    port = int(url.rsplit(":", 1)[1].split("/")[0])
+    assert lines[-1].startswith("Stopped")
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", port), timeout=WAIT_S)
+
+
+def test_open_in_perfetto_times_out_with_a_clear_error():
+    with pytest.raises(TracekitError, match="did not fetch naive.json.gz within 0.3 s"):
+        open_in_perfetto(NAIVE, port=0, browser=False, echo=lambda line: None, timeout=0.3)

@@ -1,0 +1,44 @@
+"""The Python API: what the CLI does, one call each, returning pandas DataFrames."""
+
+from pathlib import Path
+
+from tracekit.database import DEFAULT_DB, connect
+
+
+def resolve_db(db=None):
+    """(path, is_samples): the given database, ./tracekit.duckdb, or else the bundled samples."""
+    if db is not None:
+        return Path(db), False
+    if Path(DEFAULT_DB).exists():
+        return Path(DEFAULT_DB), False
+    from tracekit.samples import sample_database
+    return sample_database(), True
+
+
+def query(name=None, *, sql=None, db=None, params=None):
+    """Runs a named query (or `sql`) read-only and returns a DataFrame.
+
+    With no `db` and no tracekit.duckdb in the working directory it runs on the
+    bundled sample traces: `tracekit.query("summary")`.
+    """
+    from tracekit.query import run_named, run_sql
+    if (name is None) == (sql is None):
+        raise ValueError("give a query name or sql=, not both")
+    path, _ = resolve_db(db)
+    con = connect(path, read_only=True)
+    try:
+        return run_named(con, name, params) if name is not None else run_sql(con, sql)
+    finally:
+        con.close()
+
+
+def load(paths, *, db=DEFAULT_DB, replace=False, lenient=False):
+    """Loads trace files, folders or globs into `db`; returns one LoadResult per file."""
+    from tracekit.loader import expand_paths, load_file
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    con = connect(db)
+    try:
+        return [load_file(con, path, replace=replace, lenient=lenient) for path in expand_paths([str(p) for p in paths])]
+    finally:
+        con.close()

@@ -1,0 +1,59 @@
+"""The `tracekit` command line: parses options, calls the library, renders.
+
+Only this package imports click. Library modules are imported inside each
+command, so `tracekit query` never pays for (or needs) torch, and `tracekit
+capture` runs on a GPU machine without duckdb.
+"""
+
+import sys
+
+import click
+
+from tracekit import __version__
+from tracekit.errors import TracekitError
+
+
+class TracekitGroup(click.Group):
+    """Turns every user mistake into one `Error: ...` line: exit 2 for usage, 1 otherwise."""
+
+    def main(self, args=None, prog_name=None, **extra):
+        extra.pop("standalone_mode", None)
+        try:
+            result = super().main(args=args, prog_name=prog_name or "tracekit",
+                                  standalone_mode=False, **extra)
+        except click.UsageError as exc:
+            click.echo(f"Error: {exc.format_message()}", err=True)
+            sys.exit(2)
+        except (TracekitError, click.ClickException) as exc:
+            message = exc.format_message() if isinstance(exc, click.ClickException) else str(exc)
+            click.echo(f"Error: {message}", err=True)
+            sys.exit(1)
+        except click.Abort:
+            click.echo("Aborted.", err=True)
+            sys.exit(1)
+        sys.exit(result if isinstance(result, int) else 0)
+
+
+
+@click.group(cls=TracekitGroup)
+@click.version_option(__version__, prog_name="tracekit")
+def cli():
+    """Make GPU profiler traces of attention answerable with SQL."""
+
+
+def _register():
+    from tracekit.cli import analysis_cmd, capture_cmd, perfetto_cmd
+    cli.add_command(capture_cmd.capture)
+    for command in analysis_cmd.COMMANDS + perfetto_cmd.COMMANDS:
+        cli.add_command(command)
+
+
+_register()
+
+
+def main():
+    cli()
+
+
+if __name__ == "__main__":
+    main()

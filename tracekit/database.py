@@ -1,0 +1,105 @@
+"""Opening tracekit databases: creating the schema, read-only access, and clear errors."""
+
+import re
+from importlib import resources
+from pathlib import Path
+
+import duckdb
+
+from tracekit import __version__
+from tracekit.errors import DatabaseError
+
+DEFAULT_DB = "tracekit.duckdb"
+SCHEMA_VERSION = "1"
+
+# Parses a JSON number's text into integer nanoseconds exactly: going through DOUBLE would lose
+# the nanosecond fraction of microsecond timestamps larger than 2^33.
+_MACROS = """
+CREATE OR REPLACE TEMP MACRO tk_ns_text(t) AS
+    CASE WHEN t LIKE '%e%' OR t LIKE '%E%' THEN TRY_CAST(round(TRY_CAST(t AS DOUBLE) * 1000) AS BIGINT)
+         ELSE (CASE WHEN starts_with(t, '-') THEN -1 ELSE 1 END)
+              * (abs(TRY_CAST(split_part(t, '.', 1) AS BIGINT)) * 1000
+                 + TRY_CAST(coalesce(nullif(rpad(split_part(t, '.', 2), 3, '0')[1:3], ''), '0') AS BIGINT))
+    END;
+CREATE OR REPLACE TEMP MACRO tk_is_number(j) AS json_type(j) IN ('UBIGINT', 'BIGINT', 'DOUBLE');
+CREATE OR REPLACE TEMP MACRO tk_ns(j) AS
+    CASE WHEN tk_is_number(j) THEN tk_ns_text(CAST(j AS VARCHAR)) END;
+"""
+
+
+def sql_resource(name):
+    """The text of one of tracekit's own SQL files (tracekit/sql/<name>)."""
+    return resources.files("tracekit").joinpath("sql", name).read_text(encoding="utf-8")
+
+
+def split_statements(sql):
+    """Splits a tracekit SQL file on the `;` that ends a line (our files never put one elsewhere)."""
+    body = "\n".join(line for line in sql.splitlines() if not line.lstrip().startswith("--"))
+    return [part.strip() for part in re.split(r";\s*$", body, flags=re.M) if part.strip()]
+
+
+def _friendly(exc, path):
+    message = str(exc)
+    if "Could not set lock" in message or "Conflicting lock" in message:
+        return DatabaseError(f"{path}: database is locked by another tracekit process; wait for it to finish")
+    if "not a valid DuckDB database" in message or "Unable to open" in message or "database file" in message.lower():
+        return DatabaseError(f"{path}: not a DuckDB database file (use another --db)")
+    return DatabaseError(f"{path}: cannot open the database ({message.splitlines()[0]})")
+
+
+def connect(path=DEFAULT_DB, *, read_only=False):
+    """Opens (creating when writable) a tracekit database, with the schema in place."""
+    path = str(path)
+    if read_only and path != ":memory:" and not Path(path).exists():
+        raise DatabaseError(f"{path}: no such database; create it with `tracekit load TRACE... --db {path}`")
+    try:
+        con = duckdb.connect(path, read_only=read_only)
+    except duckdb.Error as exc:
+        raise _friendly(exc, path) from None
+    try:
+        if read_only:
+            _check_schema(con, path)
+        else:
+            ensure_schema(con)
+        for statement in split_statements(_MACROS):
+            con.execute(statement)
+    except duckdb.Error as exc:
+        con.close()
+        raise _friendly(exc, path) from None
+    return con
+
+
+def _check_schema(con, path):
+    tables = {row[0] for row in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+    if "trace_files" not in tables or "kernels" not in tables:
+        raise DatabaseError(f"{path}: a DuckDB file without tracekit's tables; load traces into it first")
+
+
+def ensure_schema(con):
+    """Creates the tables and (re)creates the views; safe to run on every open."""
+    con.execute("BEGIN")
+    try:
+        for statement in split_statements(sql_resource("tables.sql")):
+            con.execute(statement)
+        for statement in split_statements(sql_resource("views.sql")):
+            con.execute(statement)
+        con.execute("INSERT OR REPLACE INTO schema_info VALUES ('schema_version', ?), ('tracekit_version', ?)",
+                    [SCHEMA_VERSION, __version__])
+        con.execute("COMMIT")
+    except Exception:
+        con.execute("ROLLBACK")
+        raise
+
+
+def schema_doc():
+    """The documented views, as text: each view's comment block from views.sql."""
+    blocks, current = [], None
+    for line in sql_resource("views.sql").splitlines():
+        if line.startswith("-- @view "):
+            current = [line[len("-- @view "):]]
+            blocks.append(current)
+        elif current is not None and line.startswith("--"):
+            current.append("  " + line[2:].strip())
+        else:
+            current = None
+    return "\n\n".join("\n".join(block) for block in blocks) + "\n"

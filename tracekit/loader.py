@@ -1,0 +1,274 @@
+"""Loads trace files into a tracekit database, one transaction per file.
+
+A file either loads completely (events, derived tables, kernel classes) or leaves
+the database exactly as it was. The events travel from the file to DuckDB through
+a FIFO, so Python never holds more than a few MB of the trace.
+"""
+
+import glob
+import json
+import os
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import duckdb
+
+from tracekit import __version__
+from tracekit.classify import classify_many, rules_table
+from tracekit.database import split_statements, sql_resource
+from tracekit.errors import TraceFileError, TracekitError
+from tracekit.tracefile import stream_events
+
+TRACE_SUFFIXES = (".json.gz", ".json", ".gz")
+# `tracekit capture` writes this beside its traces; a folder load passes over it.
+CAPTURE_MANIFEST = "manifest.json"
+# A 1 MB kernel name is valid; one event bigger than this is not a trace we can use.
+MAX_EVENT_BYTES = 256 << 20
+CHROME_PHASES = "BEXiICMstfbneOPNDSTpFRa"
+EVENT_COLUMNS = ("{ph: 'JSON', cat: 'VARCHAR', name: 'JSON', ts: 'JSON', dur: 'JSON', pid: 'VARCHAR',"
+                 " tid: 'VARCHAR', id: 'VARCHAR', bp: 'VARCHAR', s: 'VARCHAR', args: 'JSON'}")
+
+# Each problem an event can have, as an SQL condition over the raw columns; strict loads stop at
+# the first, --lenient loads drop such events and count them.
+EVENT_PROBLEMS = {
+    "no ph": "ph IS NULL OR json_type(ph) = 'NULL'",
+    "ph is not a Chrome phase letter": f"json_type(ph) <> 'VARCHAR' OR length(json_extract_string(ph, '$')) <> 1"
+                                       f" OR strpos('{CHROME_PHASES}', json_extract_string(ph, '$')) = 0",
+    "no name": "name IS NULL OR json_type(name) = 'NULL'",
+    "name is not a string": "json_type(name) NOT IN ('VARCHAR', 'UBIGINT', 'BIGINT', 'DOUBLE')",
+    "no ts": "(ts IS NULL OR json_type(ts) = 'NULL') AND json_extract_string(ph, '$') <> 'M'",
+    "ts is not a number": "ts IS NOT NULL AND json_type(ts) <> 'NULL' AND NOT tk_is_number(ts)",
+    "dur is not a number": "dur IS NOT NULL AND json_type(dur) <> 'NULL' AND NOT tk_is_number(dur)",
+    "args is not an object": "args IS NOT NULL AND json_type(args) NOT IN ('OBJECT', 'NULL')",
+}
+
+
+@dataclass
+class LoadResult:
+    """What happened to one file."""
+
+    path: str
+    status: str  # loaded, skipped, failed
+    trace: str = None
+    events: int = 0
+    kernels: int = 0
+    message: str = ""
+    dropped: dict = field(default_factory=dict)
+
+
+def expand_paths(patterns):
+    """Files, folders (their trace files, recursively) and globs, in a stable order."""
+    found = []
+    for pattern in patterns:
+        matches = sorted(glob.glob(pattern, recursive=True)) if glob.has_magic(pattern) else [pattern]
+        if glob.has_magic(pattern) and not matches:
+            raise TraceFileError(pattern, "no file matches this pattern")
+        for match in matches:
+            path = Path(match)
+            if path.is_dir():
+                found.extend(sorted(p for p in path.rglob("*")
+                                    if p.is_file() and p.name.endswith(TRACE_SUFFIXES)
+                                    and p.name != CAPTURE_MANIFEST))
+            else:
+                found.append(path)
+    unique = list(dict.fromkeys(p.resolve() if p.exists() else p for p in found))
+    return unique
+
+
+def trace_name_for(path):
+    name = Path(path).name
+    for suffix in TRACE_SUFFIXES:
+        if name.endswith(suffix):
+            return name[: -len(suffix)] or name
+    return name
+
+
+def _unique_name(con, wanted):
+    taken = {row[0] for row in con.execute(
+        "SELECT trace FROM trace_files WHERE trace = ? OR trace LIKE ? || '-%'", [wanted, wanted]).fetchall()}
+    if wanted not in taken:
+        return wanted
+    n = 2
+    while f"{wanted}-{n}" in taken:
+        n += 1
+    return f"{wanted}-{n}"
+
+
+class _FifoWriter(threading.Thread):
+    """Streams a trace's event array into a FIFO that DuckDB reads."""
+
+    def __init__(self, path, fifo, lenient, progress):
+        super().__init__(daemon=True)
+        self.path, self.fifo, self.lenient, self.progress = path, fifo, lenient, progress
+        self.info = None
+        self.error = None
+
+    def run(self):
+        try:
+            with open(self.fifo, "wb", buffering=1 << 20) as sink:
+                self.info = stream_events(self.path, sink, lenient=self.lenient, progress=self.progress)
+        except BrokenPipeError:
+            pass  # DuckDB stopped reading: its own error says why.
+        except TracekitError as exc:
+            self.error = exc
+        except Exception as exc:  # noqa: BLE001 - surfaced as the file's error, never swallowed
+            self.error = TraceFileError(self.path, f"cannot be read ({exc})")
+
+    def release(self):
+        """Unblocks a writer still waiting for a reader, so the thread can end."""
+        try:
+            fd = os.open(self.fifo, os.O_RDONLY | os.O_NONBLOCK)
+        except OSError:
+            return
+        self.join(timeout=0.2)
+        os.close(fd)
+
+
+_CONVERTED = ("$trace_id, {cat}, json_extract_string(name, '$'), json_extract_string(ph, '$'), "
+              "tk_ns(ts), tk_ns(dur), pid, tid, id, bp, s, args")
+
+
+def _read_sql(lenient):
+    source = (f"read_json($fifo, format = 'array', columns = {EVENT_COLUMNS}, "
+              f"maximum_object_size = {MAX_EVENT_BYTES})")
+    if lenient:
+        return f"CREATE OR REPLACE TEMP TABLE _raw AS SELECT * FROM {source}"
+    # error() stops the read at the first bad event, naming the problem and showing the event.
+    checks = " ".join(f"WHEN {condition} THEN error('an event has {problem}: ' || left(to_json(e)::VARCHAR, 160))"
+                      for problem, condition in EVENT_PROBLEMS.items())
+    return f"INSERT INTO event_rows SELECT {_CONVERTED.format(cat=f'CASE {checks} ELSE cat END')} FROM {source} AS e"
+
+
+def _lenient_insert(con, trace_id):
+    """Counts and drops the problem events of `_raw`, inserts the rest."""
+    cases = " ".join(f"WHEN {condition} THEN '{problem}'" for problem, condition in EVENT_PROBLEMS.items())
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _raw_checked AS SELECT *, CASE {cases} END AS problem FROM _raw")
+    dropped = dict(con.execute("SELECT problem, count(*) FROM _raw_checked WHERE problem IS NOT NULL "
+                               "GROUP BY problem ORDER BY problem").fetchall())
+    con.execute(f"INSERT INTO event_rows SELECT {_CONVERTED.format(cat='cat')} "
+                "FROM _raw_checked WHERE problem IS NULL", {"trace_id": trace_id})
+    con.execute("DROP TABLE _raw_checked")
+    con.execute("DROP TABLE _raw")
+    return dropped
+
+
+def _stream_into(con, path, trace_id, lenient, progress):
+    with tempfile.TemporaryDirectory(prefix="tracekit-") as folder:
+        fifo = os.path.join(folder, "events.json")
+        os.mkfifo(fifo)
+        writer = _FifoWriter(path, fifo, lenient, progress)
+        writer.start()
+        try:
+            statement = _read_sql(lenient)
+            con.execute(statement, {"fifo": fifo, "trace_id": trace_id} if "$trace_id" in statement
+                        else {"fifo": fifo})
+        except duckdb.Error as exc:
+            writer.release()
+            writer.join(timeout=5)
+            if writer.error is not None:
+                raise writer.error from None
+            raise TraceFileError(path, _duckdb_problem(exc)) from None
+        writer.join()
+        if writer.error is not None:
+            raise writer.error
+        dropped = _lenient_insert(con, trace_id) if lenient else {}
+        return writer.info, dropped
+
+
+def _duckdb_problem(exc):
+    message = str(exc).splitlines()[0]
+    for prefix in ("Invalid Input Error: ", "Conversion Error: "):
+        if message.startswith(prefix):
+            message = message[len(prefix):]
+    if "Malformed JSON" in message or "unexpected" in message.lower():
+        return f"not a valid JSON trace ({message})"
+    return message
+
+
+def _device(header):
+    props = header.get("deviceProperties")
+    if isinstance(props, list) and props and isinstance(props[0], dict):
+        first = props[0]
+        major, minor = first.get("computeMajor"), first.get("computeMinor")
+        capability = f"{major}.{minor}" if major is not None and minor is not None else None
+        return first.get("name"), capability
+    return None, None
+
+
+def _store_classes(con):
+    names = [row[0] for row in con.execute(
+        "SELECT DISTINCT name FROM kernel_rows WHERE name NOT IN (SELECT name FROM kernel_classes)").fetchall()]
+    if names:
+        rows = [(name, *classified) for name, classified in zip(names, classify_many(names))]
+        con.executemany("INSERT INTO kernel_classes VALUES (?, ?, ?, ?)", rows)
+    # Rules are rewritten on every load so the table always matches the classification in use.
+    con.execute("DELETE FROM kernel_rules")
+    rules = rules_table()
+    if rules:
+        con.executemany("INSERT INTO kernel_rules VALUES (?, ?, ?, ?, ?)",
+                        [(r["order"], r["pattern"], r["kernel_class"], r["gemm_class"], r["why"])
+                         for r in rules_table()])
+
+
+def delete_trace(con, trace_id):
+    for table in ("event_rows", "step_rows", "cpu_op_rows", "runtime_rows", "kernel_rows",
+                  "transfer_rows", "trace_files"):
+        con.execute(f"DELETE FROM {table} WHERE trace_id = ?", [trace_id])
+
+
+def load_file(con, path, *, replace=False, lenient=False, progress=None):
+    """Loads one trace file in one transaction; returns a LoadResult, raises TracekitError."""
+    path = Path(path)
+    if not path.exists():
+        raise TraceFileError(path, "no such file")
+    if path.is_dir():
+        raise TraceFileError(path, "is a folder, not a trace file")
+    con.execute("BEGIN")
+    try:
+        result = _load_in_transaction(con, path, replace, lenient, progress)
+        if result.status == "skipped":
+            con.execute("ROLLBACK")
+        else:
+            con.execute("COMMIT")
+        return result
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+
+
+def _load_in_transaction(con, path, replace, lenient, progress):
+    trace_id = con.execute("SELECT nextval('trace_id_seq')").fetchone()[0]
+    info, dropped = _stream_into(con, path, trace_id, lenient, progress)
+    same = con.execute("SELECT trace_id, trace FROM trace_files WHERE sha256 = ? OR (? AND path = ?)",
+                       [info.sha256, replace, str(path.resolve())]).fetchall()
+    same_content = [row for row in same if con.execute(
+        "SELECT sha256 = ? FROM trace_files WHERE trace_id = ?", [info.sha256, row[0]]).fetchone()[0]]
+    if same_content and not replace:
+        return LoadResult(str(path), "skipped", same_content[0][1],
+                          message=f"same content as trace {same_content[0][1]!r} (--replace reloads it)")
+    name = same[0][1] if same else None
+    for old_id, _ in same:
+        delete_trace(con, old_id)
+    name = name or _unique_name(con, trace_name_for(path))
+    header = info.header
+    metadata = header.get("tracekit") if isinstance(header.get("tracekit"), dict) else None
+    device_name, capability = _device(header)
+    events = con.execute("SELECT count(*) FROM event_rows WHERE trace_id = ?", [trace_id]).fetchone()[0]
+    if info.dropped_tail_bytes:
+        dropped["cut off by truncation (bytes)"] = info.dropped_tail_bytes
+    con.execute(
+        "INSERT INTO trace_files VALUES (?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [trace_id, name, str(path.resolve()), info.sha256, path.stat().st_size,
+         datetime.now(timezone.utc).replace(tzinfo=None), __version__,
+         json.dumps({k: v for k, v in header.items() if k != "tracekit"}),
+         json.dumps(metadata) if metadata is not None else None, device_name, capability, events,
+         sum(v for k, v in dropped.items() if not k.endswith("(bytes)")),
+         json.dumps(dropped) if dropped else None])
+    for statement in split_statements(sql_resource("derive.sql")):
+        con.execute(statement, {"trace_id": trace_id} if "$trace_id" in statement else None)
+    _store_classes(con)
+    kernels = con.execute("SELECT count(*) FROM kernel_rows WHERE trace_id = ?", [trace_id]).fetchone()[0]
+    return LoadResult(str(path), "loaded", name, events, kernels, dropped=dropped)

@@ -1,0 +1,64 @@
+"""The bundled sample traces, and a database of them built once and cached.
+
+`tracekit query` with no database at hand runs on this, so a new user sees real
+answers at once.
+"""
+
+import hashlib
+import os
+import tempfile
+from importlib import resources
+from pathlib import Path
+
+from tracekit import __version__
+
+
+def sample_trace_paths():
+    """The bundled sample traces (real H200 captures), sorted by name."""
+    folder = resources.files("tracekit.sample_traces")
+    return sorted(Path(str(entry)) for entry in folder.iterdir() if entry.name.endswith(".json.gz"))
+
+
+def _cache_dir():
+    root = os.environ.get("TRACEKIT_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "tracekit")
+    Path(root).mkdir(parents=True, exist_ok=True)
+    return Path(root)
+
+
+def _fingerprint():
+    """Changes whenever the traces, the schema or the classification rules change."""
+    digest = hashlib.sha256(__version__.encode())
+    for path in sample_trace_paths():
+        digest.update(path.name.encode())
+        digest.update(str(path.stat().st_size).encode())
+    package = resources.files("tracekit")
+    for name in ("sql/tables.sql", "sql/views.sql", "sql/derive.sql", "classify.py", "loader.py"):
+        digest.update(package.joinpath(name).read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def sample_database():
+    """Path of a database holding the sample traces, building it on first use."""
+    from tracekit.database import connect
+    from tracekit.loader import load_file
+
+    target = _cache_dir() / f"samples-{_fingerprint()}.duckdb"
+    if target.exists():
+        return target
+    handle, scratch = tempfile.mkstemp(dir=target.parent, prefix=".samples-", suffix=".duckdb")
+    os.close(handle)
+    os.unlink(scratch)
+    try:
+        con = connect(scratch)
+        try:
+            for path in sample_trace_paths():
+                load_file(con, path)
+        finally:
+            con.close()
+        # A rename is atomic: a concurrent first use sees either no file or a complete one.
+        os.replace(scratch, target)
+    finally:
+        if os.path.exists(scratch):
+            os.unlink(scratch)
+    return target

@@ -1,0 +1,76 @@
+-- Physical tables: tracekit's storage. Users query the views in views.sql, which are the contract;
+-- these tables may change between releases. Every row carries the trace_id of trace_files.
+
+CREATE SEQUENCE IF NOT EXISTS trace_id_seq START 1;
+
+CREATE TABLE IF NOT EXISTS schema_info (key VARCHAR PRIMARY KEY, value VARCHAR);
+
+CREATE TABLE IF NOT EXISTS trace_files (
+    trace_id INTEGER PRIMARY KEY,
+    trace VARCHAR UNIQUE NOT NULL,
+    path VARCHAR,
+    sha256 VARCHAR NOT NULL,
+    file_sha256 VARCHAR,
+    file_bytes BIGINT,
+    loaded_at TIMESTAMP,
+    tracekit_version VARCHAR,
+    header JSON,
+    metadata JSON,
+    device_name VARCHAR,
+    compute_capability VARCHAR,
+    events BIGINT,
+    dropped_events BIGINT,
+    dropped_reasons VARCHAR
+);
+
+CREATE TABLE IF NOT EXISTS event_rows (
+    trace_id INTEGER,
+    cat VARCHAR,
+    name VARCHAR,
+    ph VARCHAR,
+    ts_ns BIGINT,
+    dur_ns BIGINT,
+    pid VARCHAR,
+    tid VARCHAR,
+    id VARCHAR,
+    bp VARCHAR,
+    s VARCHAR,
+    args JSON
+);
+
+CREATE TABLE IF NOT EXISTS step_rows (
+    trace_id INTEGER, step INTEGER, ts_ns BIGINT, end_ns BIGINT
+);
+
+CREATE TABLE IF NOT EXISTS cpu_op_rows (
+    trace_id INTEGER, op_id BIGINT, cat VARCHAR, name VARCHAR, ts_ns BIGINT, dur_ns BIGINT,
+    pid VARCHAR, tid VARCHAR, external_id BIGINT, input_dims JSON, input_types JSON,
+    depth INTEGER, parent_id BIGINT, parent VARCHAR, step INTEGER, op_path VARCHAR
+);
+
+CREATE TABLE IF NOT EXISTS runtime_rows (
+    trace_id INTEGER, cat VARCHAR, name VARCHAR, ts_ns BIGINT, dur_ns BIGINT, pid VARCHAR,
+    tid VARCHAR, correlation BIGINT, external_id BIGINT, cpu_op_id BIGINT, step INTEGER
+);
+
+CREATE TABLE IF NOT EXISTS kernel_rows (
+    trace_id INTEGER, name VARCHAR, ts_ns BIGINT, dur_ns BIGINT, device INTEGER, stream INTEGER,
+    correlation BIGINT, external_id BIGINT, grid INTEGER[], block INTEGER[],
+    registers_per_thread INTEGER, shared_memory_bytes BIGINT, blocks_per_sm DOUBLE,
+    warps_per_sm DOUBLE, est_occupancy_pct DOUBLE, cpu_op_id BIGINT, step INTEGER
+);
+
+CREATE TABLE IF NOT EXISTS transfer_rows (
+    trace_id INTEGER, op VARCHAR, name VARCHAR, kind VARCHAR, bytes BIGINT, ts_ns BIGINT,
+    dur_ns BIGINT, device INTEGER, stream INTEGER, correlation BIGINT, external_id BIGINT,
+    cpu_op_id BIGINT, step INTEGER
+);
+
+CREATE TABLE IF NOT EXISTS kernel_classes (
+    name VARCHAR PRIMARY KEY, kernel_class VARCHAR, gemm_class VARCHAR, rule VARCHAR
+);
+
+CREATE TABLE IF NOT EXISTS kernel_rules (
+    rule_order INTEGER PRIMARY KEY, pattern VARCHAR, kernel_class VARCHAR, gemm_class VARCHAR,
+    why VARCHAR
+);

@@ -1,0 +1,160 @@
+-- The public contract: write your SQL against these views. A change here is a change to the product.
+-- Times are microseconds (DOUBLE, with the trace's nanosecond fraction) unless a name says _ns.
+
+-- @view traces: one row per loaded trace file.
+--   trace: unique name, the file name without .json[.gz] (suffixed -2, -3... on collisions)
+--   path: the absolute path it was loaded from
+--   sha256: hash of the trace's decompressed content (a second load of the same content is skipped)
+--   device_name: GPU of device 0 from deviceProperties (NULL for CPU-only and foreign traces without it)
+--   compute_capability: e.g. '9.0' for Hopper, '8.0' for A100, '7.0' for V100
+--   events: number of events loaded
+--   metadata: what `tracekit capture` embedded (variant, shape, dtype, versions...), NULL for foreign traces
+--   variant: metadata's variant (naive, sdpa_flash, ...), NULL for foreign traces
+--   dropped_events: events left out by `load --lenient` (0 otherwise)
+--   loaded_at: when it was loaded (UTC)
+CREATE OR REPLACE VIEW traces AS
+SELECT trace, path, sha256, device_name, compute_capability, events, metadata,
+       json_extract_string(metadata, '$.variant') AS variant, dropped_events, loaded_at
+FROM trace_files;
+
+-- @view events: every event of every trace, as written.
+--   trace: trace name
+--   cat: category (kernel, cpu_op, cuda_runtime, gpu_memcpy, ...; NULL for M metadata events)
+--   name: event name
+--   ph: Chrome phase (X complete, i instant, s/f flow, M metadata, ...)
+--   ts_us: start, microseconds on the trace's clock
+--   dur_us: duration in microseconds (NULL when the event has none)
+--   pid, tid: process and thread (text: Kineto writes some as strings)
+--   id: flow or async id (text), bp: flow binding point, s: instant scope
+--   args: the event's args as JSON
+CREATE OR REPLACE VIEW events AS
+SELECT t.trace, e.cat, e.name, e.ph, e.ts_ns / 1000.0 AS ts_us, e.dur_ns / 1000.0 AS dur_us,
+       e.pid, e.tid, e.id, e.bp, e.s, e.args
+FROM event_rows e JOIN trace_files t USING (trace_id);
+
+-- @view steps: the ProfilerStep#N spans of each trace.
+--   trace: trace name
+--   step: N of ProfilerStep#N (step 0 of a `tracekit capture` trace is the cold first call)
+--   ts_us, dur_us: the step's CPU span
+CREATE OR REPLACE VIEW steps AS
+SELECT t.trace, s.step, s.ts_ns / 1000.0 AS ts_us, (s.end_ns - s.ts_ns) / 1000.0 AS dur_us
+FROM step_rows s JOIN trace_files t USING (trace_id);
+
+-- @view cpu_ops: CPU operators (cat cpu_op) and record_function ranges (cat user_annotation).
+--   trace: trace name
+--   op_id: id of the op within its trace (parent_id, and kernels' cpu_op_id, refer to it)
+--   cat: cpu_op or user_annotation
+--   name: e.g. aten::masked_fill, ProfilerStep#3
+--   ts_us, dur_us: CPU span in microseconds
+--   pid, tid: process and thread
+--   external_id: Kineto's External id, shared with the GPU work the op launched
+--   input_dims, input_types: the op's input shapes and dtypes as JSON lists (with record_shapes)
+--   parent_id, parent: the enclosing op on the same thread (NULL at the top)
+--   depth: nesting depth on its thread, 0 at the top
+--   step: enclosing ProfilerStep#N, NULL outside steps or when the trace has none
+--   op_path: for ops that launched GPU work, the chain of cpu_op names from the outermost to
+--            this one, e.g. 'aten::masked_fill → aten::clone → aten::copy_'
+CREATE OR REPLACE VIEW cpu_ops AS
+SELECT t.trace, o.op_id, o.cat, o.name, o.ts_ns / 1000.0 AS ts_us, o.dur_ns / 1000.0 AS dur_us,
+       o.pid, o.tid, o.external_id, o.input_dims, o.input_types, o.parent_id, o.parent, o.depth,
+       o.step, o.op_path
+FROM cpu_op_rows o JOIN trace_files t USING (trace_id);
+
+-- @view runtime: CUDA (or HIP) runtime and driver calls on the CPU: launches, syncs, mallocs.
+--   trace: trace name
+--   cat: cuda_runtime or cuda_driver
+--   name: e.g. cudaLaunchKernel, cuLaunchKernelEx, cudaMemcpyAsync
+--   ts_us, dur_us: CPU span in microseconds
+--   correlation: id shared with the kernel or memcpy it launched
+--   cpu_op_id, cpu_op: the innermost CPU op that made the call
+--   step: enclosing ProfilerStep#N
+CREATE OR REPLACE VIEW runtime AS
+SELECT t.trace, r.cat, r.name, r.ts_ns / 1000.0 AS ts_us, r.dur_ns / 1000.0 AS dur_us, r.pid, r.tid,
+       r.correlation, r.cpu_op_id, o.name AS cpu_op, r.step
+FROM runtime_rows r JOIN trace_files t USING (trace_id)
+LEFT JOIN cpu_op_rows o ON o.trace_id = r.trace_id AND o.op_id = r.cpu_op_id;
+
+-- @view kernels: one row per GPU kernel execution.
+--   trace: trace name
+--   name: kernel name as the profiler recorded it
+--   ts_us, dur_us: GPU span in microseconds
+--   device, stream: GPU index and CUDA stream
+--   correlation: id of the runtime call that launched it
+--   external_id: External id of the launching CPU op
+--   grid, block: launch dimensions [x, y, z]
+--   registers_per_thread, shared_memory_bytes: resources per thread / per block
+--   blocks_per_sm, warps_per_sm: resident blocks and warps per SM the launch allowed
+--   est_occupancy_pct: CUPTI's estimated achieved occupancy, percent (NULL on AMD)
+--   kernel_class: gemm, attention, elementwise, reduction, softmax, copy, communication, other;
+--                 NULL when no rule knows the name (see `tracekit query unclassified`)
+--   gemm_class: 'tensor_core', 'simt' (plain FP32 on CUDA cores) or NULL (not a GEMM)
+--   rule: the classification rule that matched
+--   cpu_op_id, cpu_op: the innermost CPU op that launched it (correlation → runtime launch → op)
+--   cpu_op_path: op_path of that op, e.g. 'aten::matmul → aten::bmm'
+--   step: enclosing ProfilerStep#N of the launch, NULL when the trace has none
+CREATE OR REPLACE VIEW kernels AS
+SELECT t.trace, k.name, k.ts_ns / 1000.0 AS ts_us, k.dur_ns / 1000.0 AS dur_us, k.device, k.stream,
+       k.correlation, k.external_id, k.grid, k.block, k.registers_per_thread,
+       k.shared_memory_bytes, k.blocks_per_sm, k.warps_per_sm, k.est_occupancy_pct,
+       c.kernel_class, c.gemm_class, c.rule, k.cpu_op_id, o.name AS cpu_op,
+       o.op_path AS cpu_op_path, k.step
+FROM kernel_rows k JOIN trace_files t USING (trace_id)
+LEFT JOIN kernel_classes c ON c.name = k.name
+LEFT JOIN cpu_op_rows o ON o.trace_id = k.trace_id AND o.op_id = k.cpu_op_id;
+
+-- @view memcpy: one row per GPU memory copy.
+--   trace: trace name
+--   name: e.g. 'Memcpy DtoD (Device -> Device)'
+--   kind: DtoD, HtoD, DtoH, PtoP, HtoH, ... (from the name)
+--   bytes: bytes copied (NULL when the profiler did not record it, e.g. ROCm)
+--   ts_us, dur_us: GPU span in microseconds
+--   device, stream: GPU index and stream
+--   correlation: id of the runtime call that issued it
+--   cpu_op_id, cpu_op: innermost CPU op that caused it; cpu_op_path: its chain of ops
+--   step: enclosing ProfilerStep#N
+CREATE OR REPLACE VIEW memcpy AS
+SELECT t.trace, x.name, x.kind, x.bytes, x.ts_ns / 1000.0 AS ts_us, x.dur_ns / 1000.0 AS dur_us,
+       x.device, x.stream, x.correlation, x.cpu_op_id, o.name AS cpu_op, o.op_path AS cpu_op_path,
+       x.step
+FROM transfer_rows x JOIN trace_files t USING (trace_id)
+LEFT JOIN cpu_op_rows o ON o.trace_id = x.trace_id AND o.op_id = x.cpu_op_id
+WHERE x.op = 'memcpy';
+
+-- @view memset: one row per GPU memset, with the columns of memcpy (kind is e.g. 'Device').
+CREATE OR REPLACE VIEW memset AS
+SELECT t.trace, x.name, x.kind, x.bytes, x.ts_ns / 1000.0 AS ts_us, x.dur_ns / 1000.0 AS dur_us,
+       x.device, x.stream, x.correlation, x.cpu_op_id, o.name AS cpu_op, o.op_path AS cpu_op_path,
+       x.step
+FROM transfer_rows x JOIN trace_files t USING (trace_id)
+LEFT JOIN cpu_op_rows o ON o.trace_id = x.trace_id AND o.op_id = x.cpu_op_id
+WHERE x.op = 'memset';
+
+-- @view kernel_rules (a table): the classification rules, in the order they are tried (first match wins).
+--   rule_order: position; pattern: case-insensitive regular expression searched in the name;
+--   kernel_class, gemm_class: what a match means; why: the reason for the rule
+
+-- @view steady_steps: the steps that count as steady: all but a trace's first step when it has two
+-- or more (the first call pays for cuDNN plans, torch.compile and allocator warm-up).
+--   trace: trace name
+--   step: N of ProfilerStep#N
+--   ts_us, dur_us: the step's CPU span
+CREATE OR REPLACE VIEW steady_steps AS
+SELECT s.trace, s.step, s.ts_us, s.dur_us
+FROM steps s
+JOIN (SELECT trace, min(step) AS first_step, count(*) AS n FROM steps GROUP BY trace) f USING (trace)
+WHERE f.n = 1 OR s.step > f.first_step;
+
+-- @view cudnn_attention_calls: each call into cuDNN attention on the CPU (the outermost op whose name
+-- mentions cudnn and attention), numbered per trace in time order. Its first call builds the plan.
+--   trace: trace name
+--   call: 1 for the first call, 2, ...
+--   name: the op, e.g. aten::_scaled_dot_product_cudnn_attention
+--   ts_us, dur_us: CPU span of the call in microseconds
+--   step: enclosing ProfilerStep#N
+CREATE OR REPLACE VIEW cudnn_attention_calls AS
+SELECT o.trace, row_number() OVER (PARTITION BY o.trace ORDER BY o.ts_us, o.op_id) AS call,
+       o.name, o.ts_us, o.dur_us, o.step
+FROM cpu_ops o
+LEFT JOIN cpu_ops p ON p.trace = o.trace AND p.op_id = o.parent_id
+WHERE o.name ILIKE '%cudnn%attention%'
+  AND (p.name IS NULL OR NOT (p.name ILIKE '%cudnn%attention%'));
