@@ -64,11 +64,11 @@ WITH picked AS (
              || json_extract_string(p.metadata, '$.head_dim') || ' ' || json_extract_string(p.metadata, '$.dtype')
              AS shape,
            coalesce(sc.steps, 1) AS steps,
-           t.kernels / coalesce(sc.steps, 1) AS kernels_per_step,
-           t.gpu_us / coalesce(sc.steps, 1) AS gpu_us_per_step,
+           coalesce(t.kernels, 0) / coalesce(sc.steps, 1) AS kernels_per_step,
+           coalesce(t.gpu_us, 0) / coalesce(sc.steps, 1) AS gpu_us_per_step,
            sc.cpu_us_per_step,
-           t.memcpys / coalesce(sc.steps, 1) AS memcpy_per_step,
-           t.memcpy_bytes / coalesce(sc.steps, 1) AS memcpy_bytes_per_step,
+           coalesce(t.memcpys, 0) / coalesce(sc.steps, 1) AS memcpy_per_step,
+           coalesce(t.memcpy_bytes, 0) / coalesce(sc.steps, 1) AS memcpy_bytes_per_step,
            t.tensor_core_pct, top.top_kernel, top.top_kernel_occupancy_pct, pl.plan_ms
     FROM picked p
     LEFT JOIN step_counts sc ON sc.trace = p.trace

@@ -29,3 +29,44 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+TEST_DATA = ROOT / "tests" / "data"
+CPU_TRACE = TEST_DATA / "cpu" / "naive_cpu.json.gz"
+
+
+@pytest.fixture(scope="session")
+def sample_db(tmp_path_factory):
+    """A database holding the eight sample traces, loaded once for the session."""
+    from tracekit.database import connect
+    from tracekit.loader import load_file
+
+    path = tmp_path_factory.mktemp("db") / "samples.duckdb"
+    con = connect(path)
+    for trace in sorted(SAMPLE_TRACES.glob("*.json.gz")):
+        assert load_file(con, trace).status == "loaded"
+    con.close()
+    return path
+
+
+@pytest.fixture
+def sample_con(sample_db):
+    from tracekit.database import connect
+
+    con = connect(sample_db, read_only=True)
+    yield con
+    con.close()
+
+
+@pytest.fixture
+def fresh_db(tmp_path):
+    """An empty database path in a test's own folder."""
+    return tmp_path / "t.duckdb"
+
+
+@pytest.fixture
+def isolated_cwd(tmp_path, monkeypatch):
+    """A working directory with no tracekit.duckdb, and a private cache for the samples database."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TRACEKIT_CACHE", str(tmp_path / "cache"))
+    return tmp_path

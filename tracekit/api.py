@@ -21,7 +21,7 @@ def query(name=None, *, sql=None, db=None, params=None):
     With no `db` and no tracekit.duckdb in the working directory it runs on the
     bundled sample traces: `tracekit.query("summary")`.
     """
-    from tracekit.query import run_named, run_sql
+    from tracekit.named_queries import run_named, run_sql
     if (name is None) == (sql is None):
         raise ValueError("give a query name or sql=, not both")
     path, _ = resolve_db(db)

@@ -94,6 +94,8 @@ def load(paths, db, replace, lenient):
                        f"from {path} in {seconds:.2f} s{note}")
     finally:
         con.close()
+    if failed == 1 and len(files) == 1:
+        click.get_current_context().exit(1)  # its one error line has been printed
     if failed:
         raise TracekitError(f"{failed} of {len(files)} file(s) failed to load; the others are in {db}")
 
@@ -118,7 +120,7 @@ def query(name, sql, db, params, list_queries, fmt, output):
     """
     from tracekit.api import resolve_db
     from tracekit.database import connect
-    from tracekit.query import named_queries, run_named, run_sql
+    from tracekit.named_queries import named_queries, run_named, run_sql
 
     if list_queries:
         import pandas as pd

@@ -5,6 +5,7 @@ more description, then `columns:` (each output column with its unit) and
 `params:` (`name = default: meaning`). Parameters reach DuckDB as `$name`.
 """
 
+import json
 import re
 from dataclasses import dataclass, field
 from importlib import resources
@@ -91,9 +92,14 @@ def run_sql(con, sql, params=None):
     """Runs one SQL statement and returns a pandas DataFrame; errors become QueryError."""
     try:
         relation = con.execute(sql, params) if params else con.execute(sql)
-        return relation.df()
+        json_columns = [d[0] for d in relation.description or [] if str(d[1]) == "JSON"]
+        frame = relation.df()
     except duckdb.Error as exc:
         raise _friendly(exc, sql) from None
+    # JSON columns arrive as text; callers (and -f json) want the objects they hold.
+    for column in json_columns:
+        frame[column] = frame[column].map(lambda v: json.loads(v) if isinstance(v, str) else v)
+    return frame
 
 
 def run_named(con, name, params=None):

@@ -1,0 +1,146 @@
+"""`tracekit load`: file forms, names, content hashes, folders and a CPU-only trace."""
+
+import gzip
+import json
+import shutil
+
+import duckdb
+import pytest
+from click.testing import CliRunner
+
+from conftest import CPU_TRACE, SAMPLE_TRACES, read_trace
+from tracekit.cli import cli
+
+
+def invoke(*args):
+    return CliRunner().invoke(cli, [str(a) for a in args])
+
+
+def db_rows(db, sql):
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()
+
+
+def write_json(path, value, *, compress=False):
+    text = json.dumps(value, indent=1)
+    if compress:
+        with gzip.open(path, "wt") as f:
+            f.write(text)
+    else:
+        path.write_text(text)
+    return path
+
+
+def test_loading_a_folder_loads_every_trace_and_passes_over_the_manifest(fresh_db):
+    result = invoke("load", SAMPLE_TRACES, "--db", fresh_db)
+    assert result.exit_code == 0, result.output
+    assert result.output.count("loaded ") == 8
+    assert "manifest" not in result.output
+    assert db_rows(fresh_db, "SELECT count(*) FROM traces") == [(8,)]
+
+
+def test_the_same_content_twice_is_skipped_and_replace_reloads_it(fresh_db):
+    naive = SAMPLE_TRACES / "naive.json.gz"
+    assert invoke("load", naive, "--db", fresh_db).exit_code == 0
+    again = invoke("load", naive, "--db", fresh_db)
+    assert again.exit_code == 0 and "skipped" in again.output and "same content as trace 'naive'" in again.output
+    replaced = invoke("load", naive, "--db", fresh_db, "--replace")
+    assert replaced.exit_code == 0 and "loaded naive:" in replaced.output
+    assert db_rows(fresh_db, "SELECT trace, events FROM traces") == [("naive", 517)]
+    assert db_rows(fresh_db, "SELECT count(*) FROM kernels") == [(30,)]
+
+
+def test_plain_json_has_the_same_content_hash_as_its_gzip(fresh_db, tmp_path):
+    plain = tmp_path / "naive.json"
+    with gzip.open(SAMPLE_TRACES / "naive.json.gz", "rb") as src:
+        plain.write_bytes(src.read())
+    assert invoke("load", SAMPLE_TRACES / "naive.json.gz", "--db", fresh_db).exit_code == 0
+    second = invoke("load", plain, "--db", fresh_db)
+    assert "skipped" in second.output
+
+
+def test_colliding_names_are_made_unique(fresh_db, tmp_path):
+    other = tmp_path / "other"
+    other.mkdir()
+    shutil.copy(CPU_TRACE, other / "naive.json.gz")
+    result = invoke("load", SAMPLE_TRACES / "naive.json.gz", other / "naive.json.gz", "--db", fresh_db)
+    assert result.exit_code == 0, result.output
+    assert db_rows(fresh_db, "SELECT trace, device_name FROM traces ORDER BY trace") == [
+        ("naive", "NVIDIA H200"), ("naive-2", None)]
+
+
+def test_a_plain_chrome_array_loads(fresh_db, tmp_path):
+    events = read_trace(SAMPLE_TRACES / "sdpa_flash.json.gz")["traceEvents"]
+    path = write_json(tmp_path / "flash_array.json", events)
+    result = invoke("load", path, "--db", fresh_db)
+    assert result.exit_code == 0, result.output
+    assert db_rows(fresh_db, "SELECT events, device_name, metadata FROM traces") == [(len(events), None, None)]
+    assert db_rows(fresh_db, "SELECT count(*), max(est_occupancy_pct) FROM kernels") == [(6, 13.0)]
+
+
+def test_a_chrome_array_without_its_closing_bracket_loads(fresh_db, tmp_path):
+    # The Chrome trace format lets a writer leave the closing ] off.
+    events = read_trace(SAMPLE_TRACES / "sdpa_flash.json.gz")["traceEvents"]
+    text = json.dumps(events, indent=1).rstrip()
+    assert text.endswith("]")
+    path = tmp_path / "open_array.json"
+    path.write_text(text[:-1].rstrip() + ",\n")
+    result = invoke("load", path, "--db", fresh_db)
+    assert result.exit_code == 0, result.output
+    assert db_rows(fresh_db, "SELECT events FROM traces") == [(len(events),)]
+
+
+def test_keys_after_the_event_array_are_read(fresh_db, tmp_path):
+    trace = read_trace(SAMPLE_TRACES / "sdpa_cudnn.json.gz")
+    reordered = {"traceEvents": trace["traceEvents"], "deviceProperties": trace["deviceProperties"],
+                 "tracekit": trace["tracekit"], "traceName": "a ] tricky [ name"}
+    path = write_json(tmp_path / "reordered.json.gz", reordered, compress=True)
+    result = invoke("load", path, "--db", fresh_db)
+    assert result.exit_code == 0, result.output
+    assert db_rows(fresh_db, "SELECT device_name, variant, events FROM traces") == [
+        ("NVIDIA H200", "sdpa_cudnn", len(trace["traceEvents"]))]
+    assert db_rows(fresh_db, "SELECT header->>'traceName' FROM trace_files") == [("a ] tricky [ name",)]
+
+
+def test_a_cpu_only_trace_loads_with_steps_and_ops_but_no_gpu_work(fresh_db):
+    result = invoke("load", CPU_TRACE, "--db", fresh_db)
+    assert result.exit_code == 0, result.output
+    assert "293 events, 0 kernels" in result.output
+    assert db_rows(fresh_db, "SELECT device_name, variant FROM traces") == [(None, "naive")]
+    assert db_rows(fresh_db, "SELECT count(*) FROM steps") == [(6,)]
+    assert db_rows(fresh_db, "SELECT count(*) FROM cpu_ops WHERE name = 'aten::masked_fill'") == [(6,)]
+    summary = json.loads(invoke("query", "summary", "--db", fresh_db, "-f", "json").output)
+    assert summary[0]["kernels_per_step"] == 0 and summary[0]["cpu_us_per_step"] > 0
+
+
+def test_globs_expand(fresh_db):
+    result = invoke("load", str(SAMPLE_TRACES / "sdpa_*.json.gz"), "--db", fresh_db)
+    assert result.exit_code == 0
+    assert db_rows(fresh_db, "SELECT count(*) FROM traces") == [(5,)]
+
+
+@pytest.mark.parametrize("content, problem", [
+    (b"", "empty file"),
+    (b"not json at all", "not JSON"),
+    (b'{"schemaVersion": 1, "other": []}', "a JSON object without a traceEvents array"),
+])
+def test_bad_files_fail_cleanly_and_leave_the_database_unchanged(fresh_db, tmp_path, content, problem):
+    assert invoke("load", SAMPLE_TRACES / "naive.json.gz", "--db", fresh_db).exit_code == 0
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(content)
+    result = invoke("load", bad, "--db", fresh_db)
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines() == [result.output.strip()]
+    assert result.output.startswith(f"Error: {bad}: {problem}")
+    assert "Traceback" not in result.output
+    assert db_rows(fresh_db, "SELECT trace FROM traces") == [("naive",)]
+    assert db_rows(fresh_db, "SELECT count(*) FROM events") == [(517,)]
+
+
+def test_a_path_that_does_not_exist(fresh_db, tmp_path):
+    result = invoke("load", tmp_path / "missing.json.gz", "--db", fresh_db)
+    assert result.exit_code == 1
+    assert "missing.json.gz: no such file" in result.output

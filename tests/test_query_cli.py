@@ -1,0 +1,190 @@
+"""`tracekit query` and `schema` through the CLI: every named query in every format, errors, docs."""
+
+import json
+import subprocess
+import sys
+
+import duckdb
+import pytest
+from click.testing import CliRunner
+
+from tracekit.cli import cli
+from tracekit.named_queries import named_queries
+
+QUERIES = sorted(named_queries())
+TEXT_FORMATS = ["table", "csv", "json", "markdown"]
+
+
+def invoke(*args):
+    return CliRunner().invoke(cli, list(args))
+
+
+def test_the_named_queries_the_issue_asks_for_exist():
+    assert {"memcpy", "gemm_classes", "occupancy", "cudnn_plan_time", "summary", "top_kernels",
+            "unclassified"} <= set(QUERIES)
+
+
+@pytest.mark.parametrize("name", QUERIES)
+@pytest.mark.parametrize("fmt", TEXT_FORMATS)
+def test_every_named_query_in_every_text_format(sample_db, name, fmt):
+    result = invoke("query", name, "--db", str(sample_db), "-f", fmt)
+    assert result.exit_code == 0, result.output
+    if fmt == "json":
+        rows = json.loads(result.output)
+        assert isinstance(rows, list)
+        if rows:
+            assert set(rows[0]) == set(named_queries()[name].columns)
+    elif fmt == "markdown":
+        assert result.output.startswith("| ") and "|---" in result.output
+    elif fmt == "csv":
+        assert result.output.splitlines()[0].split(",") == list(named_queries()[name].columns)
+    else:
+        assert result.output.rstrip().endswith("rows)") or result.output.rstrip().endswith("row)")
+
+
+@pytest.mark.parametrize("name", QUERIES)
+def test_every_named_query_writes_parquet(sample_db, tmp_path, name):
+    out = tmp_path / f"{name}.parquet"
+    result = invoke("query", name, "--db", str(sample_db), "-f", "parquet", "-o", str(out))
+    assert result.exit_code == 0, result.output
+    columns = [c[0] for c in duckdb.sql(f"SELECT * FROM '{out}' LIMIT 0").description]
+    assert columns == list(named_queries()[name].columns)
+
+
+@pytest.mark.parametrize("name", QUERIES)
+def test_every_query_documents_its_question_and_each_column(sample_db, name):
+    query = named_queries()[name]
+    assert query.question.endswith("?") or query.question.endswith(".")
+    result = invoke("query", name, "--db", str(sample_db), "-f", "csv")
+    header = result.output.splitlines()[0].split(",")
+    assert header == list(query.columns), "the header comment's columns: must list the output columns in order"
+    assert all(meaning for meaning in query.columns.values())
+
+
+def test_json_format_is_one_array_of_row_objects(sample_db):
+    result = invoke("query", "memcpy", "--db", str(sample_db), "-f", "json", "-p", "trace", "naive")
+    assert json.loads(result.output) == [{
+        "trace": "naive", "kind": "DtoD", "caused_by": "aten::masked_fill → aten::clone → aten::copy_",
+        "memcpy_count": 6, "memcpy_bytes": 3221225472, "memcpy_us": pytest.approx(1523.922),
+        "avg_bytes": 536870912.0, "steps_with_memcpy": 6}]
+
+
+def test_list_shows_every_query_with_its_question():
+    result = invoke("query", "--list")
+    assert result.exit_code == 0
+    for name in QUERIES:
+        assert name in result.output
+    assert "Where are the Memcpy kernels" in result.output
+
+
+def test_ad_hoc_sql(sample_db):
+    result = invoke("query", "--db", str(sample_db), "-f", "csv", "--sql",
+                    "SELECT count(*) AS n FROM kernels WHERE gemm_class = 'simt'")
+    assert result.exit_code == 0
+    assert result.output.splitlines() == ["n", "12"]
+
+
+def test_output_file(sample_db, tmp_path):
+    out = tmp_path / "summary.md"
+    result = invoke("query", "summary", "--db", str(sample_db), "-f", "markdown", "-o", str(out))
+    assert result.exit_code == 0
+    assert out.read_text().count("\n") == 2 + 8
+
+
+def test_without_a_database_it_answers_from_the_bundled_samples(isolated_cwd):
+    result = invoke("query", "gemm_classes", "-f", "json")
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.output.split("\n", 1)[1]) if result.output.startswith("(") else json.loads(result.output)
+    assert {r["trace"] for r in rows} == {"naive", "naive_inplace", "sdpa_math"}
+
+
+def test_python_api_returns_a_dataframe(isolated_cwd):
+    import tracekit
+
+    frame = tracekit.query("cudnn_plan_time")
+    assert frame.loc[frame["trace"] == "sdpa_cudnn", "plan_ms"].iloc[0] > 100
+    assert tracekit.query(sql="SELECT count(*) AS n FROM traces")["n"].iloc[0] == 8
+
+
+def test_the_database_is_read_only(sample_db):
+    result = invoke("query", "--db", str(sample_db), "--sql", "DELETE FROM trace_files")
+    assert result.exit_code == 1
+    assert "read-only" in result.output
+    assert "Traceback" not in result.output
+    assert duckdb.connect(str(sample_db), read_only=True).execute("SELECT count(*) FROM trace_files").fetchone()[0] == 8
+
+
+def test_an_sql_error_shows_duckdb_message_and_the_query(sample_db):
+    result = invoke("query", "--db", str(sample_db), "--sql", "SELECT no_such_column FROM kernels")
+    assert result.exit_code == 1
+    assert "no_such_column" in result.output and "SELECT no_such_column FROM kernels" in result.output
+    assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("args, message", [
+    (["query", "no_such_query", "--db", "{db}"], "no named query 'no_such_query'"),
+    (["query", "memcpy", "-p", "nope", "1", "--db", "{db}"], "has no parameter nope"),
+    (["query", "--db", "/nonexistent/x.duckdb", "memcpy"], "no such database"),
+])
+def test_bad_requests_get_one_line_errors(sample_db, args, message):
+    result = invoke(*[a.format(db=sample_db) for a in args])
+    assert result.exit_code == 1
+    assert message in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_query_and_name_together_is_a_usage_error():
+    result = invoke("query", "memcpy", "--sql", "SELECT 1")
+    assert result.exit_code == 2
+
+
+def test_parquet_needs_an_output_file(sample_db):
+    result = invoke("query", "memcpy", "--db", str(sample_db), "-f", "parquet")
+    assert result.exit_code == 1 and "-o FILE" in result.output
+
+
+def test_schema_documents_every_view():
+    result = invoke("schema")
+    assert result.exit_code == 0
+    for view in ["traces", "events", "kernels", "memcpy", "memset", "cpu_ops", "runtime", "steps"]:
+        assert f"\n{view}:" in "\n" + result.output
+    for column in ["est_occupancy_pct", "gemm_class", "kernel_class", "registers_per_thread", "external_id"]:
+        assert any(line.startswith("  ") and column in line.split(":")[0] for line in result.output.splitlines())
+
+
+def test_every_documented_view_column_exists(sample_con):
+    from tracekit.database import schema_doc
+
+    view, documented = None, {}
+    for line in schema_doc().splitlines():
+        if line and not line.startswith(" "):
+            view = line.split(":")[0].split(" ")[0]
+            documented[view] = set()
+        elif line.startswith("  ") and ":" in line and view:
+            for name in line.split(":")[0].strip().split(","):
+                documented[view].add(name.strip())
+    for view, columns in documented.items():
+        if view == "kernel_rules":
+            view = "kernel_rules"
+        actual = {d[0] for d in sample_con.execute(f"SELECT * FROM {view} LIMIT 0").description}
+        assert {c for c in columns if " " not in c and c.isidentifier()} <= actual, view
+
+
+def test_every_command_has_help():
+    for name, command in cli.commands.items():
+        assert command.help and len(command.help) > 20, name
+        assert invoke(name, "--help").exit_code == 0
+
+
+def test_query_and_load_never_import_torch(sample_db, tmp_path):
+    script = (
+        "import sys\n"
+        "from click.testing import CliRunner\n"
+        "from tracekit.cli import cli\n"
+        f"r = CliRunner().invoke(cli, ['query', 'summary', '--db', {str(sample_db)!r}])\n"
+        "assert r.exit_code == 0, r.output\n"
+        f"r = CliRunner().invoke(cli, ['load', {str(tmp_path / 'none.json')!r}, '--db', {str(tmp_path / 'x.duckdb')!r}])\n"
+        "print('torch' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
