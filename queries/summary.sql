@@ -1,5 +1,5 @@
--- How do the variants compare? The article's table: a row per trace, fastest GPU step first.
--- Per-step figures are means over the steady steps (view steady_steps: all but the first step);
+-- How do the variants compare?
+-- The article's table: a row per trace, fastest GPU step first. Per-step figures are means over the steady steps (view steady_steps: all but the first step);
 -- a trace without ProfilerStep#N counts as one step.
 -- columns:
 --   trace: trace name
