@@ -41,11 +41,15 @@ def cli():
     """Make GPU profiler traces of attention answerable with SQL."""
 
 
+# Each module holds one family of commands and lists them in COMMANDS.
+_COMMAND_MODULES = ("capture_cmd", "analysis_cmd", "perfetto_cmd")
+
+
 def _register():
-    from tracekit.cli import analysis_cmd, capture_cmd, perfetto_cmd
-    cli.add_command(capture_cmd.capture)
-    for command in analysis_cmd.COMMANDS + perfetto_cmd.COMMANDS:
-        cli.add_command(command)
+    from importlib import import_module
+    for module_name in _COMMAND_MODULES:
+        for command in import_module(f"tracekit.cli.{module_name}").COMMANDS:
+            cli.add_command(command)
 
 
 _register()

@@ -89,3 +89,6 @@ def capture(out_dir, variants, device, batch, heads, seq_lens, head_dim, dtype, 
     if not ran:
         raise TracekitError(f"{out_dir}: nothing could be captured (see manifest.json for why)")
     click.echo(f"wrote {len(ran)} trace(s) and manifest.json to {out_dir}")
+
+
+COMMANDS = [capture]
