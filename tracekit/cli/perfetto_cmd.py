@@ -1,4 +1,4 @@
-"""`tracekit open`: hand a trace to ui.perfetto.dev."""
+"""`tracekit open` and `export`: hand traces, and tracekit's findings, to ui.perfetto.dev."""
 
 import click
 
@@ -29,4 +29,37 @@ def open_command(trace_file, trace_name, db, port, no_browser):
     open_in_perfetto(trace_file, port=port, browser=not no_browser, echo=click.echo)
 
 
-COMMANDS = [open_command]
+@click.command("export")
+@click.option("--db", type=click.Path(dir_okay=False),
+              help="Database [default: ./tracekit.duckdb, else the bundled sample traces].")
+@click.option("--trace", "trace_name", help="Export this loaded trace, whole.")
+@click.option("--sql", help="Export the events this query selects (SELECT * FROM events WHERE ...).")
+@click.option("--findings", is_flag=True,
+              help="Add a 'tracekit findings' track: Memcpys and their ops, SIMT GEMMs, cuDNN's plan build.")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+              help="The trace to write (.json or .json.gz).")
+def export_command(db, trace_name, sql, findings, output):
+    """Write a Chrome JSON trace (for Perfetto, or to load again) from the database.
+
+    Slices that partially overlap on a thread track are moved to an extra track,
+    so Perfetto shows every one; nesting is kept.
+    """
+    from tracekit.api import resolve_db
+    from tracekit.database import connect
+    from tracekit.export import export
+
+    if (trace_name is None) == (sql is None):
+        raise click.UsageError("give --trace NAME or --sql SQL")
+    path, is_samples = resolve_db(db)
+    if is_samples:
+        click.echo("(no --db and no tracekit.duckdb here: exporting from the bundled sample traces)", err=True)
+    con = connect(path, read_only=True)
+    try:
+        written, count, moved = export(con, output, trace=trace_name, sql=sql, findings=findings)
+    finally:
+        con.close()
+    note = f"; {moved} partially overlapping slice(s) moved to extra tracks" if moved else ""
+    click.echo(f"wrote {count} events to {written}{note}")
+
+
+COMMANDS = [open_command, export_command]

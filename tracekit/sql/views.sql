@@ -27,9 +27,10 @@ FROM trace_files;
 --   pid, tid: process and thread (text: Kineto writes some as strings)
 --   id: flow or async id (text), bp: flow binding point, s: instant scope
 --   args: the event's args as JSON
+--   ts_ns, dur_ns: start and duration as integer nanoseconds, exactly as written (export uses them)
 CREATE OR REPLACE VIEW events AS
 SELECT t.trace, e.cat, e.name, e.ph, e.ts_ns / 1000.0 AS ts_us, e.dur_ns / 1000.0 AS dur_us,
-       e.pid, e.tid, e.id, e.bp, e.s, e.args
+       e.pid, e.tid, e.id, e.bp, e.s, e.args, e.ts_ns, e.dur_ns
 FROM event_rows e JOIN trace_files t USING (trace_id);
 
 -- @view steps: the ProfilerStep#N spans of each trace.

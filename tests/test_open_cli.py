@@ -1,0 +1,51 @@
+"""`tracekit open` end to end: prints the Perfetto URL, serves the file once, then exits."""
+
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+from conftest import SAMPLE_TRACES
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_open_serves_the_trace_to_perfetto_and_exits(tmp_path):
+    port = free_port()
+    trace = SAMPLE_TRACES / "sdpa_flash.json.gz"
+    proc = subprocess.Popen([sys.executable, "-m", "tracekit", "open", str(trace), "--no-browser",
+                             "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        url_line = proc.stdout.readline().strip()
+        assert url_line == f"https://ui.perfetto.dev/#!/?url=http://127.0.0.1:{port}/sdpa_flash.json.gz"
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/sdpa_flash.json.gz",
+                                         headers={"Origin": "https://ui.perfetto.dev"})
+        with urllib.request.urlopen(request, timeout=10) as response:
+            assert response.headers["Access-Control-Allow-Origin"] == "https://ui.perfetto.dev"
+            assert response.read() == trace.read_bytes()
+        assert proc.wait(timeout=10) == 0
+    finally:
+        proc.kill()
+
+
+def test_open_says_clearly_when_the_port_is_taken():
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        out = subprocess.run([sys.executable, "-m", "tracekit", "open", str(SAMPLE_TRACES / "naive.json.gz"),
+                              "--no-browser", "--port", str(port)], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 1
+    assert out.stderr.strip().splitlines() == [out.stderr.strip()]
+    assert f"port {port} on 127.0.0.1 is in use" in out.stderr
+
+
+def test_open_a_missing_file():
+    out = subprocess.run([sys.executable, "-m", "tracekit", "open", "/nonexistent/t.json.gz", "--no-browser"],
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 1 and "/nonexistent/t.json.gz: no such file" in out.stderr
