@@ -14,7 +14,7 @@
 --   trace = NULL: only this trace
 SELECT t.trace, m.kind, m.cpu_op_path AS caused_by,
        count(m.ts_us) AS memcpy_count,
-       coalesce(sum(m.bytes), 0) AS memcpy_bytes,
+       CAST(coalesce(sum(m.bytes), 0) AS BIGINT) AS memcpy_bytes,
        coalesce(sum(m.dur_us), 0.0) AS memcpy_us,
        avg(m.bytes) AS avg_bytes,
        count(DISTINCT m.step) AS steps_with_memcpy

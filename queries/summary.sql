@@ -42,7 +42,7 @@ WITH picked AS (
            count(*) FILTER (WHERE what = 'kernel') AS kernels,
            sum(dur_us) AS gpu_us,
            count(*) FILTER (WHERE what = 'memcpy') AS memcpys,
-           coalesce(sum(bytes) FILTER (WHERE what = 'memcpy'), 0) AS memcpy_bytes,
+           CAST(coalesce(sum(bytes) FILTER (WHERE what = 'memcpy'), 0) AS BIGINT) AS memcpy_bytes,
            100.0 * sum(dur_us) FILTER (WHERE gemm_class = 'tensor_core')
                  / sum(dur_us) FILTER (WHERE gemm_class IS NOT NULL) AS tensor_core_pct
     FROM gpu_work GROUP BY trace
@@ -85,4 +85,4 @@ SELECT r.trace, r.variant, r.steps, r.kernels_per_step, r.gpu_us_per_step, r.cpu
 FROM rows r
 LEFT JOIN naive n ON n.shape = r.shape
 WHERE $trace IS NULL OR r.trace = $trace
-ORDER BY r.gpu_us_per_step ASC NULLS LAST, r.trace;
+ORDER BY r.gpu_us_per_step > 0 DESC, r.gpu_us_per_step ASC NULLS LAST, r.trace;

@@ -9,6 +9,18 @@ __version__ = "0.1.0"
 __all__ = ["__version__", "load", "query"]
 
 
+def _serve_source_checkout():
+    # pyproject maps tracekit.capture/.queries/.sample_traces to top-level folders; run from a
+    # source checkout (the repo root on sys.path before the installed package) they must still import.
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent
+    if (root / "pyproject.toml").is_file() and (root / "queries" / "__init__.py").is_file():
+        __path__.append(str(root))
+
+
+_serve_source_checkout()
+
+
 def __getattr__(name):
     # Lazy, so `import tracekit` (and `tracekit capture` on a GPU box without duckdb) stays light.
     if name in ("load", "query"):

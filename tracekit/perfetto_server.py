@@ -152,7 +152,7 @@ class TraceServer:
             if exc.errno == errno.EADDRINUSE:
                 raise TracekitError(
                     f"port {port} on {HOST} is in use (another `tracekit open` or "
-                    "Perfetto's trace_processor?); stop it or pass --port") from None
+                    "Perfetto's trace_processor?); stop it and retry: the Perfetto UI fetches local traces from port 9001 only") from None
             raise TracekitError(f"cannot listen on {HOST}:{port}: {exc.strerror}") from None
         self.host, self.port = self._server.server_address[:2]
         self.file_url = _file_url(self.path, self.port)

@@ -74,7 +74,10 @@ def as_table(frame, cell_chars=TABLE_CELL_CHARS):
                          for v, w, num in zip(values, widths, numeric)).rstrip()
 
     rule = "  ".join("-" * w for w in widths)
-    footer = f"({len(cells)} row{'s' if len(cells) != 1 else ''})"
+    count = f"{len(cells)} row{'s' if len(cells) != 1 else ''}"
+    if cell_chars and any(len(_text(v)) > cell_chars for row in frame.itertuples(index=False, name=None) for v in row):
+        count += f"; values cut at {cell_chars} characters, -f csv, json or markdown show them whole"
+    footer = f"({count})"
     return "\n".join([line(columns), rule] + [line(r) for r in cells] + [footer]) + "\n"
 
 

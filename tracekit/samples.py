@@ -28,7 +28,10 @@ def _cache_dir():
 
 def _fingerprint():
     """Changes whenever the traces, the schema or the classification rules change."""
-    digest = hashlib.sha256(__version__.encode())
+    import duckdb
+
+    # A database file is tied to the DuckDB that wrote it: another version gets its own.
+    digest = hashlib.sha256(f"{__version__} duckdb {duckdb.__version__}".encode())
     for path in sample_trace_paths():
         digest.update(path.name.encode())
         digest.update(str(path.stat().st_size).encode())

@@ -11,7 +11,7 @@ from tracekit.errors import TracekitError
 @click.option("--db", type=click.Path(dir_okay=False),
               help="Database for --trace [default: ./tracekit.duckdb, else the bundled sample traces].")
 @click.option("--port", type=click.IntRange(1, 65535), default=9001, show_default=True,
-              help="Loopback port (Perfetto's UI allows 9001 for local traces).")
+              help="Loopback port. The Perfetto UI fetches local traces from 9001 only; another port is for scripts.")
 @click.option("--no-browser", is_flag=True, help="Print the URL instead of opening a browser.")
 def open_command(trace_file, trace_name, db, port, no_browser):
     """Serve one trace to ui.perfetto.dev on 127.0.0.1 and open it there.

@@ -117,7 +117,8 @@ SELECT $trace_id, name, ts_ns, dur_ns, device, stream, correlation, launch_exter
        TRY_CAST(json_extract_string(args, '$."shared memory"') AS BIGINT),
        TRY_CAST(json_extract_string(args, '$."blocks per SM"') AS DOUBLE),
        TRY_CAST(json_extract_string(args, '$."warps per SM"') AS DOUBLE),
-       TRY_CAST(json_extract_string(args, '$."est. achieved occupancy %"') AS DOUBLE),
+       -- Kineto writes 0 when it could not compute occupancy (a kernel that ran had some).
+       nullif(TRY_CAST(json_extract_string(args, '$."est. achieved occupancy %"') AS DOUBLE), 0),
        cpu_op_id, step
 FROM _gpu_linked WHERE op = 'kernel';
 

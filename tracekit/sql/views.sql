@@ -66,6 +66,7 @@ FROM cpu_op_rows o JOIN trace_files t USING (trace_id);
 --   cat: cuda_runtime or cuda_driver
 --   name: e.g. cudaLaunchKernel, cuLaunchKernelEx, cudaMemcpyAsync
 --   ts_us, dur_us: CPU span in microseconds
+--   pid, tid: process and thread
 --   correlation: id shared with the kernel or memcpy it launched
 --   cpu_op_id, cpu_op: the innermost CPU op that made the call
 --   step: enclosing ProfilerStep#N
@@ -84,8 +85,11 @@ LEFT JOIN cpu_op_rows o ON o.trace_id = r.trace_id AND o.op_id = r.cpu_op_id;
 --   external_id: External id of the launching CPU op
 --   grid, block: launch dimensions [x, y, z]
 --   registers_per_thread, shared_memory_bytes: resources per thread / per block
---   blocks_per_sm, warps_per_sm: resident blocks and warps per SM the launch allowed
---   est_occupancy_pct: CUPTI's estimated achieved occupancy, percent (NULL on AMD)
+--   blocks_per_sm, warps_per_sm: the launch's blocks (and their warps) divided by the GPU's SM count,
+--                 as Kineto computes them: above 1 the grid needs more than one wave
+--   est_occupancy_pct: Kineto's estimated achieved occupancy, percent; NULL when it could not say
+--                 (AMD; and it reports 0 for kernels with more than 48 KiB of shared memory, such
+--                 as cuDNN's, flex's and nvjet's, which is stored as NULL)
 --   kernel_class: gemm, attention, elementwise, reduction, softmax, copy, communication, other;
 --                 NULL when no rule knows the name (see `tracekit query unclassified`)
 --   gemm_class: 'tensor_core', 'simt' (plain FP32 on CUDA cores) or NULL (not a GEMM)
