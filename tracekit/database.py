@@ -38,10 +38,18 @@ def split_statements(sql):
     return [part.strip() for part in re.split(r";\s*$", body, flags=re.M) if part.strip()]
 
 
+_LOCK_HOLDER = re.compile(r"lock is held in (\S+) \(PID (\d+)\)")
+
+
 def _friendly(exc, path):
     message = str(exc)
     if "Could not set lock" in message or "Conflicting lock" in message:
-        return DatabaseError(f"{path}: database is locked by another tracekit process; wait for it to finish")
+        holder = _LOCK_HOLDER.search(message)
+        by = f" by {Path(holder.group(1)).name} (PID {holder.group(2)})" if holder else ""
+        return DatabaseError(f"{path}: database is locked{by}, another tracekit load perhaps;"
+                             " wait for it to finish")
+    if "No such file or directory" in message and not Path(path).parent.is_dir():
+        return DatabaseError(f"{path}: its folder {Path(path).parent} does not exist")
     if "not a valid DuckDB database" in message or "Unable to open" in message or "database file" in message.lower():
         return DatabaseError(f"{path}: not a DuckDB database file (use another --db)")
     return DatabaseError(f"{path}: cannot open the database ({message.splitlines()[0]})")

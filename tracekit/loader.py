@@ -8,6 +8,7 @@ a FIFO, so Python never holds more than a few MB of the trace.
 import glob
 import json
 import os
+import re
 import tempfile
 import threading
 from dataclasses import dataclass, field
@@ -32,18 +33,20 @@ EVENT_COLUMNS = ("{ph: 'JSON', cat: 'VARCHAR', name: 'JSON', ts: 'JSON', dur: 'J
                  " tid: 'VARCHAR', id: 'VARCHAR', bp: 'VARCHAR', s: 'VARCHAR', args: 'JSON'}")
 
 # Each problem an event can have, as an SQL condition over the raw columns; strict loads stop at
-# the first, --lenient loads drop such events and count them.
+# the first ("an event has <problem>"), --lenient loads drop such events and count them.
 EVENT_PROBLEMS = {
     "no ph": "ph IS NULL OR json_type(ph) = 'NULL'",
-    "ph is not a Chrome phase letter": f"json_type(ph) <> 'VARCHAR' OR length(json_extract_string(ph, '$')) <> 1"
-                                       f" OR strpos('{CHROME_PHASES}', json_extract_string(ph, '$')) = 0",
+    "a ph that is not a Chrome phase letter": f"json_type(ph) <> 'VARCHAR' OR length(json_extract_string(ph, '$')) <> 1"
+                                              f" OR strpos('{CHROME_PHASES}', json_extract_string(ph, '$')) = 0",
     "no name": "name IS NULL OR json_type(name) = 'NULL'",
-    "name is not a string": "json_type(name) NOT IN ('VARCHAR', 'UBIGINT', 'BIGINT', 'DOUBLE')",
+    "a name that is not a string": "json_type(name) NOT IN ('VARCHAR', 'UBIGINT', 'BIGINT', 'DOUBLE')",
     "no ts": "(ts IS NULL OR json_type(ts) = 'NULL') AND json_extract_string(ph, '$') <> 'M'",
-    "ts is not a number": "ts IS NOT NULL AND json_type(ts) <> 'NULL' AND NOT tk_is_number(ts)",
-    "dur is not a number": "dur IS NOT NULL AND json_type(dur) <> 'NULL' AND NOT tk_is_number(dur)",
-    "args is not an object": "args IS NOT NULL AND json_type(args) NOT IN ('OBJECT', 'NULL')",
+    "a ts that is not a number": "ts IS NOT NULL AND json_type(ts) <> 'NULL' AND NOT tk_is_number(ts)",
+    "a dur that is not a number": "dur IS NOT NULL AND json_type(dur) <> 'NULL' AND NOT tk_is_number(dur)",
+    "args that are not an object": "args IS NOT NULL AND json_type(args) NOT IN ('OBJECT', 'NULL')",
 }
+# The reason --lenient gives for the one event a truncated file cuts in half.
+TRUNCATED = "cut off by truncation"
 
 
 @dataclass
@@ -56,7 +59,9 @@ class LoadResult:
     events: int = 0
     kernels: int = 0
     message: str = ""
-    dropped: dict = field(default_factory=dict)
+    dropped: dict = field(default_factory=dict)  # reason -> events dropped (--lenient)
+    truncated: bool = False  # the event array never ended (loaded with --lenient)
+    cut_bytes: int = 0  # bytes of the trace's cut-off end left out
 
 
 def expand_paths(patterns):
@@ -69,9 +74,11 @@ def expand_paths(patterns):
         for match in matches:
             path = Path(match)
             if path.is_dir():
-                found.extend(sorted(p for p in path.rglob("*")
-                                    if p.is_file() and p.name.endswith(TRACE_SUFFIXES)
-                                    and p.name != CAPTURE_MANIFEST))
+                traces = sorted(p for p in path.rglob("*")
+                                if p.is_file() and p.name.endswith(TRACE_SUFFIXES) and p.name != CAPTURE_MANIFEST)
+                if not traces:
+                    raise TraceFileError(path, "a folder with no .json or .json.gz trace files in it")
+                found.extend(traces)
             else:
                 found.append(path)
     unique = list(dict.fromkeys(p.resolve() if p.exists() else p for p in found))
@@ -178,14 +185,28 @@ def _stream_into(con, path, trace_id, lenient, progress):
         return writer.info, dropped
 
 
+_JSON_TYPES = {"UBIGINT": "a number", "BIGINT": "a number", "DOUBLE": "a number", "VARCHAR": "a string",
+               "ARRAY": "a list", "BOOLEAN": "a boolean"}
+_MALFORMED = re.compile(r'Malformed JSON in file ".*?", at byte (\d+) in record/value (\d+): (.*?)\.?\s*$')
+_NOT_OBJECT = re.compile(r'JSON transform error in file ".*?", in record/value (\d+): Expected OBJECT, but got (\w+)')
+
+
 def _duckdb_problem(exc):
+    """DuckDB's error on the event array, said in terms of the trace (never the FIFO's path)."""
     message = str(exc).splitlines()[0]
+    malformed = _MALFORMED.search(message)
+    if malformed:
+        # DuckDB counts the array itself as value 1: its value N is event N - 1.
+        offset, value, what = malformed.groups()
+        return f"not valid JSON in the traceEvents array ({what} at character {offset} of event {int(value) - 1})"
+    not_object = _NOT_OBJECT.search(message)
+    if not_object:
+        number, kind = not_object.groups()
+        return f"not a trace: event {number} of traceEvents is {_JSON_TYPES.get(kind, kind)}, not an event object"
     for prefix in ("Invalid Input Error: ", "Conversion Error: "):
         if message.startswith(prefix):
             message = message[len(prefix):]
-    if "Malformed JSON" in message or "unexpected" in message.lower():
-        return f"not a valid JSON trace ({message})"
-    return message
+    return re.sub(r' in file "[^"]*"', "", message)
 
 
 def _device(header):
@@ -257,18 +278,19 @@ def _load_in_transaction(con, path, replace, lenient, progress):
     metadata = header.get("tracekit") if isinstance(header.get("tracekit"), dict) else None
     device_name, capability = _device(header)
     events = con.execute("SELECT count(*) FROM event_rows WHERE trace_id = ?", [trace_id]).fetchone()[0]
-    if info.dropped_tail_bytes:
-        dropped["cut off by truncation (bytes)"] = info.dropped_tail_bytes
+    if info.cut_events:
+        dropped[TRUNCATED] = info.cut_events
     con.execute(
         "INSERT INTO trace_files VALUES (?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [trace_id, name, str(path.resolve()), info.sha256, path.stat().st_size,
          datetime.now(timezone.utc).replace(tzinfo=None), __version__,
          json.dumps({k: v for k, v in header.items() if k != "tracekit"}),
          json.dumps(metadata) if metadata is not None else None, device_name, capability, events,
-         sum(v for k, v in dropped.items() if not k.endswith("(bytes)")),
+         sum(dropped.values()),
          json.dumps(dropped) if dropped else None])
     for statement in split_statements(sql_resource("derive.sql")):
         con.execute(statement, {"trace_id": trace_id} if "$trace_id" in statement else None)
     _store_classes(con)
     kernels = con.execute("SELECT count(*) FROM kernel_rows WHERE trace_id = ?", [trace_id]).fetchone()[0]
-    return LoadResult(str(path), "loaded", name, events, kernels, dropped=dropped)
+    return LoadResult(str(path), "loaded", name, events, kernels, dropped=dropped,
+                      truncated=not info.array_closed, cut_bytes=info.dropped_tail_bytes)

@@ -26,6 +26,9 @@ GZIP_MAGIC = b"\x1f\x8b"
 
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
 _DECODER = json.JSONDecoder()
+# What a file cut inside a literal or number ends with: `tru`, `-`, `1.`, `2e`...
+_LITERAL_PREFIX = re.compile(r"t(r(ue?)?)?|f(a(l(se?)?)?)?|n(u(ll?)?)?|-?[0-9]*\.?[0-9]*([eE][-+]?)?")
+_NO_EVENTS = "a JSON object without a traceEvents array: not a Chrome/Kineto trace"
 
 
 @dataclass
@@ -37,8 +40,9 @@ class TraceStream:
     sha256: str = ""
     bytes_read: int = 0
     compressed: bool = False
-    array_closed: bool = True
-    dropped_tail_bytes: int = 0
+    array_closed: bool = True  # False: the array never ended and was closed here
+    dropped_tail_bytes: int = 0  # bytes after the last complete event (--lenient on a truncated trace)
+    cut_events: int = 0  # events cut in half by the truncation (0 or 1)
 
 
 def open_raw(path):
@@ -103,10 +107,33 @@ class _HeaderReader:
         """Decodes one JSON value at `pos`, reading more until it is complete."""
         while True:
             try:
-                return _DECODER.raw_decode(self.text, pos)
+                value, end = _DECODER.raw_decode(self.text, pos)
             except json.JSONDecodeError as exc:
                 if not self._more():
-                    raise TraceFileError(self.path, f"not valid JSON ({exc.msg} at char {exc.pos})")
+                    raise self._invalid(exc) from None
+                continue
+            # A number at the end of the buffer may go on in the next chunk.
+            if end < len(self.text) or not self._more():
+                return value, end
+
+    def _invalid(self, exc):
+        """The error for JSON that failed to decode with nothing left to read."""
+        rest = self.text[exc.pos:].strip()
+        if exc.msg.startswith("Unterminated string") or not rest or _LITERAL_PREFIX.fullmatch(rest):
+            return self._truncated()
+        return TraceFileError(self.path, f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})")
+
+    def _truncated(self):
+        return TraceFileError(self.path, "truncated: the file ends inside its header, before the traceEvents array")
+
+    def _expect(self, pos, wanted, problem):
+        """Raises unless the text at `pos` is one of `wanted`; the end of the file means truncated."""
+        if pos >= len(self.text):
+            raise self._truncated()
+        if self.text[pos] not in wanted:
+            line = self.text.count("\n", 0, pos) + 1
+            column = pos - self.text.rfind("\n", 0, pos)
+            raise TraceFileError(self.path, f"not valid JSON ({problem} at line {line} column {column})")
 
     def read(self):
         """Returns (header dict, bytes of the stream already read past the array's `[`, is_array)."""
@@ -123,26 +150,23 @@ class _HeaderReader:
         while True:
             pos = self._skip_ws(pos)
             if pos < len(self.text) and self.text[pos] == "}":
-                raise TraceFileError(self.path, "a JSON object without a traceEvents array: not a Chrome/Kineto trace")
+                raise TraceFileError(self.path, _NO_EVENTS)
+            self._expect(pos, '"', "expected a key in double quotes")
             key, pos = self._value(pos)
-            if not isinstance(key, str):
-                raise TraceFileError(self.path, "not valid JSON (an object key is not a string)")
             pos = self._skip_ws(pos)
-            if pos >= len(self.text) or self.text[pos] != ":":
-                raise TraceFileError(self.path, "not valid JSON (expected ':' after a key)")
+            self._expect(pos, ":", "expected ':' after a key")
             pos = self._skip_ws(pos + 1)
             if key == "traceEvents":
-                if pos >= len(self.text) or self.text[pos] != "[":
+                self._expect(pos, "[{\"-0123456789tfn", "expected a value")
+                if self.text[pos] != "[":
                     raise TraceFileError(self.path, "traceEvents is not a JSON array")
                 return header, self._raw_from(pos), False
             header[key], pos = self._value(pos)
             pos = self._skip_ws(pos)
-            if pos < len(self.text) and self.text[pos] == ",":
-                pos += 1
-            elif pos < len(self.text) and self.text[pos] == "}":
-                raise TraceFileError(self.path, "a JSON object without a traceEvents array: not a Chrome/Kineto trace")
-            else:
-                raise TraceFileError(self.path, "not valid JSON (expected ',' or '}' between keys)")
+            self._expect(pos, ",}", "expected ',' or '}' between keys")
+            if self.text[pos] == "}":
+                raise TraceFileError(self.path, _NO_EVENTS)
+            pos += 1
 
     def _raw_from(self, char_pos):
         """The raw bytes from text position `char_pos` on (the array's `[`)."""
@@ -192,10 +216,12 @@ def _split_array_end(held, is_array):
             return body, {}
         return None, None
     text = held.decode("utf-8", errors="replace")
-    for match in re.finditer(r"\][ \t\n\r]*[,}]", text):
-        tail = _object_tail(text, match.start() + 1)
+    # The array's own `]` follows its last event's `}` (or its `[`); a `]` after anything else
+    # closes a list inside an event that a truncation happened to leave at the end.
+    for match in re.finditer(r"[}\[][ \t\n\r]*(\])(?=[ \t\n\r]*[,}])", text):
+        tail = _object_tail(text, match.end(1))
         if tail is not None:
-            cut = len(text[:match.start() + 1].encode("utf-8"))
+            cut = len(text[:match.end(1)].encode("utf-8"))
             return held[:cut], tail
     return None, None
 
@@ -203,20 +229,51 @@ def _split_array_end(held, is_array):
 _EVENT_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 
 
-def _complete_events_prefix(held):
-    """For --lenient: `held` cut after the last complete event, with the array closed.
+def _decode_event(held, brace):
+    """The end offset (in `held`) of the JSON object starting at `held[brace]`, or None if it is cut."""
+    text = held[brace:].decode("utf-8", errors="replace")
+    try:
+        _, end = _DECODER.raw_decode(text)
+    except json.JSONDecodeError:
+        return None
+    return brace + len(text[:end].encode("utf-8", errors="replace"))
+
+
+def _complete_events_prefix(held, has_array_start):
+    """For --lenient: (`held` cut after the last complete event with the array closed, events cut off).
 
     The truncated event is the last one whose text cannot be decoded to the end;
     boundaries inside an event (a list of objects in its args) decode fine and are passed over.
+    `has_array_start`: `held` still begins with the array's `[` (nothing streamed yet), so a
+    trace cut inside its first event keeps no events rather than failing.
     """
-    boundaries = [m.start() for m in _EVENT_BOUNDARY.finditer(held)]
-    for start in reversed(boundaries):
-        brace = held.index(b"{", start + 1)
-        try:
-            _DECODER.raw_decode(held[brace:].decode("utf-8", errors="replace"))
-        except json.JSONDecodeError:
-            return held[:start + 1] + b"]"
-    return None
+    starts = [held.index(b"{", m.start() + 1) for m in _EVENT_BOUNDARY.finditer(held)]
+    if has_array_start:
+        first = re.match(rb"\[\s*\{", held)
+        starts.insert(0, first.end() - 1 if first else None)
+    for brace in reversed(starts):
+        if brace is None:
+            return b"[]", 0
+        end = _decode_event(held, brace)
+        if end is None:
+            return held[:brace].rstrip().rstrip(b",") + b"]", 1
+        if brace == starts[-1] and held[end:].lstrip(b" \t\r\n,")[:1] in (b"", b"]"):
+            return held[:end] + b"]", 0  # cut after the last complete event, or in the keys after the array
+    return None, 0
+
+
+def _lenient_cut(path, held, lenient, flushed):
+    """(body, events cut off) for an event array that never ends: a --lenient cut, or the error."""
+    if lenient:
+        body, cut_events = _complete_events_prefix(bytes(held), not flushed)
+        if body is None:
+            raise TraceFileError(path, "truncated, and no complete event in its last 4 MB to keep")
+        return body, cut_events
+    if held.rstrip().endswith(b"}"):
+        raise TraceFileError(path, "the traceEvents array does not end properly (truncated after an event, or"
+                                   " broken JSON after the array? --lenient loads the events before)")
+    raise TraceFileError(path, "truncated: the traceEvents array never ends (a profiler killed mid-write?"
+                               " --lenient loads the events before the cut)")
 
 
 def stream_events(path, sink, *, lenient=False, progress=None):
@@ -235,11 +292,13 @@ def stream_events(path, sink, *, lenient=False, progress=None):
         digest.update(bytes(reader.raw))
         info.header = header
         held = bytearray(pending)
+        flushed = False
         while True:
             if len(held) > 2 * TAIL_BYTES:
                 flush = len(held) - TAIL_BYTES
                 sink.write(held[:flush])
                 del held[:flush]
+                flushed = True
             chunk = _read(stream, path)
             if not chunk:
                 break
@@ -248,21 +307,13 @@ def stream_events(path, sink, *, lenient=False, progress=None):
             if progress is not None:
                 progress(raw_handle.tell())
         body, tail = _split_array_end(bytes(held), is_array)
-        if body is None:
-            if is_array and held.rstrip().endswith((b"}", b"},")):
-                # Chrome's array format allows the closing bracket to be left off.
-                body, tail = bytes(held.rstrip().rstrip(b",")) + b"]", {}
-            elif lenient:
-                body = _complete_events_prefix(bytes(held))
-                if body is None:
-                    raise TraceFileError(path, "truncated: no complete event in the last 4 MB to keep")
-                info.array_closed = False
-                info.dropped_tail_bytes = len(held) - len(body) + 1
-                tail = {}
-            else:
-                raise TraceFileError(
-                    path, "truncated: the traceEvents array never ends (a profiler killed mid-write?"
-                          " --lenient loads the events before the cut)")
+        if body is None and is_array and held.rstrip().endswith((b"}", b"},")):
+            # Chrome's array format allows the closing bracket to be left off.
+            body, tail = bytes(held.rstrip().rstrip(b",")) + b"]", {}
+        elif body is None:
+            body, info.cut_events = _lenient_cut(path, held, lenient, flushed)
+            info.array_closed, tail = False, {}
+            info.dropped_tail_bytes = len(held) - (len(body) - 1)
         sink.write(body)
         info.header.update(tail)
         info.sha256 = digest.hexdigest()

@@ -42,7 +42,7 @@ def cli():
 
 
 # Each module holds one family of commands and lists them in COMMANDS.
-_COMMAND_MODULES = ("capture_cmd", "analysis_cmd", "perfetto_cmd")
+_COMMAND_MODULES = ("capture_cmd", "analysis_cmd", "perfetto_cmd", "hta_cmd", "report_cmd")
 
 
 def _register():

@@ -66,38 +66,63 @@ def load(paths, db, replace, lenient):
     as it was. Files with content already loaded are skipped (see --replace).
     """
     from tracekit.database import connect
-    from tracekit.loader import expand_paths, load_file
+    from tracekit.loader import expand_paths
 
     files = expand_paths(paths)
+    created = not Path(db).exists()
     con = connect(db)
-    failed = 0
     try:
-        for path in files:
-            progress = _Progress(path)
-            started = time.monotonic()
-            try:
-                result = load_file(con, path, replace=replace, lenient=lenient, progress=progress)
-            except TracekitError as exc:
-                progress.close()
-                failed += 1
-                click.echo(f"Error: {exc}", err=True)
-                continue
-            progress.close()
-            seconds = time.monotonic() - started
-            if result.status == "skipped":
-                click.echo(f"skipped {path}: {result.message}")
-                continue
-            note = ""
-            if result.dropped:
-                note = "; dropped " + ", ".join(f"{n} ({why})" for why, n in result.dropped.items())
-            click.echo(f"loaded {result.trace}: {result.events} events, {result.kernels} kernels "
-                       f"from {path} in {seconds:.2f} s{note}")
+        failed = [path for path in files if not _load_one(con, path, replace, lenient)]
     finally:
         con.close()
-    if failed == 1 and len(files) == 1:
+    if created and len(failed) == len(files):
+        _remove_database(db)  # nothing loaded: leave no empty database behind
+    if len(failed) == 1 and len(files) == 1:
         click.get_current_context().exit(1)  # its one error line has been printed
     if failed:
-        raise TracekitError(f"{failed} of {len(files)} file(s) failed to load; the others are in {db}")
+        names = ", ".join(Path(path).name for path in failed[:5]) + (", ..." if len(failed) > 5 else "")
+        where = "nothing was loaded" if len(failed) == len(files) else f"the other {len(files) - len(failed)} are in {db}"
+        raise TracekitError(f"{len(failed)} of {len(files)} files failed to load ({names}); {where}")
+
+
+def _load_one(con, path, replace, lenient):
+    """Loads one file and prints one line about it; returns False when it failed."""
+    from tracekit.loader import load_file
+
+    progress = _Progress(path)
+    started = time.monotonic()
+    try:
+        result = load_file(con, path, replace=replace, lenient=lenient, progress=progress)
+    except TracekitError as exc:
+        click.echo(f"Error: {exc}", err=True)
+        return False
+    finally:
+        progress.close()
+    seconds = time.monotonic() - started
+    if result.status == "skipped":
+        click.echo(f"skipped {path}: {result.message}")
+        return True
+    click.echo(f"loaded {result.trace}: {result.events} events, {result.kernels} kernels "
+               f"from {path} in {seconds:.2f} s{_dropped_note(result)}")
+    return True
+
+
+def _dropped_note(result):
+    """'; dropped 2 events: 1 with no ph, 1 cut off by truncation (the last 50 bytes)'."""
+    from tracekit.loader import TRUNCATED
+
+    if not result.dropped:
+        return "; truncated right after an event: nothing dropped" if result.truncated else ""
+    total = sum(result.dropped.values())
+    reasons = [f"{count} {why} (the last {result.cut_bytes} bytes)" if why == TRUNCATED else f"{count} with {why}"
+               for why, count in result.dropped.items()]
+    return f"; dropped {total} event{'s' if total != 1 else ''}: {', '.join(reasons)}"
+
+
+def _remove_database(db):
+    for leftover in (Path(db), Path(f"{db}.wal")):
+        if leftover.exists():
+            leftover.unlink()
 
 
 def _params(pairs):
