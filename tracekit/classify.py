@@ -68,6 +68,8 @@ RULES = (
     Rule(r"fbgemm", "other", None,
          "FBGEMM_GPU kernels (embedding bags, jagged tensors, quantization): the library "
          "is called fbgemm, the kernel is not a GEMM"),
+    Rule(r"^cijk_\w*postgsu", "reduction", None,
+         "AMD Tensile's Cijk_*_PostGSU sums the partial tiles of a split (GSU) GEMM: not a GEMM itself"),
     Rule(r"splitkreduce|reducesplitk", "reduction", None,
          "second pass of a split-K GEMM (cuBLAS splitKreduce_kernel, CUTLASS ReduceSplitK) "
          "sums partial tiles; no matmul"),

@@ -100,14 +100,21 @@ FROM event_rows
 WHERE trace_id = $trace_id AND ph = 'X'
   AND lower(cat) IN ('kernel', 'gpu_memcpy', 'memcpy', 'gpu_memset', 'memset');
 
+-- ROCm traces may give a kernel no correlation, only the External id of its launch call.
+CREATE OR REPLACE TEMP TABLE _launch_by_external AS
+SELECT external_id, cpu_op_id, ts_ns FROM runtime_rows
+WHERE trace_id = $trace_id AND external_id IS NOT NULL
+QUALIFY row_number() OVER (PARTITION BY external_id ORDER BY lower(name) LIKE '%launch%' DESC, ts_ns, name) = 1;
+
 CREATE OR REPLACE TEMP TABLE _gpu_linked AS
 SELECT g.*, coalesce(g.external_id, l.external_id) AS launch_external_id,
-       coalesce(x.op_id, l.cpu_op_id) AS cpu_op_id,
-       CASE WHEN coalesce(l.ts_ns, g.ts_ns) < s.end_ns THEN s.step END AS step
+       coalesce(x.op_id, l.cpu_op_id, le.cpu_op_id) AS cpu_op_id,
+       CASE WHEN coalesce(l.ts_ns, le.ts_ns, g.ts_ns) < s.end_ns THEN s.step END AS step
 FROM _gpu g
 LEFT JOIN _launch l ON l.correlation = g.correlation
 LEFT JOIN _op_by_external x ON x.external_id = g.external_id
-ASOF LEFT JOIN _steps s ON coalesce(l.ts_ns, g.ts_ns) >= s.ts_ns;
+LEFT JOIN _launch_by_external le ON g.correlation IS NULL AND le.external_id = g.external_id
+ASOF LEFT JOIN _steps s ON coalesce(l.ts_ns, le.ts_ns, g.ts_ns) >= s.ts_ns;
 
 INSERT INTO kernel_rows
 SELECT $trace_id, name, ts_ns, dur_ns, device, stream, correlation, launch_external_id,
@@ -157,5 +164,6 @@ DROP TABLE _ops_d;
 DROP TABLE _op_by_external;
 DROP TABLE _rt;
 DROP TABLE _launch;
+DROP TABLE _launch_by_external;
 DROP TABLE _gpu;
 DROP TABLE _gpu_linked;
