@@ -43,7 +43,7 @@ WITH picked AS (
            sum(dur_us) AS gpu_us,
            count(*) FILTER (WHERE what = 'memcpy') AS memcpys,
            CAST(coalesce(sum(bytes) FILTER (WHERE what = 'memcpy'), 0) AS BIGINT) AS memcpy_bytes,
-           100.0 * sum(dur_us) FILTER (WHERE gemm_class = 'tensor_core')
+           100.0 * coalesce(sum(dur_us) FILTER (WHERE gemm_class = 'tensor_core'), 0.0)
                  / sum(dur_us) FILTER (WHERE gemm_class IS NOT NULL) AS tensor_core_pct
     FROM gpu_work GROUP BY trace
 ), by_kernel AS (

@@ -1,0 +1,44 @@
+"""`tracekit report`: the comparative table, charts and findings as one HTML page or markdown."""
+
+import click
+
+from tracekit.errors import TracekitError
+
+DEFAULT_HTML = "report.html"
+
+
+@click.command()
+@click.option("--db", type=click.Path(dir_okay=False),
+              help="Database [default: ./tracekit.duckdb, else the bundled sample traces].")
+@click.option("-o", "--output", type=click.Path(dir_okay=False),
+              help=f"Write to this file [default: {DEFAULT_HTML} for html, standard output for markdown].")
+@click.option("-f", "--format", "fmt", type=click.Choice(["html", "markdown"]), default="html",
+              show_default=True, help="html: one self-contained page; markdown: table and findings.")
+def report(db, output, fmt):
+    """Write a report comparing the loaded traces: table, charts and findings.
+
+    The HTML page is one file that opens offline (inline CSS and SVG, no scripts).
+    With no --db and no tracekit.duckdb here, it reports on the bundled sample traces.
+    """
+    from tracekit.api import resolve_db
+    from tracekit.report import render
+    from tracekit.report.data import load
+
+    path, is_samples = resolve_db(db)
+    if is_samples:
+        click.echo("(no --db and no tracekit.duckdb here: reporting on the bundled sample traces)", err=True)
+    data = load(None if is_samples else path)
+    text = render(data, fmt)
+    if output is None and fmt == "markdown":
+        click.echo(text, nl=False)
+        return
+    target = output or DEFAULT_HTML
+    try:
+        with open(target, "w", encoding="utf-8") as handle:
+            handle.write(text)
+    except OSError as exc:
+        raise TracekitError(f"{target}: cannot write ({exc.strerror})") from None
+    click.echo(f"wrote {target}: {len(data.summary)} trace(s), {len(text) // 1024} KiB", err=True)
+
+
+COMMANDS = [report]

@@ -1,0 +1,34 @@
+"""`tracekit report`: one self-contained HTML page (or markdown) comparing the loaded traces.
+
+    from tracekit.report import build_report
+    html = build_report(db="tracekit.duckdb")            # or db=None: ./tracekit.duckdb, else the samples
+    text = build_report(fmt="markdown")
+
+The numbers come from the named queries (summary, memcpy, gemm_classes, occupancy,
+cudnn_plan_time) and the public views; the findings are computed from them.
+"""
+
+from tracekit.errors import TracekitError
+
+FORMATS = ("html", "markdown")
+
+
+def render(data, fmt="html"):
+    """The report of a ReportData in `fmt` (html or markdown)."""
+    from tracekit.report.findings import findings
+
+    items = findings(data)
+    if fmt == "html":
+        from tracekit.report.figures import figures
+        from tracekit.report.html import page
+        return page(data, items, figures(data))
+    if fmt == "markdown":
+        from tracekit.report.markdown import markdown
+        return markdown(data, items)
+    raise TracekitError(f"unknown report format {fmt!r} (choose from {', '.join(FORMATS)})")
+
+
+def build_report(db=None, fmt="html"):
+    """The report of database `db` (./tracekit.duckdb, else the bundled sample traces) as text."""
+    from tracekit.report.data import load
+    return render(load(db), fmt)
