@@ -80,6 +80,7 @@ class _HeaderReader:
         self.raw = bytearray()
         self.text = ""
         self.eof = False
+        self.bad_byte = None  # offset of the first byte that is not UTF-8, once read
 
     def _more(self):
         if self.eof:
@@ -93,8 +94,11 @@ class _HeaderReader:
         self.raw += chunk
         try:
             self.text += self.decoder.decode(chunk)
-        except UnicodeDecodeError:
-            raise TraceFileError(self.path, "not UTF-8 text: not a JSON trace")
+        except UnicodeDecodeError as exc:
+            # Only the header has to be text here; a bad byte in the events is DuckDB's to report.
+            self.text += chunk[:exc.start].decode("utf-8", errors="ignore")
+            self.bad_byte = len(self.raw) - len(chunk) + exc.start
+            self.eof = True
         return True
 
     def _skip_ws(self, pos):
@@ -124,6 +128,11 @@ class _HeaderReader:
         return TraceFileError(self.path, f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})")
 
     def _truncated(self):
+        """The error for a header that runs into the end of the file (or of its UTF-8 text)."""
+        if self.bad_byte is not None:
+            if not self.text.strip():
+                return TraceFileError(self.path, "not UTF-8 text: not a JSON trace")
+            return TraceFileError(self.path, f"not UTF-8 text at byte {self.bad_byte}, inside the header")
         return TraceFileError(self.path, "truncated: the file ends inside its header, before the traceEvents array")
 
     def _expect(self, pos, wanted, problem):
@@ -139,7 +148,7 @@ class _HeaderReader:
         """Returns (header dict, bytes of the stream already read past the array's `[`, is_array)."""
         pos = self._skip_ws(0)
         if pos >= len(self.text):
-            raise TraceFileError(self.path, "empty file")
+            raise self._truncated() if self.bad_byte is not None else TraceFileError(self.path, "empty file")
         first = self.text[pos]
         if first == "[":
             return {}, self._raw_from(pos), True

@@ -112,7 +112,8 @@ def _dropped_note(result):
     from tracekit.loader import TRUNCATED
 
     if not result.dropped:
-        return "; truncated right after an event: nothing dropped" if result.truncated else ""
+        return "; its event array never ends properly: loaded up to its last event, nothing dropped" \
+            if result.truncated else ""
     total = sum(result.dropped.values())
     reasons = [f"{count} {why} (the last {result.cut_bytes} bytes)" if why == TRUNCATED else f"{count} with {why}"
                for why, count in result.dropped.items()]
