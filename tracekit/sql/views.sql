@@ -107,6 +107,14 @@ FROM kernel_rows k JOIN trace_files t USING (trace_id)
 LEFT JOIN kernel_classes c ON c.name = k.name
 LEFT JOIN cpu_op_rows o ON o.trace_id = k.trace_id AND o.op_id = k.cpu_op_id;
 
+-- Both kinds of transfer with their causes; memcpy and memset below are its two halves.
+CREATE OR REPLACE VIEW _transfers AS
+SELECT x.op, t.trace, x.name, x.kind, x.bytes, x.ts_ns / 1000.0 AS ts_us, x.dur_ns / 1000.0 AS dur_us,
+       x.device, x.stream, x.correlation, x.cpu_op_id, o.name AS cpu_op, o.op_path AS cpu_op_path,
+       x.step
+FROM transfer_rows x JOIN trace_files t USING (trace_id)
+LEFT JOIN cpu_op_rows o ON o.trace_id = x.trace_id AND o.op_id = x.cpu_op_id;
+
 -- @view memcpy: one row per GPU memory copy.
 --   trace: trace name
 --   name: e.g. 'Memcpy DtoD (Device -> Device)'
@@ -118,21 +126,11 @@ LEFT JOIN cpu_op_rows o ON o.trace_id = k.trace_id AND o.op_id = k.cpu_op_id;
 --   cpu_op_id, cpu_op: innermost CPU op that caused it; cpu_op_path: its chain of ops
 --   step: enclosing ProfilerStep#N
 CREATE OR REPLACE VIEW memcpy AS
-SELECT t.trace, x.name, x.kind, x.bytes, x.ts_ns / 1000.0 AS ts_us, x.dur_ns / 1000.0 AS dur_us,
-       x.device, x.stream, x.correlation, x.cpu_op_id, o.name AS cpu_op, o.op_path AS cpu_op_path,
-       x.step
-FROM transfer_rows x JOIN trace_files t USING (trace_id)
-LEFT JOIN cpu_op_rows o ON o.trace_id = x.trace_id AND o.op_id = x.cpu_op_id
-WHERE x.op = 'memcpy';
+SELECT * EXCLUDE (op) FROM _transfers WHERE op = 'memcpy';
 
 -- @view memset: one row per GPU memset, with the columns of memcpy (kind is e.g. 'Device').
 CREATE OR REPLACE VIEW memset AS
-SELECT t.trace, x.name, x.kind, x.bytes, x.ts_ns / 1000.0 AS ts_us, x.dur_ns / 1000.0 AS dur_us,
-       x.device, x.stream, x.correlation, x.cpu_op_id, o.name AS cpu_op, o.op_path AS cpu_op_path,
-       x.step
-FROM transfer_rows x JOIN trace_files t USING (trace_id)
-LEFT JOIN cpu_op_rows o ON o.trace_id = x.trace_id AND o.op_id = x.cpu_op_id
-WHERE x.op = 'memset';
+SELECT * EXCLUDE (op) FROM _transfers WHERE op = 'memset';
 
 -- @view kernel_rules (a table): the classification rules, in the order they are tried (first match wins).
 --   rule_order: position; pattern: case-insensitive regular expression searched in the name;
