@@ -24,6 +24,10 @@ CREATE OR REPLACE TEMP MACRO tk_ns_text(t) AS
 CREATE OR REPLACE TEMP MACRO tk_is_number(j) AS json_type(j) IN ('UBIGINT', 'BIGINT', 'DOUBLE');
 CREATE OR REPLACE TEMP MACRO tk_ns(j) AS
     CASE WHEN tk_is_number(j) THEN tk_ns_text(CAST(j AS VARCHAR)) END;
+-- Times must stay under 2^62 ns (4.6e15 us, 146 years) so a ts plus a dur still fits a BIGINT;
+-- NaN and infinities are out of range too (the comparison is false for NaN). The loader's checks
+-- use it: tk_ns itself stays unguarded, as it runs on every ts and dur of every trace.
+CREATE OR REPLACE TEMP MACRO tk_in_range(j) AS abs(TRY_CAST(j AS DOUBLE)) < 4.6e15;
 """
 
 

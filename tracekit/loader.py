@@ -21,7 +21,7 @@ from tracekit import __version__
 from tracekit.classify import classify_many, rules_table
 from tracekit.database import split_statements, sql_resource
 from tracekit.errors import TraceFileError, TracekitError
-from tracekit.tracefile import stream_events
+from tracekit.tracefile import EventLines, stream_events
 
 TRACE_SUFFIXES = (".json.gz", ".json", ".gz")
 # `tracekit capture` writes this beside its traces; a folder load passes over it.
@@ -43,10 +43,18 @@ EVENT_PROBLEMS = {
     "no ts": "(ts IS NULL OR json_type(ts) = 'NULL') AND json_extract_string(ph, '$') <> 'M'",
     "a ts that is not a number": "ts IS NOT NULL AND json_type(ts) <> 'NULL' AND NOT tk_is_number(ts)",
     "a dur that is not a number": "dur IS NOT NULL AND json_type(dur) <> 'NULL' AND NOT tk_is_number(dur)",
+    "a ts out of range (NaN, infinite or over 4.6e15 us)": "tk_is_number(ts) AND NOT tk_in_range(ts)",
+    "a dur out of range (NaN, infinite or over 4.6e15 us)": "tk_is_number(dur) AND NOT tk_in_range(dur)",
     "args that are not an object": "args IS NOT NULL AND json_type(args) NOT IN ('OBJECT', 'NULL')",
 }
 # The reason --lenient gives for the one event a truncated file cuts in half.
 TRUNCATED = "cut off by truncation"
+# How a strict read reports broken JSON among the events, and why --lenient drops such an event:
+# read one event per line, DuckDB turns a line it cannot parse into a row of NULLs.
+BROKEN_JSON = "not valid JSON in the traceEvents array"
+BROKEN_EVENT = "broken JSON"
+_ALL_NULL = " AND ".join(f"{column} IS NULL" for column in
+                         ("ph", "cat", "name", "ts", "dur", "pid", "tid", "id", "bp", "s", "args"))
 
 
 @dataclass
@@ -107,16 +115,19 @@ def _unique_name(con, wanted):
 class _FifoWriter(threading.Thread):
     """Streams a trace's event array into a FIFO that DuckDB reads."""
 
-    def __init__(self, path, fifo, lenient, progress):
+    def __init__(self, path, fifo, lenient, progress, lines):
         super().__init__(daemon=True)
-        self.path, self.fifo, self.lenient, self.progress = path, fifo, lenient, progress
+        self.path, self.fifo, self.lenient, self.progress, self.lines = path, fifo, lenient, progress, lines
         self.info = None
         self.error = None
 
     def run(self):
         try:
             with open(self.fifo, "wb", buffering=1 << 20) as sink:
-                self.info = stream_events(self.path, sink, lenient=self.lenient, progress=self.progress)
+                target = EventLines(sink) if self.lines else sink
+                self.info = stream_events(self.path, target, lenient=self.lenient, progress=self.progress)
+                if self.lines:
+                    target.finish()
         except BrokenPipeError:
             pass  # DuckDB stopped reading: its own error says why.
         except TracekitError as exc:
@@ -138,51 +149,76 @@ _CONVERTED = ("$trace_id, {cat}, json_extract_string(name, '$'), json_extract_st
               "tk_ns(ts), tk_ns(dur), pid, tid, id, bp, s, args")
 
 
-def _read_sql(lenient):
-    source = (f"read_json($fifo, format = 'array', columns = {EVENT_COLUMNS}, "
-              f"maximum_object_size = {MAX_EVENT_BYTES})")
-    if lenient:
-        return f"CREATE OR REPLACE TEMP TABLE _raw AS SELECT * FROM {source}"
+# A bad event as shown in its error: the short keys first and the name cut short (kernel names
+# run to kilobytes), so the key at fault is in view. Evaluated only for the event that fails.
+_EXCERPT = ("left(to_json(struct_pack(ph := e.ph, ts := e.ts, dur := e.dur, cat := e.cat, pid := e.pid, tid := e.tid,"
+            " name := CASE WHEN json_type(e.name) = 'VARCHAR' THEN to_json(left(json_extract_string(e.name, '$'), 60))"
+            " ELSE e.name END, args := e.args))::VARCHAR, 200)")
+
+
+def _source(lines):
+    # Only newline-delimited input lets DuckDB skip (ignore_errors) an event it cannot parse.
+    form = "format = 'newline_delimited', ignore_errors = true" if lines else "format = 'array'"
+    return f"read_json($fifo, {form}, columns = {EVENT_COLUMNS}, maximum_object_size = {MAX_EVENT_BYTES})"
+
+
+def _strict_sql():
     # error() stops the read at the first bad event, naming the problem and showing the event.
-    checks = " ".join(f"WHEN {condition} THEN error('an event has {problem}: ' || left(to_json(e)::VARCHAR, 160))"
+    checks = " ".join(f"WHEN {condition} THEN error('an event has {problem}: ' || {_EXCERPT})"
                       for problem, condition in EVENT_PROBLEMS.items())
-    return f"INSERT INTO event_rows SELECT {_CONVERTED.format(cat=f'CASE {checks} ELSE cat END')} FROM {source} AS e"
+    return (f"INSERT INTO event_rows SELECT {_CONVERTED.format(cat=f'CASE {checks} ELSE cat END')} "
+            f"FROM {_source(False)} AS e")
 
 
-def _lenient_insert(con, trace_id):
+def _lenient_insert(con, trace_id, lines):
     """Counts and drops the problem events of `_raw`, inserts the rest."""
-    cases = " ".join(f"WHEN {condition} THEN '{problem}'" for problem, condition in EVENT_PROBLEMS.items())
+    problems = {**({BROKEN_EVENT: _ALL_NULL} if lines else {}), **EVENT_PROBLEMS}
+    cases = " ".join(f"WHEN {condition} THEN '{problem}'" for problem, condition in problems.items())
     con.execute(f"CREATE OR REPLACE TEMP TABLE _raw_checked AS SELECT *, CASE {cases} END AS problem FROM _raw")
     dropped = dict(con.execute("SELECT problem, count(*) FROM _raw_checked WHERE problem IS NOT NULL "
                                "GROUP BY problem ORDER BY problem").fetchall())
     con.execute(f"INSERT INTO event_rows SELECT {_CONVERTED.format(cat='cat')} "
                 "FROM _raw_checked WHERE problem IS NULL", {"trace_id": trace_id})
     con.execute("DROP TABLE _raw_checked")
-    con.execute("DROP TABLE _raw")
     return dropped
 
 
-def _stream_into(con, path, trace_id, lenient, progress):
+class _EventsRefused(TraceFileError):
+    """DuckDB could not read the event array (as opposed to the file not being readable)."""
+
+
+def _read_lenient(con, path, progress):
+    """Reads the events into TEMP TABLE _raw, outside the load's transaction (a failed statement
+    ends a DuckDB transaction): events DuckDB refuses as broken JSON are read again one per line,
+    where it can skip the broken ones. Returns (TraceStream, read by lines)."""
+    raw_sql = "CREATE OR REPLACE TEMP TABLE _raw AS SELECT * FROM {}"
+    try:
+        return _run_on_fifo(con, path, raw_sql.format(_source(False)), {}, True, progress, False), False
+    except _EventsRefused as exc:
+        if not exc.problem.startswith(BROKEN_JSON):
+            raise
+    return _run_on_fifo(con, path, raw_sql.format(_source(True)), {}, True, None, True), True
+
+
+def _run_on_fifo(con, path, statement, params, lenient, progress, lines):
+    """Runs `statement`, which reads $fifo, while a thread streams the trace's events into it."""
     with tempfile.TemporaryDirectory(prefix="tracekit-") as folder:
         fifo = os.path.join(folder, "events.json")
         os.mkfifo(fifo)
-        writer = _FifoWriter(path, fifo, lenient, progress)
+        writer = _FifoWriter(path, fifo, lenient, progress, lines)
         writer.start()
         try:
-            statement = _read_sql(lenient)
-            con.execute(statement, {"fifo": fifo, "trace_id": trace_id} if "$trace_id" in statement
-                        else {"fifo": fifo})
+            con.execute(statement, {"fifo": fifo, **params})
         except duckdb.Error as exc:
             writer.release()
             writer.join(timeout=5)
             if writer.error is not None:
                 raise writer.error from None
-            raise TraceFileError(path, _duckdb_problem(exc)) from None
+            raise _EventsRefused(path, _duckdb_problem(exc)) from None
         writer.join()
         if writer.error is not None:
             raise writer.error
-        dropped = _lenient_insert(con, trace_id) if lenient else {}
-        return writer.info, dropped
+        return writer.info
 
 
 _JSON_TYPES = {"UBIGINT": "a number", "BIGINT": "a number", "DOUBLE": "a number", "VARCHAR": "a string",
@@ -198,7 +234,9 @@ def _duckdb_problem(exc):
     if malformed:
         # DuckDB counts the array itself as value 1: its value N is event N - 1.
         offset, value, what = malformed.groups()
-        return f"not valid JSON in the traceEvents array ({what} at character {offset} of event {int(value) - 1})"
+        return f"{BROKEN_JSON} ({what} at character {offset} of event {int(value) - 1}; --lenient drops it)"
+    if "Empty array with trailing data" in message:
+        return f"{BROKEN_JSON} (at its first event; --lenient drops it)"
     not_object = _NOT_OBJECT.search(message)
     if not_object:
         number, kind = not_object.groups()
@@ -247,22 +285,32 @@ def load_file(con, path, *, replace=False, lenient=False, progress=None):
         raise TraceFileError(path, "no such file")
     if path.is_dir():
         raise TraceFileError(path, "is a folder, not a trace file")
-    con.execute("BEGIN")
     try:
-        result = _load_in_transaction(con, path, replace, lenient, progress)
-        if result.status == "skipped":
+        raw = _read_lenient(con, path, progress) if lenient else None
+        con.execute("BEGIN")
+        try:
+            result = _load_in_transaction(con, path, replace, progress, raw)
+            con.execute("ROLLBACK" if result.status == "skipped" else "COMMIT")
+            return result
+        except duckdb.Error as exc:
+            # Whatever DuckDB refuses in the events (a value no check foresaw) is the file's error.
             con.execute("ROLLBACK")
-        else:
-            con.execute("COMMIT")
-        return result
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
+            raise TraceFileError(path, _duckdb_problem(exc)) from None
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+    finally:
+        if lenient:
+            con.execute("DROP TABLE IF EXISTS _raw")
 
 
-def _load_in_transaction(con, path, replace, lenient, progress):
+def _load_in_transaction(con, path, replace, progress, raw):
+    """Loads the events (or, with --lenient, `raw`: the events read into _raw) and derives the rest."""
     trace_id = con.execute("SELECT nextval('trace_id_seq')").fetchone()[0]
-    info, dropped = _stream_into(con, path, trace_id, lenient, progress)
+    if raw is None:
+        info, dropped = _run_on_fifo(con, path, _strict_sql(), {"trace_id": trace_id}, False, progress, False), {}
+    else:
+        info, dropped = raw[0], _lenient_insert(con, trace_id, raw[1])
     same = con.execute("SELECT trace_id, trace FROM trace_files WHERE sha256 = ? OR (? AND path = ?)",
                        [info.sha256, replace, str(path.resolve())]).fetchall()
     same_content = [row for row in same if con.execute(
@@ -280,6 +328,10 @@ def _load_in_transaction(con, path, replace, lenient, progress):
     events = con.execute("SELECT count(*) FROM event_rows WHERE trace_id = ?", [trace_id]).fetchone()[0]
     if info.cut_events:
         dropped[TRUNCATED] = info.cut_events
+    if raw is not None and dropped and not events:
+        reasons = ", ".join(f"{count} {why}" if why == TRUNCATED else f"{count} with {why}"
+                            for why, count in dropped.items())
+        raise TraceFileError(path, f"no event is readable, even with --lenient (dropped {reasons})")
     con.execute(
         "INSERT INTO trace_files VALUES (?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [trace_id, name, str(path.resolve()), info.sha256, path.stat().st_size,

@@ -62,13 +62,21 @@ def open_raw(path):
     return handle, False, handle
 
 
+class GzipCutShort(TraceFileError):
+    """A gzip file that ends before its compressed stream does (a copy or a write cut short)."""
+
+
 def _read(stream, path, size=CHUNK_BYTES):
     try:
-        return stream.read(size)
-    except (OSError, EOFError, zlib.error) as exc:
-        # gzip raises BadGzipFile (an OSError), EOFError when cut short, zlib.error on bad data.
-        reason = "it ends before the compressed data does" if isinstance(exc, EOFError) else exc
-        raise TraceFileError(path, f"corrupt gzip: {reason}")
+        # read1: one read of the file at most, so a gzip cut short gives up every byte it holds
+        # before EOFError (read() would drop the ones decompressed in its last call).
+        return stream.read1(size) if isinstance(stream, gzip.GzipFile) else stream.read(size)
+    except EOFError:
+        raise GzipCutShort(path, "corrupt gzip: it ends before the compressed data does (cut short?"
+                                 " --lenient loads the events it holds)") from None
+    except (OSError, zlib.error) as exc:
+        # gzip raises BadGzipFile (an OSError), zlib.error on bad data.
+        raise TraceFileError(path, f"corrupt gzip: {exc}") from None
 
 
 class _HeaderReader:
@@ -224,13 +232,14 @@ def _split_array_end(held, is_array):
         if body.endswith(b"]"):
             return body, {}
         return None, None
-    text = held.decode("utf-8", errors="replace")
+    # surrogateescape: a byte that is not UTF-8 stays one character, so offsets map back exactly.
+    text = held.decode("utf-8", errors="surrogateescape")
     # The array's own `]` follows its last event's `}` (or its `[`); a `]` after anything else
     # closes a list inside an event that a truncation happened to leave at the end.
     for match in re.finditer(r"[}\[][ \t\n\r]*(\])(?=[ \t\n\r]*[,}])", text):
         tail = _object_tail(text, match.end(1))
         if tail is not None:
-            cut = len(text[:match.end(1)].encode("utf-8"))
+            cut = len(text[:match.end(1)].encode("utf-8", errors="surrogateescape"))
             return held[:cut], tail
     return None, None
 
@@ -238,37 +247,72 @@ def _split_array_end(held, is_array):
 _EVENT_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 
 
+class EventLines:
+    """A sink that passes on the event array it is given as one event per line (NDJSON).
+
+    For --lenient on a trace with broken JSON: DuckDB skips a line it cannot parse only in
+    newline-delimited input, and with one event per line the events lost can be counted.
+    Newlines are JSON whitespace outside strings (and invalid inside them), so turning them into
+    spaces changes no valid event; the `}, {` between events becomes `}\n{`. Each write is cut
+    at its last `}`, so no such boundary is split between two writes.
+    """
+
+    def __init__(self, sink):
+        self.sink, self.carry, self.started = sink, b"", False
+
+    def write(self, data):
+        data = self.carry + bytes(data).replace(b"\n", b" ").replace(b"\r", b" ")
+        if not self.started and data.strip():
+            data = data.lstrip()
+            data = data[1:] if data.startswith(b"[") else data
+            self.started = True
+        cut = data.rfind(b"}")
+        if cut < 0:
+            self.carry = data
+            return
+        self.carry = data[cut:]
+        self.sink.write(_EVENT_BOUNDARY.sub(b"}\n{", data[:cut]))
+
+    def finish(self):
+        """Writes what is held back, less the array's closing `]`."""
+        rest = self.carry.rstrip()
+        self.sink.write(_EVENT_BOUNDARY.sub(b"}\n{", rest[:-1] if rest.endswith(b"]") else rest) + b"\n")
+
+
 def _decode_event(held, brace):
     """The end offset (in `held`) of the JSON object starting at `held[brace]`, or None if it is cut."""
-    text = held[brace:].decode("utf-8", errors="replace")
+    text = held[brace:].decode("utf-8", errors="surrogateescape")
     try:
         _, end = _DECODER.raw_decode(text)
     except json.JSONDecodeError:
         return None
-    return brace + len(text[:end].encode("utf-8", errors="replace"))
+    return brace + len(text[:end].encode("utf-8", errors="surrogateescape"))
 
 
 def _complete_events_prefix(held, has_array_start):
-    """For --lenient: (`held` cut after the last complete event with the array closed, events cut off).
+    """For --lenient: (`held` cut after its last complete event with the array closed, events cut off).
 
-    The truncated event is the last one whose text cannot be decoded to the end;
-    boundaries inside an event (a list of objects in its args) decode fine and are passed over.
-    `has_array_start`: `held` still begins with the array's `[` (nothing streamed yet), so a
-    trace cut inside its first event keeps no events rather than failing.
+    The last event is the one after the last `}, {`: kept when it decodes, cut off when it does
+    not. (A `}, {` inside an event's args can make the cut land inside that event; the JSON is
+    then broken and the loader's one-event-per-line read drops it.) `has_array_start`: `held`
+    still begins with the array's `[`, so a trace cut inside its first event keeps no events.
     """
-    starts = [held.index(b"{", m.start() + 1) for m in _EVENT_BOUNDARY.finditer(held)]
-    if has_array_start:
+    last = None
+    for last in _EVENT_BOUNDARY.finditer(held):
+        pass
+    if last is not None:
+        brace = held.index(b"{", last.start() + 1)
+    elif has_array_start:
         first = re.match(rb"\[\s*\{", held)
-        starts.insert(0, first.end() - 1 if first else None)
-    for brace in reversed(starts):
-        if brace is None:
+        if first is None:
             return b"[]", 0
-        end = _decode_event(held, brace)
-        if end is None:
-            return held[:brace].rstrip().rstrip(b",") + b"]", 1
-        if brace == starts[-1] and held[end:].lstrip(b" \t\r\n,")[:1] in (b"", b"]"):
-            return held[:end] + b"]", 0  # cut after the last complete event, or in the keys after the array
-    return None, 0
+        brace = first.end() - 1
+    else:
+        return None, 0
+    end = _decode_event(held, brace)
+    if end is None:
+        return held[:brace].rstrip().rstrip(b",") + b"]", 1
+    return held[:end] + b"]", 0  # the array or the keys after it are what is broken
 
 
 def _lenient_cut(path, held, lenient, flushed):
@@ -308,7 +352,12 @@ def stream_events(path, sink, *, lenient=False, progress=None):
                 sink.write(held[:flush])
                 del held[:flush]
                 flushed = True
-            chunk = _read(stream, path)
+            try:
+                chunk = _read(stream, path)
+            except GzipCutShort:
+                if not lenient:
+                    raise
+                chunk = b""  # what it held has been read: cut the events as for any truncation
             if not chunk:
                 break
             digest.update(chunk)

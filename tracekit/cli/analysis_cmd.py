@@ -81,7 +81,8 @@ def load(paths, db, replace, lenient):
         click.get_current_context().exit(1)  # its one error line has been printed
     if failed:
         names = ", ".join(Path(path).name for path in failed[:5]) + (", ..." if len(failed) > 5 else "")
-        where = "nothing was loaded" if len(failed) == len(files) else f"the other {len(files) - len(failed)} are in {db}"
+        loaded = len(files) - len(failed)
+        where = f"the other {loaded} are in {db}" if loaded else "nothing was loaded"
         raise TracekitError(f"{len(failed)} of {len(files)} files failed to load ({names}); {where}")
 
 

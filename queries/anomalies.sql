@@ -1,0 +1,50 @@
+-- What is odd in each trace: negative or zero durations, unknown categories, dropped events?
+-- Valid but unusual input loads as written; this query is where it shows. A row per trace, oddity
+-- and category, with how many events and the earliest one as an example. Negative durations come
+-- from clock skew or a hand-edited trace and make sums of time wrong; zero durations are events too
+-- short for the clock or never closed; an unknown category is one Kineto does not write, which no
+-- view picks up; 'dropped on load' counts what `tracekit load --lenient` left out, and why.
+-- columns:
+--   trace: trace name
+--   oddity: negative duration, zero duration, no duration, unknown category or dropped on load
+--   cat: the events' category (NULL for dropped on load)
+--   events: how many events have it
+--   example: the earliest such event's name (its first 120 characters), or the drop reasons
+--   example_ts_us: that event's start, microseconds on the trace's clock
+--   example_dur_us: that event's duration, microseconds
+-- params:
+--   trace = NULL: only this trace
+WITH odd AS (
+    SELECT trace, cat, name, ts_ns, dur_ns,
+           CASE WHEN dur_ns < 0 THEN 'negative duration'
+                WHEN dur_ns = 0 THEN 'zero duration'
+                ELSE 'no duration' END AS oddity
+    FROM events
+    WHERE ph = 'X' AND (dur_ns <= 0 OR dur_ns IS NULL)
+    UNION ALL
+    SELECT trace, cat, name, ts_ns, dur_ns, 'unknown category' AS oddity
+    FROM events
+    -- Kineto's activity types, the flow and trace categories it adds, and the older spellings.
+    WHERE cat IS NOT NULL AND lower(cat) NOT IN (
+        'cpu_op', 'user_annotation', 'gpu_user_annotation', 'gpu_memcpy', 'gpu_memset', 'kernel',
+        'external_correlation', 'cuda_runtime', 'cuda_driver', 'cpu_instant_event', 'python_function',
+        'overhead', 'cuda_sync', 'cuda_profiler_range', 'collective_comm', 'mtia_runtime',
+        'mtia_ccp_events', 'glow_runtime', 'hpu_op', 'xpu_runtime', 'xpu_driver',
+        'privateuse1_runtime', 'privateuse1_driver', 'hip_runtime', 'hip_driver', 'ac2g', 'fwdbwd',
+        'trace', 'operator', 'runtime', 'memcpy', 'memset')
+), ranked AS (
+    SELECT *, count(*) OVER (PARTITION BY trace, oddity, cat) AS events,
+           row_number() OVER (PARTITION BY trace, oddity, cat ORDER BY ts_ns, name, dur_ns) AS nth
+    FROM odd
+    WHERE $trace IS NULL OR trace = $trace
+)
+SELECT trace, oddity, cat, events, left(name, 120) AS example, ts_ns / 1000.0 AS example_ts_us,
+       dur_ns / 1000.0 AS example_dur_us
+FROM ranked
+WHERE nth = 1
+UNION ALL
+SELECT trace, 'dropped on load' AS oddity, NULL AS cat, dropped_events AS events,
+       dropped_reasons AS example, NULL AS example_ts_us, NULL AS example_dur_us
+FROM trace_files
+WHERE dropped_events > 0 AND ($trace IS NULL OR trace = $trace)
+ORDER BY trace, oddity, cat;

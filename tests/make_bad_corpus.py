@@ -1,0 +1,239 @@
+"""Builds the bad-input corpus from the real sample traces: each case a file and what must happen.
+
+    python tests/make_bad_corpus.py FOLDER     writes every case into FOLDER and lists them
+
+Nothing here is a hand-edited blob: every case starts from a real H200 capture (or the capture's
+own manifest) and changes one thing, so a test failure points at exactly one kind of damage.
+`BAD` cases must fail with a one-line error containing `problem` (and, with `lenient`, load with
+the events that can be read); `ODD` cases are valid but unusual and must load.
+"""
+
+import gzip
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = ROOT / "sample_traces"
+# Small (242 events, 6 kernels), with string pids, flows, metadata and instant events.
+SOURCE = SAMPLES / "sdpa_flash.json.gz"
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str  # file name in the corpus folder
+    problem: str  # fragment of the one-line error ("" for an ODD case, which loads)
+    lenient: str = ""  # what --lenient does: "" fails the same way, else a fragment of what it says it dropped
+
+
+def source_bytes():
+    with gzip.open(SOURCE, "rb") as f:
+        return f.read()
+
+
+def source_trace():
+    return json.loads(source_bytes())
+
+
+def _gzip(data):
+    return gzip.compress(data, mtime=0)
+
+
+def _dump(trace):
+    return json.dumps(trace, indent=1).encode()
+
+
+def _first(events, **match):
+    return next(e for e in events if all(e.get(k) == v for k, v in match.items()))
+
+
+def _with_event(change):
+    """The source trace with `change(event)` applied to its first kernel event."""
+    trace = source_trace()
+    change(_first(trace["traceEvents"], cat="kernel"))
+    return _dump(trace)
+
+
+def cut_mid_event():
+    """The source text cut inside the name of an event two thirds of the way through the array."""
+    raw = source_bytes()
+    at = raw.index(b'"name": "', len(raw) * 2 // 3) + 12
+    return raw[:at]
+
+
+def cut_after_event():
+    """The source text cut right after the `}` of an event half way through the array."""
+    raw = source_bytes()
+    return raw[:raw.index(b"},\n  {", len(raw) // 2) + 1]
+
+
+def _malformed_event(index):
+    """The source trace with a syntax error (two values for one key) inside event `index` (0-based)."""
+    trace = source_trace()
+    trace["traceEvents"][index]["name"] = "@@broken@@"
+    return _dump(trace).replace(b'"@@broken@@"', b'"a" "b"')
+
+
+def _not_utf8(raw, before):
+    """`raw` with two bytes that are not UTF-8 put just before the first `before`."""
+    at = raw.index(before)
+    return raw[:at] + b"\xff\xfe" + raw[at:]
+
+
+def _broken_tail():
+    """The source text with the value of the key after the event array (traceName) broken."""
+    raw = source_bytes()
+    return raw[:raw.rindex(b'"traceName": ') + 13] + b"oops\n}"
+
+
+def cut_gzip():
+    """The source, gzipped, cut short after 3000 bytes (a copy interrupted)."""
+    return _gzip(source_bytes())[:3000]
+
+
+def _corrupt_gzip():
+    data = bytearray(_gzip(source_bytes()))
+    middle = len(data) // 2
+    data[middle:middle + 16] = bytes(b ^ 0x5A for b in data[middle:middle + 16])
+    return bytes(data)
+
+
+def _set(key, value):
+    def change(event):
+        event[key] = value
+    return change
+
+
+def _drop(key):
+    def change(event):
+        del event[key]
+    return change
+
+
+def bad_cases():
+    """(Case, file bytes) for every input `tracekit load` must refuse."""
+    raw = source_bytes()
+    manifest = (SAMPLES / "manifest.json").read_bytes()
+    cut = cut_mid_event()
+    return [
+        (Case("empty.json", "empty file"), b""),
+        (Case("blank.json", "empty file"), b"\n  \n"),
+        (Case("not_json.json", "not JSON"), b"ProfilerStep#0 took 11.6 ms\n"),
+        (Case("binary.json", "not UTF-8 text"), b"\x89PNG\r\n\x1a\n" + bytes(range(256))),
+        (Case("manifest_not_a_trace.json", "a JSON object without a traceEvents array"), manifest),
+        (Case("number_array.json", "not an event object"), b"[1, 2, 3]"),
+        (Case("events_not_array.json", "traceEvents is not a JSON array"), b'{"traceEvents": {"ph": "X"}}'),
+        (Case("bad_json_in_header.json", "not valid JSON (expected ',' or '}' between keys at line 3"),
+         raw.replace(b'"schemaVersion": 1', b'"schemaVersion": 1 2', 1)),
+        (Case("bad_json_in_events.json", "not valid JSON in the traceEvents array (unexpected character at",
+              lenient="1 with broken JSON"), _malformed_event(2)),
+        (Case("bad_utf8_in_event.json", "not valid JSON in the traceEvents array (invalid UTF-8 encoding in string",
+              lenient="1 with broken JSON"), _not_utf8(raw, b"flash_fwd_kernel")),
+        (Case("bad_utf8_in_header.json", "not UTF-8 text at byte"), _not_utf8(raw, b"NVIDIA H200")),
+        (Case("truncated.json", "truncated: the traceEvents array never ends", lenient="1 cut off by truncation"),
+         cut),
+        (Case("truncated.json.gz", "truncated: the traceEvents array never ends", lenient="1 cut off by truncation"),
+         _gzip(cut)),
+        (Case("truncated_after_event.json", "does not end properly (truncated after an event",
+              lenient="loaded up to its last event, nothing dropped"), cut_after_event()),
+        (Case("broken_tail.json", "does not end properly", lenient="loaded up to its last event, nothing dropped"),
+         _broken_tail()),
+        (Case("truncated_in_header.json", "truncated"), raw[:raw.index(b'"traceEvents"') - 200]),
+        (Case("corrupt.json.gz", "corrupt gzip"), _corrupt_gzip()),
+        (Case("cut_gzip.json.gz", "corrupt gzip: it ends before the compressed data does",
+              lenient="1 cut off by truncation"), cut_gzip()),
+        (Case("no_ph.json", "an event has no ph: {", lenient="1 with no ph"), _with_event(_drop("ph"))),
+        (Case("no_ts.json", "an event has no ts: {", lenient="1 with no ts"), _with_event(_drop("ts"))),
+        (Case("no_name.json", "an event has no name: {", lenient="1 with no name"), _with_event(_drop("name"))),
+        (Case("string_dur.json", "an event has a dur that is not a number: {",
+              lenient="1 with a dur that is not a number"), _with_event(_set("dur", "3.5"))),
+        (Case("list_args.json", "an event has args that are not an object: {",
+              lenient="1 with args that are not an object"), _with_event(_set("args", [1, 2]))),
+        (Case("string_ts.json", "an event has a ts that is not a number: {",
+              lenient="1 with a ts that is not a number"), _with_event(_set("ts", "5405975738135.723"))),
+        (Case("number_ph.json", "an event has a ph that is not a Chrome phase letter: {",
+              lenient="1 with a ph that is not a Chrome phase letter"), _with_event(_set("ph", 88))),
+        (Case("huge_ts.json", "an event has a ts out of range (NaN, infinite or over 4.6e15 us): {",
+              lenient="1 with a ts out of range"), _with_event(_set("ts", 2 ** 62))),
+        (Case("nan_dur.json", "an event has a dur out of range (NaN, infinite or over 4.6e15 us): {",
+              lenient="1 with a dur out of range"), _with_event(_set("dur", float("nan")))),
+        (Case("object_name.json", "an event has a name that is not a string: {",
+              lenient="1 with a name that is not a string"), _with_event(_set("name", {"kernel": "flash"}))),
+    ]
+
+
+def _all_events(change):
+    trace = source_trace()
+    for event in trace["traceEvents"]:
+        change(event)
+    return _dump(trace)
+
+
+def _odd_durations():
+    trace = source_trace()
+    kernels = [e for e in trace["traceEvents"] if e.get("cat") == "kernel"]
+    kernels[0]["dur"], kernels[1]["dur"] = -2.5, 0
+    ops = [e for e in trace["traceEvents"] if e.get("cat") == "cpu_op"]
+    ops[0]["dur"] = 0
+    return _dump(trace)
+
+
+def _stringify_ids(event):
+    for key in ("pid", "tid"):
+        if key in event:
+            event[key] = str(event[key])
+
+
+def _recategorize(event):
+    if event.get("cat") == "overhead":
+        event["cat"] = "mystery_category"
+
+
+def odd_cases():
+    """(Case, file bytes) for valid but unusual traces that must load."""
+    return [
+        (Case("odd_durations.json", ""), _odd_durations()),
+        (Case("huge_kernel_name.json.gz", ""),
+         _gzip(_with_event(lambda e: e.update(name="k" * (1 << 20))))),
+        (Case("unknown_category.json", ""), _all_events(_recategorize)),
+        (Case("string_pids.json", ""), _all_events(_stringify_ids)),
+    ]
+
+
+def database_state(db):
+    """What a failed load must leave as it was: every table's row count and every trace_files row.
+
+    `db` is a database path or an open connection. (A DuckDB file's bytes change on every open,
+    so its contents are compared instead.)
+    """
+    import duckdb
+
+    con = db if isinstance(db, duckdb.DuckDBPyConnection) else duckdb.connect(str(db), read_only=True)
+    try:
+        tables = [row[0] for row in con.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_type = 'BASE TABLE'"
+            " AND table_catalog = current_database() AND table_schema = 'main' ORDER BY 1").fetchall()]
+        counts = {table: con.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0] for table in tables}
+        return counts, con.execute("SELECT * FROM trace_files ORDER BY trace_id").fetchall()
+    finally:
+        if con is not db:
+            con.close()
+
+
+def build(folder):
+    """Writes every case into `folder`; returns {file name: Case}."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    cases = {}
+    for case, data in bad_cases() + odd_cases():
+        (folder / case.name).write_bytes(data)
+        cases[case.name] = case
+    return cases
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit("usage: python tests/make_bad_corpus.py FOLDER")
+    for name, case in build(sys.argv[1]).items():
+        print(f"{name}: {case.problem or 'loads'}")

@@ -1,0 +1,192 @@
+"""Property: any mutation of a real trace either loads with consistent row counts or fails with a
+clean one-line error naming the file, and a failed load leaves the database as it was.
+
+Mutations: truncation at a random byte, byte flips (of the text or of the gzip stream), deleted
+and duplicated events, and fields (ph, ts, dur, name, args, pid, tid, cat) given other JSON types,
+in plain and gzip form, loaded strictly and with --lenient.
+"""
+
+import gzip
+import json
+import re
+
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from conftest import SAMPLE_TRACES, TEST_DATA
+from make_bad_corpus import database_state
+from tracekit.database import connect
+from tracekit.errors import TracekitError
+from tracekit.loader import load_file
+
+SOURCES = [SAMPLE_TRACES / "sdpa_flash.json.gz", SAMPLE_TRACES / "sdpa_default.json.gz",
+           SAMPLE_TRACES / "naive.json.gz", TEST_DATA / "cpu" / "naive_cpu.json.gz",
+           TEST_DATA / "foreign" / "amd_mi300_gfx942_bf16_gemm.json.gz",
+           TEST_DATA / "foreign" / "v100_dgxs_mlp_train_step.json.gz"]
+RAW = {path.name: gzip.decompress(path.read_bytes()) for path in SOURCES}
+FIELDS = ["ph", "ts", "dur", "name", "args", "pid", "tid", "cat"]
+# Per-trace tables (each row has a trace_id); the others are shared by all traces.
+TRACE_TABLES = ["event_rows", "step_rows", "cpu_op_rows", "runtime_rows", "kernel_rows", "transfer_rows",
+                "trace_files"]
+
+# Numbers at the edges: past 2^62 ns once in microseconds, past int64, NaN and infinities.
+edge_numbers = st.sampled_from([2 ** 62, -2 ** 62, 2 ** 64, 10 ** 30, 1.5e17, 1e300, -0.0, 4.6e15])
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats() | edge_numbers | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=4)
+
+
+@st.composite
+def event_edits(draw, count):
+    """A function that edits a parsed trace's events: delete, duplicate, retype or drop a field."""
+    index = draw(st.integers(0, count - 1))
+    kind = draw(st.sampled_from(["delete", "duplicate", "retype", "drop field"]))
+    field, value = draw(st.sampled_from(FIELDS)), draw(json_values)
+
+    def edit(events):
+        if kind == "delete":
+            del events[index]
+        elif kind == "duplicate":
+            events.insert(index, dict(events[index]))
+        elif kind == "retype":
+            events[index][field] = value
+        else:
+            events[index].pop(field, None)
+    return edit
+
+
+@st.composite
+def byte_edits(draw, size):
+    """A function that edits the file's text: truncate it, or flip a few bytes."""
+    if draw(st.booleans()):
+        cut = draw(st.integers(0, size))
+        return lambda raw: raw[:cut]
+    flips = draw(st.lists(st.tuples(st.integers(0, size - 1), st.integers(1, 255)), min_size=1, max_size=3))
+
+    def flip(raw):
+        data = bytearray(raw)
+        for at, mask in flips:
+            data[at % len(data)] ^= mask
+        return bytes(data)
+    return flip
+
+
+@st.composite
+def mutated_traces(draw):
+    """(file bytes, file suffix, events a strict load must find or None when the text is not JSON)."""
+    name = draw(st.sampled_from(sorted(RAW)))
+    raw = RAW[name]
+    if draw(st.booleans()):
+        trace = json.loads(raw)
+        events = trace["traceEvents"] if isinstance(trace, dict) else trace
+        for edit in draw(st.lists(event_edits(len(events) - 2), min_size=1, max_size=3)):
+            edit(events)
+        raw = json.dumps(trace).encode()
+    else:
+        raw = draw(byte_edits(len(raw)))(raw)
+    if not draw(st.booleans()):
+        return raw, ".json"
+    data = gzip.compress(raw, mtime=0)
+    if draw(st.integers(0, 3)) == 0:  # now and then, damage the compressed stream itself
+        data = draw(byte_edits(len(data)))(data)
+    return data, ".json.gz"
+
+
+def _event_count(data):
+    """How many events Python's own JSON parser finds in `data` (None: not a JSON trace to it)."""
+    try:
+        raw = gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
+        trace = json.loads(raw)
+    except (ValueError, OSError, EOFError):
+        return None
+    events = trace.get("traceEvents") if isinstance(trace, dict) else trace
+    return len(events) if isinstance(events, list) else None
+
+
+@pytest.fixture(scope="module")
+def con(tmp_path_factory):
+    path = tmp_path_factory.mktemp("props") / "props.duckdb"
+    connection = connect(path)
+    assert load_file(connection, SAMPLE_TRACES / "sdpa_cudnn.json.gz").status == "loaded"
+    yield connection
+    connection.close()
+
+
+def _per_trace_counts(con, trace_id):
+    """Row counts of each per-trace table for every trace but `trace_id`."""
+    return {table: con.execute(f"SELECT count(*) FROM {table} WHERE trace_id <> ?", [trace_id]).fetchone()[0]
+            for table in TRACE_TABLES}
+
+
+def _check_loaded(con, result, before, lenient, expected):
+    trace_id, events, dropped = con.execute(
+        "SELECT trace_id, events, dropped_events FROM trace_files WHERE trace = ?", [result.trace]).fetchone()
+    assert result.events == events == con.execute(
+        "SELECT count(*) FROM event_rows WHERE trace_id = ?", [trace_id]).fetchone()[0]
+    assert result.kernels == con.execute("SELECT count(*) FROM kernel_rows WHERE trace_id = ?",
+                                         [trace_id]).fetchone()[0]
+    assert dropped == sum(result.dropped.values())
+    # Nothing of the traces already there changed.
+    counts, files = before
+    assert _per_trace_counts(con, trace_id) == {table: counts[table] for table in TRACE_TABLES}
+    assert [row for row in database_state(con)[1] if row[0] != trace_id] == files
+    if expected is not None:
+        assert events + (dropped if lenient else 0) == expected
+        assert lenient or dropped == 0
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                   HealthCheck.too_slow])
+@given(mutated=mutated_traces(), lenient=st.booleans())
+def test_a_mutated_trace_loads_consistently_or_fails_cleanly(con, tmp_path_factory, mutated, lenient):
+    data, suffix = mutated
+    path = tmp_path_factory.mktemp("mutated") / f"mutated{suffix}"
+    path.write_bytes(data)
+    before = database_state(con)
+    try:
+        result = load_file(con, path, lenient=lenient)
+    except TracekitError as exc:
+        message = str(exc)
+        event("failed: " + re.sub(r"\d+", "N", getattr(exc, "problem", message))[:45])
+        assert message.startswith(f"{path}: ") and "\n" not in message and "tracekit-" not in message, message
+        assert database_state(con) == before
+        return
+    event(f"{result.status} lenient={lenient} dropped={bool(result.dropped)}")
+    if result.status == "skipped":  # content already loaded by an earlier example
+        assert database_state(con) == before
+        return
+    _check_loaded(con, result, before, lenient, _event_count(data))
+
+
+@st.composite
+def damaged_event_arrays(draw):
+    """(file bytes, events in the undamaged trace, bytes flipped): flips inside the event array only."""
+    name = draw(st.sampled_from(sorted(RAW)))
+    raw = RAW[name]
+    start, end = raw.index(b"[", raw.index(b'"traceEvents"')) + 1, raw.rindex(b"]")
+    data = bytearray(raw)
+    flips = draw(st.lists(st.tuples(st.integers(start, end - 1), st.integers(1, 255)), min_size=1, max_size=3,
+                          unique_by=lambda flip: flip[0]))
+    for at, mask in flips:
+        data[at] ^= mask
+    return bytes(data), _event_count(raw), len(flips)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                  HealthCheck.too_slow])
+@given(damaged=damaged_event_arrays())
+def test_lenient_reads_a_trace_damaged_inside_its_event_array(con, tmp_path_factory, damaged):
+    # A flipped byte breaks at most the two events either side of it (a `}, {` between them lost).
+    data, original, flipped = damaged
+    path = tmp_path_factory.mktemp("damaged") / "damaged.json"
+    path.write_bytes(data)
+    before = database_state(con)
+    result = load_file(con, path, lenient=True)
+    if result.status == "skipped":
+        assert database_state(con) == before
+        return
+    assert result.status == "loaded"
+    assert original - 2 * flipped <= result.events <= original + flipped
+    _check_loaded(con, result, before, True, None)
