@@ -41,6 +41,15 @@ def cli():
     """Make GPU profiler traces of attention answerable with SQL."""
 
 
+def database_to_read(db, doing):
+    """The database a reading command uses, saying so when it falls back to the bundled samples."""
+    from tracekit.api import resolve_db
+    path, is_samples = resolve_db(db)
+    if is_samples:
+        click.echo(f"(no --db and no tracekit.duckdb here: {doing} the bundled sample traces)", err=True)
+    return path, is_samples
+
+
 # Each module holds one family of commands and lists them in COMMANDS.
 _COMMAND_MODULES = ("capture_cmd", "analysis_cmd", "perfetto_cmd", "hta_cmd", "report_cmd")
 

@@ -145,7 +145,7 @@ def query(name, sql, db, params, list_queries, fmt, output):
 
     With no --db and no tracekit.duckdb here, it runs on the bundled sample traces.
     """
-    from tracekit.api import resolve_db
+    from tracekit.cli import database_to_read
     from tracekit.database import connect
     from tracekit.named_queries import named_queries, run_named, run_sql
 
@@ -160,9 +160,7 @@ def query(name, sql, db, params, list_queries, fmt, output):
         raise click.UsageError("give a query NAME or --sql SQL (tracekit query --list shows the names)")
     if sql is not None and params:
         raise click.UsageError("-p parameters go with a named query, not --sql")
-    path, is_samples = resolve_db(db)
-    if is_samples:
-        click.echo("(no --db and no tracekit.duckdb here: running on the bundled sample traces)", err=True)
+    path, _ = database_to_read(db, "running on")
     con = connect(path, read_only=True)
     try:
         frame = run_named(con, name, _params(params)) if name else run_sql(con, sql)

@@ -44,15 +44,13 @@ def export_command(db, trace_name, sql, findings, output):
     Slices that partially overlap on a thread track are moved to an extra track,
     so Perfetto shows every one; nesting is kept.
     """
-    from tracekit.api import resolve_db
+    from tracekit.cli import database_to_read
     from tracekit.database import connect
     from tracekit.export import export
 
     if (trace_name is None) == (sql is None):
         raise click.UsageError("give --trace NAME or --sql SQL")
-    path, is_samples = resolve_db(db)
-    if is_samples:
-        click.echo("(no --db and no tracekit.duckdb here: exporting from the bundled sample traces)", err=True)
+    path, _ = database_to_read(db, "exporting from")
     con = connect(path, read_only=True)
     try:
         written, count, moved = export(con, output, trace=trace_name, sql=sql, findings=findings)

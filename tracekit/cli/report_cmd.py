@@ -20,13 +20,11 @@ def report(db, output, fmt):
     The HTML page is one file that opens offline (inline CSS and SVG, no scripts).
     With no --db and no tracekit.duckdb here, it reports on the bundled sample traces.
     """
-    from tracekit.api import resolve_db
+    from tracekit.cli import database_to_read
     from tracekit.report import render
     from tracekit.report.data import load
 
-    path, is_samples = resolve_db(db)
-    if is_samples:
-        click.echo("(no --db and no tracekit.duckdb here: reporting on the bundled sample traces)", err=True)
+    path, is_samples = database_to_read(db, "reporting on")
     data = load(None if is_samples else path)
     text = render(data, fmt)
     if output is None and fmt == "markdown":
