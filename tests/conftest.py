@@ -32,6 +32,25 @@ def pytest_collection_modifyitems(config, items):
 
 
 TEST_DATA = ROOT / "tests" / "data"
+
+
+def invoke_cli(*args):
+    """Runs the tracekit CLI in-process with each argument as text."""
+    from click.testing import CliRunner
+    from tracekit.cli import cli
+
+    return CliRunner().invoke(cli, [str(a) for a in args])
+
+
+def db_rows(db, sql):
+    """The rows of `sql` on database file `db`, opened read-only for just this call."""
+    import duckdb
+
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()
 CPU_TRACE = TEST_DATA / "cpu" / "naive_cpu.json.gz"
 
 

@@ -12,13 +12,10 @@ import subprocess
 import sys
 import zlib
 
-import duckdb
 import pytest
-from click.testing import CliRunner
 
 import make_bad_corpus as corpus
-from conftest import SAMPLE_TRACES
-from tracekit.cli import cli
+from conftest import SAMPLE_TRACES, db_rows, invoke_cli
 
 BAD = {case.name: case for case, _ in corpus.bad_cases()}
 LENIENT_LOADS = sorted(name for name, case in BAD.items() if case.lenient)
@@ -26,16 +23,8 @@ LENIENT_FAILS = sorted(name for name, case in BAD.items() if not case.lenient)
 SOURCE_EVENTS = len(corpus.source_trace()["traceEvents"])  # 242
 
 
-def invoke(*args):
-    return CliRunner().invoke(cli, [str(a) for a in args])
-
-
-def rows(db, sql):
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        return con.execute(sql).fetchall()
-    finally:
-        con.close()
+invoke = invoke_cli
+rows = db_rows
 
 
 def assert_one_line_error(result, path, problem):

@@ -4,24 +4,12 @@ import gzip
 import json
 import shutil
 
-import duckdb
 import pytest
-from click.testing import CliRunner
 
-from conftest import CPU_TRACE, SAMPLE_TRACES, read_trace
-from tracekit.cli import cli
+from conftest import CPU_TRACE, SAMPLE_TRACES, db_rows, invoke_cli, read_trace
 
 
-def invoke(*args):
-    return CliRunner().invoke(cli, [str(a) for a in args])
-
-
-def db_rows(db, sql):
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        return con.execute(sql).fetchall()
-    finally:
-        con.close()
+invoke = invoke_cli
 
 
 def write_json(path, value, *, compress=False):

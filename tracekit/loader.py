@@ -311,15 +311,14 @@ def _load_in_transaction(con, path, replace, progress, raw):
         info, dropped = _run_on_fifo(con, path, _strict_sql(), {"trace_id": trace_id}, False, progress, False), {}
     else:
         info, dropped = raw[0], _lenient_insert(con, trace_id, raw[1])
-    same = con.execute("SELECT trace_id, trace FROM trace_files WHERE sha256 = ? OR (? AND path = ?)",
-                       [info.sha256, replace, str(path.resolve())]).fetchall()
-    same_content = [row for row in same if con.execute(
-        "SELECT sha256 = ? FROM trace_files WHERE trace_id = ?", [info.sha256, row[0]]).fetchone()[0]]
+    same = con.execute("SELECT trace_id, trace, sha256 = ? FROM trace_files WHERE sha256 = ? OR (? AND path = ?)",
+                       [info.sha256, info.sha256, replace, str(path.resolve())]).fetchall()
+    same_content = [row for row in same if row[2]]
     if same_content and not replace:
         return LoadResult(str(path), "skipped", same_content[0][1],
                           message=f"same content as trace {same_content[0][1]!r} (--replace reloads it)")
     name = same[0][1] if same else None
-    for old_id, _ in same:
+    for old_id, _, _ in same:
         delete_trace(con, old_id)
     name = name or _unique_name(con, trace_name_for(path))
     header = info.header
