@@ -3,13 +3,18 @@
 -- and category, with how many events and the earliest one as an example. Negative durations come
 -- from clock skew or a hand-edited trace and make sums of time wrong; zero durations are events too
 -- short for the clock or never closed; an unknown category is one Kineto does not write, which no
--- view picks up; 'dropped on load' counts what `tracekit load --lenient` left out, and why.
+-- view picks up; 'dropped on load' counts what `tracekit load --lenient` left out, and why;
+-- 'launches but no GPU events' is a trace whose kernel launches CUPTI did not record (the GPU
+-- side is missing: every GPU figure is unknown, not zero), 'GPU events but no CPU ops' one
+-- whose kernels no op can be blamed for (profiled without CPU activities).
 -- columns:
 --   trace: trace name
---   oddity: negative duration, zero duration, no duration, unknown category or dropped on load
+--   oddity: negative duration, zero duration, no duration, unknown category, dropped on load,
+--           launches but no GPU events, GPU events but no CPU ops
 --   cat: the events' category (NULL for dropped on load)
 --   events: how many events have it
---   example: the earliest such event's name (its first 120 characters), or the drop reasons
+--   example: the earliest such event's name (its first 120 characters), the drop reasons, or the
+--            first launch call / GPU event
 --   example_ts_us: that event's start, microseconds on the trace's clock
 --   example_dur_us: that event's duration, microseconds
 -- params:
@@ -31,7 +36,7 @@ WITH odd AS (
         'overhead', 'cuda_sync', 'cuda_profiler_range', 'collective_comm', 'mtia_runtime',
         'mtia_ccp_events', 'glow_runtime', 'hpu_op', 'xpu_runtime', 'xpu_driver',
         'privateuse1_runtime', 'privateuse1_driver', 'hip_runtime', 'hip_driver', 'ac2g', 'fwdbwd',
-        'trace', 'operator', 'runtime', 'memcpy', 'memset')
+        'trace', 'operator', 'runtime', 'memcpy', 'memset', 'async')
 ), ranked AS (
     SELECT *, count(*) OVER (PARTITION BY trace, oddity, cat) AS events,
            row_number() OVER (PARTITION BY trace, oddity, cat ORDER BY ts_ns, name, dur_ns) AS nth
@@ -47,4 +52,18 @@ SELECT trace, 'dropped on load' AS oddity, NULL AS cat, dropped_events AS events
        dropped_reasons AS example, NULL AS example_ts_us, NULL AS example_dur_us
 FROM trace_files
 WHERE dropped_events > 0 AND ($trace IS NULL OR trace = $trace)
+UNION ALL
+SELECT t.trace, 'launches but no GPU events' AS oddity, any_value(r.cat) AS cat, count(*) AS events,
+       min(r.name) AS example, min(r.ts_us) AS example_ts_us, NULL AS example_dur_us
+FROM traces t JOIN runtime r ON r.trace = t.trace
+WHERE r.name ILIKE '%launch%' AND ($trace IS NULL OR t.trace = $trace)
+  AND NOT EXISTS (SELECT 1 FROM kernels k WHERE k.trace = t.trace)
+  AND NOT EXISTS (SELECT 1 FROM _transfers x WHERE x.trace = t.trace)
+GROUP BY t.trace
+UNION ALL
+SELECT g.trace, 'GPU events but no CPU ops' AS oddity, NULL AS cat, count(*) AS events, min(g.name) AS example,
+       min(g.ts_us) AS example_ts_us, NULL AS example_dur_us
+FROM (SELECT trace, name, ts_us FROM kernels UNION ALL SELECT trace, name, ts_us FROM _transfers) g
+WHERE ($trace IS NULL OR g.trace = $trace) AND NOT EXISTS (SELECT 1 FROM cpu_ops o WHERE o.trace = g.trace)
+GROUP BY g.trace
 ORDER BY trace, oddity, cat;

@@ -1,5 +1,7 @@
 -- Which GEMMs ran on Tensor Cores, and which as plain FP32 SIMT on the CUDA cores?
--- A row per trace that ran any GEMM kernel (classification: `tracekit schema`, table kernel_rules).
+-- A row per trace that ran any GEMM kernel (kernel_class 'gemm'; convolutions and fused attention
+-- are not counted here, summary's tensor_core_pct covers them; rules: `tracekit schema`, table
+-- kernel_rules).
 -- columns:
 --   trace: trace name
 --   tensor_core_gemms: GEMM kernel launches on Tensor Cores (nvjet, tensorop, bf16/fp16/tf32 xmma, ...)
@@ -11,14 +13,14 @@
 -- params:
 --   trace = NULL: only this trace
 SELECT trace,
-       count(*) FILTER (WHERE gemm_class = 'tensor_core') AS tensor_core_gemms,
-       count(*) FILTER (WHERE gemm_class = 'simt') AS simt_gemms,
-       coalesce(sum(dur_us) FILTER (WHERE gemm_class = 'tensor_core'), 0.0) AS tensor_core_us,
-       coalesce(sum(dur_us) FILTER (WHERE gemm_class = 'simt'), 0.0) AS simt_us,
-       100.0 * coalesce(sum(dur_us) FILTER (WHERE gemm_class = 'tensor_core'), 0.0)
+       count(*) FILTER (WHERE math_unit = 'tensor_core') AS tensor_core_gemms,
+       count(*) FILTER (WHERE math_unit = 'simt') AS simt_gemms,
+       coalesce(sum(dur_us) FILTER (WHERE math_unit = 'tensor_core'), 0.0) AS tensor_core_us,
+       coalesce(sum(dur_us) FILTER (WHERE math_unit = 'simt'), 0.0) AS simt_us,
+       100.0 * coalesce(sum(dur_us) FILTER (WHERE math_unit = 'tensor_core'), 0.0)
              / sum(dur_us) AS tensor_core_pct,
-       string_agg(DISTINCT name, ' | ' ORDER BY name) FILTER (WHERE gemm_class = 'simt') AS simt_kernels
+       string_agg(DISTINCT name, ' | ' ORDER BY name) FILTER (WHERE math_unit = 'simt') AS simt_kernels
 FROM kernels
-WHERE gemm_class IS NOT NULL AND ($trace IS NULL OR trace = $trace)
+WHERE kernel_class = 'gemm' AND ($trace IS NULL OR trace = $trace)
 GROUP BY trace
 ORDER BY trace;

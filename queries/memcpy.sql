@@ -6,15 +6,18 @@
 --   kind: DtoD, HtoD, DtoH, PtoP, ... (NULL when the trace has none)
 --   caused_by: the CPU ops that issued them, outermost first (e.g. aten::masked_fill → aten::clone → aten::copy_)
 --   memcpy_count: number of copies
---   memcpy_bytes: bytes copied in all
+--   memcpy_bytes: bytes copied in all, over the copies of known size (NULL when the trace records
+--                 no copy's size, as ROCm traces do not)
+--   unknown_size_copies: copies whose size the trace does not record (left out of the byte figures)
 --   memcpy_us: GPU time of the copies, microseconds
---   avg_bytes: bytes per copy
+--   avg_bytes: bytes per copy of known size
 --   steps_with_memcpy: distinct ProfilerStep#N that hold one
 -- params:
 --   trace = NULL: only this trace
 SELECT t.trace, m.kind, m.cpu_op_path AS caused_by,
        count(m.ts_us) AS memcpy_count,
-       CAST(coalesce(sum(m.bytes), 0) AS BIGINT) AS memcpy_bytes,
+       CAST(CASE WHEN count(m.ts_us) = 0 THEN 0 ELSE sum(m.bytes) END AS BIGINT) AS memcpy_bytes,
+       count(m.ts_us) - count(m.bytes) AS unknown_size_copies,
        coalesce(sum(m.dur_us), 0.0) AS memcpy_us,
        avg(m.bytes) AS avg_bytes,
        count(DISTINCT m.step) AS steps_with_memcpy
@@ -22,4 +25,4 @@ FROM traces t
 LEFT JOIN memcpy m ON m.trace = t.trace
 WHERE $trace IS NULL OR t.trace = $trace
 GROUP BY t.trace, m.kind, m.cpu_op_path
-ORDER BY t.trace, memcpy_bytes DESC, m.kind, caused_by;
+ORDER BY t.trace, memcpy_bytes DESC NULLS LAST, memcpy_count DESC, m.kind, caused_by;

@@ -6,11 +6,15 @@
 --   variant: the variant `tracekit capture` recorded (NULL for foreign traces)
 --   steps: steady steps averaged over
 --   kernels_per_step: kernel launches per step
---   gpu_us_per_step: GPU time of kernels, memcpys and memsets per step, microseconds
+--   gpu_us_per_step: GPU busy time per step, microseconds: the union of the kernel, memcpy and memset
+--                    intervals on each device (view gpu_busy), so concurrent streams count once;
+--                    NULL when the trace has no GPU events (CPU-only, or CUPTI lost them)
+--   kernel_sum_us_per_step: the plain sum of kernel durations per step, microseconds (above
+--                           gpu_us_per_step when kernels overlap on concurrent streams)
 --   cpu_us_per_step: CPU time of the ProfilerStep#N span, microseconds
 --   memcpy_per_step: memcpys per step
---   memcpy_bytes_per_step: bytes copied per step
---   tensor_core_pct: share of GEMM time on Tensor Cores, percent (NULL: no GEMMs)
+--   memcpy_bytes_per_step: bytes copied per step (NULL when the trace records no copy's size)
+--   tensor_core_pct: share of matrix-math time (GEMM, convolution, attention kernels of known math_unit) on Tensor Cores, percent (NULL: none ran)
 --   top_kernel: the kernel with the most GPU time in the steady steps
 --   top_kernel_occupancy_pct: its mean estimated achieved occupancy, percent
 --   plan_ms: cuDNN first-call plan time, milliseconds (NULL: no cuDNN attention)
@@ -23,7 +27,7 @@ WITH picked AS (
     SELECT trace, count(*) AS steps, avg(dur_us) AS cpu_us_per_step FROM steady_steps GROUP BY trace
 ), gpu_work AS (
     -- Everything the GPU ran in the steady steps, or all of it when the trace has no steps.
-    SELECT trace, name, dur_us, kernel_class, gemm_class, est_occupancy_pct, 'kernel' AS what, NULL AS bytes
+    SELECT trace, name, dur_us, kernel_class, math_unit, est_occupancy_pct, 'kernel' AS what, NULL AS bytes
     FROM kernels k
     WHERE k.step IN (SELECT s.step FROM steady_steps s WHERE s.trace = k.trace)
        OR k.trace NOT IN (SELECT trace FROM steps)
@@ -42,10 +46,17 @@ WITH picked AS (
            count(*) FILTER (WHERE what = 'kernel') AS kernels,
            sum(dur_us) AS gpu_us,
            count(*) FILTER (WHERE what = 'memcpy') AS memcpys,
-           CAST(coalesce(sum(bytes) FILTER (WHERE what = 'memcpy'), 0) AS BIGINT) AS memcpy_bytes,
-           100.0 * coalesce(sum(dur_us) FILTER (WHERE gemm_class = 'tensor_core'), 0.0)
-                 / sum(dur_us) FILTER (WHERE gemm_class IS NOT NULL) AS tensor_core_pct
+           CAST(CASE WHEN count(*) FILTER (WHERE what = 'memcpy') = 0 THEN 0
+                     ELSE sum(bytes) FILTER (WHERE what = 'memcpy') END AS BIGINT) AS memcpy_bytes,
+           100.0 * coalesce(sum(dur_us) FILTER (WHERE math_unit = 'tensor_core'), 0.0)
+                 / sum(dur_us) FILTER (WHERE math_unit IS NOT NULL) AS tensor_core_pct
     FROM gpu_work GROUP BY trace
+), busy AS (
+    SELECT b.trace, sum(b.busy_us) AS busy_us, sum(b.kernel_sum_us) AS kernel_sum_us
+    FROM gpu_busy b
+    WHERE b.step IN (SELECT s.step FROM steady_steps s WHERE s.trace = b.trace)
+       OR b.trace NOT IN (SELECT trace FROM steps)
+    GROUP BY b.trace
 ), by_kernel AS (
     SELECT trace, name, sum(dur_us) AS total_us, avg(est_occupancy_pct) AS occupancy_pct
     FROM gpu_work WHERE what = 'kernel' GROUP BY trace, name
@@ -65,21 +76,26 @@ WITH picked AS (
              AS shape,
            coalesce(sc.steps, 1) AS steps,
            coalesce(t.kernels, 0) / coalesce(sc.steps, 1) AS kernels_per_step,
-           coalesce(t.gpu_us, 0) / coalesce(sc.steps, 1) AS gpu_us_per_step,
+           CASE WHEN EXISTS (SELECT 1 FROM gpu_busy g WHERE g.trace = p.trace)
+                THEN coalesce(bz.busy_us, 0) / coalesce(sc.steps, 1) END AS gpu_us_per_step,
+           CASE WHEN EXISTS (SELECT 1 FROM gpu_busy g WHERE g.trace = p.trace)
+                THEN coalesce(bz.kernel_sum_us, 0) / coalesce(sc.steps, 1) END AS kernel_sum_us_per_step,
            sc.cpu_us_per_step,
            coalesce(t.memcpys, 0) / coalesce(sc.steps, 1) AS memcpy_per_step,
-           coalesce(t.memcpy_bytes, 0) / coalesce(sc.steps, 1) AS memcpy_bytes_per_step,
+           CASE WHEN t.trace IS NULL THEN 0 ELSE t.memcpy_bytes END / coalesce(sc.steps, 1) AS memcpy_bytes_per_step,
            t.tensor_core_pct, top.top_kernel, top.top_kernel_occupancy_pct, pl.plan_ms
     FROM picked p
     LEFT JOIN step_counts sc ON sc.trace = p.trace
     LEFT JOIN totals t ON t.trace = p.trace
+    LEFT JOIN busy bz ON bz.trace = p.trace
     LEFT JOIN top ON top.trace = p.trace
     LEFT JOIN plans pl ON pl.trace = p.trace
 ), naive AS (
     SELECT shape, gpu_us_per_step AS naive_gpu_us FROM rows WHERE variant = 'naive'
     QUALIFY row_number() OVER (PARTITION BY shape ORDER BY trace) = 1
 )
-SELECT r.trace, r.variant, r.steps, r.kernels_per_step, r.gpu_us_per_step, r.cpu_us_per_step,
+SELECT r.trace, r.variant, r.steps, r.kernels_per_step, r.gpu_us_per_step, r.kernel_sum_us_per_step,
+       r.cpu_us_per_step,
        r.memcpy_per_step, r.memcpy_bytes_per_step, r.tensor_core_pct, r.top_kernel,
        r.top_kernel_occupancy_pct, r.plan_ms, n.naive_gpu_us / r.gpu_us_per_step AS speedup_vs_naive
 FROM rows r

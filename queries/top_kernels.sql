@@ -3,8 +3,9 @@
 --   trace: trace name
 --   rank: 1 for the busiest kernel of the trace
 --   kernel: kernel name
---   kernel_class: gemm, attention, softmax, ...
+--   kernel_class: gemm, convolution, attention, softmax, ... (NULL: no rule knows the name)
 --   gemm_class: tensor_core, simt or NULL (not a GEMM)
+--   math_unit: tensor_core, simt, or NULL (not matrix math, or the name does not say)
 --   calls: launches
 --   total_us: GPU time in all, microseconds
 --   avg_us: GPU time per launch, microseconds
@@ -14,6 +15,7 @@
 --   limit = 5: kernels per trace
 WITH per_kernel AS (
     SELECT trace, name, any_value(kernel_class) AS kernel_class, any_value(gemm_class) AS gemm_class,
+           any_value(math_unit) AS math_unit,
            count(*) AS calls, sum(dur_us) AS total_us, avg(dur_us) AS avg_us
     FROM kernels
     WHERE $trace IS NULL OR trace = $trace
@@ -23,7 +25,8 @@ WITH per_kernel AS (
            100.0 * total_us / sum(total_us) OVER (PARTITION BY trace) AS pct_of_kernel_time
     FROM per_kernel
 )
-SELECT trace, rank, name AS kernel, kernel_class, gemm_class, calls, total_us, avg_us, pct_of_kernel_time
+SELECT trace, rank, name AS kernel, kernel_class, gemm_class, math_unit, calls, total_us, avg_us,
+       pct_of_kernel_time
 FROM ranked
 WHERE rank <= CAST($limit AS INTEGER)
 ORDER BY trace, rank;

@@ -1,15 +1,26 @@
 -- Which kernel names did the classification rules miss?
--- A row per kernel name no rule matched (kernel_class NULL): add a rule in tracekit/classify.py,
--- or tell us the name.
+-- A row per kernel name no rule matched (kernel_class NULL), busiest first: add a rule in
+-- tracekit/classify.py, or tell us the name.
 -- columns:
 --   kernel: kernel name
 --   traces: how many traces ran it
 --   calls: launches in all
 --   total_us: GPU time in all, microseconds
+--   max_pct_of_trace: its largest share of one trace's kernel time, percent (NULL: no kernel time)
 -- params:
 --   trace = NULL: only this trace
-SELECT name AS kernel, count(DISTINCT trace) AS traces, count(*) AS calls, sum(dur_us) AS total_us
-FROM kernels
-WHERE kernel_class IS NULL AND ($trace IS NULL OR trace = $trace)
+WITH picked AS (
+    SELECT trace, name, kernel_class, dur_us FROM kernels WHERE $trace IS NULL OR trace = $trace
+), per_trace AS (
+    SELECT trace, name, count(*) AS calls, sum(dur_us) AS total_us,
+           100.0 * sum(dur_us) / nullif(any_value(t.kernel_us), 0) AS pct_of_trace
+    FROM picked
+    JOIN (SELECT trace, sum(dur_us) AS kernel_us FROM picked GROUP BY trace) t USING (trace)
+    WHERE kernel_class IS NULL
+    GROUP BY trace, name
+)
+SELECT name AS kernel, count(*) AS traces, sum(calls) AS calls, sum(total_us) AS total_us,
+       max(pct_of_trace) AS max_pct_of_trace
+FROM per_trace
 GROUP BY name
 ORDER BY total_us DESC, kernel;

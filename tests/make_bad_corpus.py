@@ -147,11 +147,13 @@ def bad_cases():
         (Case("no_ts.json", "an event has no ts: {", lenient="1 with no ts"), _with_event(_drop("ts"))),
         (Case("no_name.json", "an event has no name: {", lenient="1 with no name"), _with_event(_drop("name"))),
         (Case("string_dur.json", "an event has a dur that is not a number: {",
-              lenient="1 with a dur that is not a number"), _with_event(_set("dur", "3.5"))),
+              lenient="1 with a dur that is not a number"), _with_event(_set("dur", "3.5 us"))),
         (Case("list_args.json", "an event has args that are not an object: {",
               lenient="1 with args that are not an object"), _with_event(_set("args", [1, 2]))),
         (Case("string_ts.json", "an event has a ts that is not a number: {",
-              lenient="1 with a ts that is not a number"), _with_event(_set("ts", "5405975738135.723"))),
+              lenient="1 with a ts that is not a number"), _with_event(_set("ts", "soon"))),
+        (Case("bool_name.json", "an event has a name that is not a string: {",
+              lenient="1 with a name that is not a string"), _with_event(_set("name", True))),
         (Case("number_ph.json", "an event has a ph that is not a Chrome phase letter: {",
               lenient="1 with a ph that is not a Chrome phase letter"), _with_event(_set("ph", 88))),
         (Case("huge_ts.json", "an event has a ts out of range (NaN, infinite or over 4.6e15 us): {",
@@ -198,6 +200,9 @@ def odd_cases():
          _gzip(_with_event(lambda e: e.update(name="k" * (1 << 20))))),
         (Case("unknown_category.json", ""), _all_events(_recategorize)),
         (Case("string_pids.json", ""), _all_events(_stringify_ids)),
+        # A number in a string is read as the number, as Perfetto reads it.
+        (Case("numeric_string_ts.json", ""), _with_event(_set("ts", "5405975738135.723"))),
+        (Case("numeric_string_dur.json", ""), _with_event(_set("dur", "3.5"))),
     ]
 
 

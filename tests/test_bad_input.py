@@ -245,6 +245,18 @@ def test_string_pids_and_tids_give_the_same_tables_as_numbers(corpus_dir, db):
     assert kernels[0][1:] == kernels[1][1:] and kernels[0][1] == 6
 
 
+def test_a_number_written_as_a_string_is_read_as_that_number(corpus_dir, db):
+    # The first kernel's ts (or dur) is quoted; the load matches the one of the unchanged trace.
+    result = invoke("load", corpus_dir / "numeric_string_ts.json", corpus_dir / "numeric_string_dur.json",
+                    SAMPLE_TRACES / "sdpa_flash.json.gz", "--db", db)
+    assert result.exit_code == 0, result.output
+    kernels = "SELECT ts_ns, dur_ns FROM events WHERE trace = '{}' AND cat = 'kernel' ORDER BY ALL"
+    source = rows(db, kernels.format("sdpa_flash"))
+    assert rows(db, kernels.format("numeric_string_ts")) == source
+    changed = set(rows(db, kernels.format("numeric_string_dur"))) - set(source)
+    assert len(changed) == 1 and changed.pop()[1] == 3500
+
+
 HOLDER = """
 import sys
 import zlib
@@ -319,6 +331,6 @@ def test_the_corpus_script_writes_every_case(tmp_path):
                          check=True)
     names = sorted(list(BAD) + [case.name for case, _ in corpus.odd_cases()])
     assert sorted(p.name for p in tmp_path.iterdir()) == names
-    assert len(out.stdout.splitlines()) == len(names) == 32
+    assert len(out.stdout.splitlines()) == len(names) == 35
     with gzip.open(tmp_path / "truncated.json.gz") as f:
         assert f.read() == (tmp_path / "truncated.json").read_bytes()

@@ -28,18 +28,28 @@ def kernel_table(con, trace):
                                 "FROM kernels WHERE trace = $t GROUP BY ALL ORDER BY name", {"t": trace}))
 
 
+# Every foreign trace, with what its header (or, lacking one, its events) says of the device.
+EXPECTED = {
+    "a100_sxm4_80gb_fp16_gemm_ampere": ("NVIDIA A100-SXM4-80GB", "nvidia", "sm_80", "8.0", 104),
+    "a100_sxm4_80gb_fp16_gemm_cutlass": ("NVIDIA A100-SXM4-80GB", "nvidia", "sm_80", "8.0", 104),
+    "amd_mi300_gfx942_bf16_gemm": (None, "amd", "gfx942", None, 275),
+    "cpu_only_linear_train_step": (None, None, None, None, 126),
+    "l4_square_memcpy_two_steps": ("NVIDIA L4", "nvidia", "sm_89", "8.9", 109),
+    "old_schema_operator_only_no_gpu_events": (None, None, None, None, 182),
+    "rtx4060_runtime_without_gpu_events": ("NVIDIA GeForce RTX 4060", "nvidia", "sm_89", "8.9", 97),
+    "rtx4090_tp2_rank1_nccl_allreduce": ("NVIDIA GeForce RTX 4090", "nvidia", "sm_89", "8.9", 330),
+    # No deviceProperties: the CUDA calls say NVIDIA, nothing says which GPU.
+    "sm80_backward_thread_extid_eq_correlation": (None, "nvidia", None, None, 7),
+    # 2021's Kineto writes computeProperties.
+    "v100_dgxs_mlp_train_step": ("Tesla V100-DGXS-32GB", "nvidia", "sm_70", "7.0", 340),
+    "windows_cnn_cpu_ops_cuda_memory_events": (None, None, None, None, 81),
+}
+
+
 def test_every_foreign_trace_loads_with_every_event(foreign_con):
-    loaded = records(run_sql(foreign_con, "SELECT trace, device_name, compute_capability, events FROM traces "
-                                          "ORDER BY trace"))
-    assert loaded == [
-        {"trace": "a100_sxm4_80gb_fp16_gemm_ampere", "device_name": "NVIDIA A100-SXM4-80GB",
-         "compute_capability": "8.0", "events": 104},
-        {"trace": "a100_sxm4_80gb_fp16_gemm_cutlass", "device_name": "NVIDIA A100-SXM4-80GB",
-         "compute_capability": "8.0", "events": 104},
-        {"trace": "amd_mi300_gfx942_bf16_gemm", "device_name": None, "compute_capability": None, "events": 275},
-        {"trace": "cpu_only_linear_train_step", "device_name": None, "compute_capability": None, "events": 126},
-        {"trace": "v100_dgxs_mlp_train_step", "device_name": None, "compute_capability": None, "events": 340},
-    ]
+    loaded = {r["trace"]: (r["device_name"], r["vendor"], r["gpu_arch"], r["compute_capability"], r["events"])
+              for r in records(run_sql(foreign_con, "SELECT * FROM traces"))}
+    assert loaded == EXPECTED
 
 
 @pytest.mark.parametrize("trace, kernel", [
@@ -90,3 +100,55 @@ def test_a_foreign_cpu_only_trace(foreign_con):
     assert summary["kernels_per_step"] == 0 and summary["steps"] == 1
     ops = run_sql(foreign_con, "SELECT count(*) FROM cpu_ops WHERE trace = 'cpu_only_linear_train_step'").iloc[0, 0]
     assert ops > 0
+
+
+def test_a_kernel_whose_external_id_is_its_correlation_belongs_to_the_op_that_launched_it(foreign_con):
+    # HTA's backward-thread trace: kernel and launch carry External id = correlation = 2131433;
+    # the launch runs inside aten::mm (External id 67247) on the autograd thread.
+    (kernel,) = records(run_sql(foreign_con, "SELECT external_id, correlation, cpu_op, cpu_op_path, step FROM kernels"
+                                             " WHERE trace = 'sm80_backward_thread_extid_eq_correlation'"))
+    assert kernel == {"external_id": 2131433, "correlation": 2131433, "cpu_op": "aten::mm", "step": 552,
+                      "cpu_op_path": "autograd::engine::evaluate_function: AddmmBackward0 → AddmmBackward0 → aten::mm"}
+
+
+def test_calls_whose_external_id_names_no_enclosing_op_get_none(foreign_con):
+    # RTX 4090 rank 1: cudaEventQuery / cudaDeviceSynchronize carry External id = correlation on a
+    # thread with no ops at all; the NCCL kernel is launched under record_param_comms.
+    calls = records(run_sql(foreign_con, "SELECT correlation, cpu_op FROM runtime WHERE trace = $t"
+                                         " AND name IN ('cudaEventQuery', 'cudaDeviceSynchronize') ORDER BY correlation",
+                            {"t": "rtx4090_tp2_rank1_nccl_allreduce"}))
+    assert calls == [{"correlation": c, "cpu_op": None} for c in (1333, 1343, 1347, 1351, 1432)]
+    (nccl,) = records(run_sql(foreign_con, "SELECT stream, cpu_op_path FROM kernels WHERE trace = $t AND name LIKE 'nccl%'",
+                              {"t": "rtx4090_tp2_rank1_nccl_allreduce"}))
+    assert nccl == {"stream": 17, "cpu_op_path": "Redistribute → _c10d_functional::all_reduce → c10d::allreduce_"
+                                                 " → record_param_comms"}
+
+
+def test_busy_time_per_step_on_the_l4_trace(foreign_con):
+    # One pow kernel and one 400 MB pageable HtoD copy per step, back to back on stream 7.
+    busy = records(run_sql(foreign_con, "SELECT b.step, b.busy_us, b.kernel_sum_us, b.memcpy_us, s.dur_us AS step_us"
+                                        " FROM gpu_busy b JOIN steps s USING (trace, step) WHERE trace = $t ORDER BY step",
+                           {"t": "l4_square_memcpy_two_steps"}))
+    assert [(b["step"], b["busy_us"], b["kernel_sum_us"], b["memcpy_us"]) for b in busy] == [
+        (2, 33794.736, 3432.069, 30362.667), (3, 33763.984, 3415.908, 30348.076)]
+    assert all(b["busy_us"] <= b["step_us"] for b in busy)
+    copies = records(run_named(foreign_con, "memcpy", {"trace": "l4_square_memcpy_two_steps"}))
+    assert [(c["kind"], c["caused_by"], c["memcpy_count"], c["memcpy_bytes"]) for c in copies] == [
+        ("HtoD", "aten::to → aten::_to_copy → aten::copy_", 2, 800_000_000)]
+
+
+def test_launches_whose_gpu_side_was_lost_are_flagged(foreign_con):
+    anomalies = records(run_named(foreign_con, "anomalies", {"trace": "rtx4060_runtime_without_gpu_events"}))
+    assert [(a["oddity"], a["events"]) for a in anomalies] == [("launches but no GPU events", 2)]
+
+
+def test_operators_written_before_their_parents_nest_by_time(foreign_con):
+    # 2021's schema, children written before their parents: nesting comes from the spans alone.
+    depths = run_sql(foreign_con, "SELECT depth, count(*) AS n FROM cpu_ops WHERE trace = $t GROUP BY depth ORDER BY depth",
+                     {"t": "old_schema_operator_only_no_gpu_events"})
+    assert list(depths.itertuples(index=False, name=None)) == [(0, 30), (1, 50), (2, 20), (3, 50), (4, 10)]
+    escaped = run_sql(foreign_con, "SELECT count(*) AS n FROM cpu_ops c JOIN cpu_ops p ON p.trace = c.trace"
+                                   " AND p.op_id = c.parent_id WHERE c.trace = $t AND NOT (p.ts_us <= c.ts_us"
+                                   " AND p.ts_us + p.dur_us >= c.ts_us + c.dur_us)",
+                      {"t": "old_schema_operator_only_no_gpu_events"})
+    assert escaped.iloc[0]["n"] == 0

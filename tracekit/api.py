@@ -34,11 +34,16 @@ def query(name=None, *, sql=None, db=None, params=None):
 
 def load(paths, *, db=DEFAULT_DB, replace=False, lenient=False):
     """Loads trace files, folders or globs into `db`; returns one LoadResult per file."""
-    from tracekit.loader import expand_paths, load_file
+    from tracekit.loader import expand_paths, load_files
     if isinstance(paths, (str, Path)):
         paths = [paths]
     con = connect(db)
     try:
-        return [load_file(con, path, replace=replace, lenient=lenient) for path in expand_paths([str(p) for p in paths])]
+        results = []
+        for _, outcome in load_files(con, expand_paths([str(p) for p in paths]), replace=replace, lenient=lenient):
+            if isinstance(outcome, Exception):
+                raise outcome
+            results.append(outcome)
+        return results
     finally:
         con.close()

@@ -10,24 +10,29 @@ from tracekit import __version__
 from tracekit.errors import DatabaseError
 
 DEFAULT_DB = "tracekit.duckdb"
-SCHEMA_VERSION = "1"
+# 2: trace_files.vendor and gpu_arch, gpu_busy_rows.
+SCHEMA_VERSION = "2"
 
 # Parses a JSON number's text into integer nanoseconds exactly: going through DOUBLE would lose
 # the nanosecond fraction of microsecond timestamps larger than 2^33.
-_MACROS = """
+_MACROS = r"""
 CREATE OR REPLACE TEMP MACRO tk_ns_text(t) AS
     CASE WHEN t LIKE '%e%' OR t LIKE '%E%' THEN TRY_CAST(round(TRY_CAST(t AS DOUBLE) * 1000) AS BIGINT)
          ELSE (CASE WHEN starts_with(t, '-') THEN -1 ELSE 1 END)
               * (abs(TRY_CAST(split_part(t, '.', 1) AS BIGINT)) * 1000
                  + TRY_CAST(coalesce(nullif(rpad(split_part(t, '.', 2), 3, '0')[1:3], ''), '0') AS BIGINT))
     END;
-CREATE OR REPLACE TEMP MACRO tk_is_number(j) AS json_type(j) IN ('UBIGINT', 'BIGINT', 'DOUBLE');
+-- A number, or a string holding one: Perfetto reads "ts": "12.5" as 12.5, and so do we.
+CREATE OR REPLACE TEMP MACRO tk_is_number(j) AS
+    json_type(j) IN ('UBIGINT', 'BIGINT', 'DOUBLE')
+    OR (json_type(j) = 'VARCHAR'
+        AND regexp_full_match(json_extract_string(j, '$'), '\s*-?[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?\s*'));
 CREATE OR REPLACE TEMP MACRO tk_ns(j) AS
-    CASE WHEN tk_is_number(j) THEN tk_ns_text(CAST(j AS VARCHAR)) END;
+    CASE WHEN tk_is_number(j) THEN tk_ns_text(trim(json_extract_string(j, '$'))) END;
 -- Times must stay under 2^62 ns (4.6e15 us, 146 years) so a ts plus a dur still fits a BIGINT;
 -- NaN and infinities are out of range too (the comparison is false for NaN). The loader's checks
 -- use it: tk_ns itself stays unguarded, as it runs on every ts and dur of every trace.
-CREATE OR REPLACE TEMP MACRO tk_in_range(j) AS abs(TRY_CAST(j AS DOUBLE)) < 4.6e15;
+CREATE OR REPLACE TEMP MACRO tk_in_range(j) AS abs(TRY_CAST(trim(json_extract_string(j, '$')) AS DOUBLE)) < 4.6e15;
 """
 
 
@@ -72,29 +77,64 @@ def connect(path=DEFAULT_DB, *, read_only=False):
         if read_only:
             _check_schema(con, path)
         else:
-            ensure_schema(con)
+            ensure_schema(con, path)
         for statement in split_statements(_MACROS):
             con.execute(statement)
+    except DatabaseError:
+        con.close()
+        raise
     except duckdb.Error as exc:
         con.close()
         raise _friendly(exc, path) from None
     return con
 
 
+def worker_connection(con):
+    """Another connection to `con`'s database, for a thread of its own (temp tables and macros are
+    per connection)."""
+    worker = con.cursor()
+    for statement in split_statements(_MACROS):
+        worker.execute(statement)
+    return worker
+
+
 def _check_schema(con, path):
     tables = {row[0] for row in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
     if "trace_files" not in tables or "kernels" not in tables:
         raise DatabaseError(f"{path}: a DuckDB file without tracekit's tables; load traces into it first")
+    _refuse_other_schema(_stored_schema_version(con), path)
 
 
-def ensure_schema(con):
+def _stored_schema_version(con):
+    tables = {row[0] for row in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+    if "schema_info" not in tables:
+        return None
+    row = con.execute("SELECT value FROM schema_info WHERE key = 'schema_version'").fetchone()
+    return row[0] if row else None
+
+
+def _refuse_other_schema(stored, path):
+    if stored is None or stored == SCHEMA_VERSION:
+        return
+    where = path or "the database"
+    if stored.isdigit() and int(stored) > int(SCHEMA_VERSION):
+        raise DatabaseError(f"{where}: made by a newer tracekit (schema {stored}); upgrade tracekit to read it")
+    raise DatabaseError(f"{where}: made by an older tracekit (schema {stored}; this one uses {SCHEMA_VERSION}):"
+                        " load its traces into a new database")
+
+
+def ensure_schema(con, path=None):
     """Creates the tables and (re)creates the views; safe to run on every open."""
+    from tracekit.class_tables import sync_rules
+
+    _refuse_other_schema(_stored_schema_version(con), path)
     con.execute("BEGIN")
     try:
         for statement in split_statements(sql_resource("tables.sql")):
             con.execute(statement)
         for statement in split_statements(sql_resource("views.sql")):
             con.execute(statement)
+        sync_rules(con)
         con.execute("INSERT OR REPLACE INTO schema_info VALUES ('schema_version', ?), ('tracekit_version', ?)",
                     [SCHEMA_VERSION, __version__])
         con.execute("COMMIT")

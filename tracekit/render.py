@@ -27,8 +27,8 @@ def _plain(value):
         return None
     if isinstance(value, pd.Timestamp):
         return value.isoformat()
-    if value is pd.NaT:
-        return None
+    if value is pd.NaT or value is pd.NA:
+        return None  # a NULL integer arrives as pandas' NA: unknown, printed as null or blank
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
     return value

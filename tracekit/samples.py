@@ -36,7 +36,8 @@ def _fingerprint():
         digest.update(path.name.encode())
         digest.update(str(path.stat().st_size).encode())
     package = resources.files("tracekit")
-    for name in ("sql/tables.sql", "sql/views.sql", "sql/derive.sql", "classify.py", "loader.py"):
+    for name in ("sql/tables.sql", "sql/views.sql", "sql/derive.sql", "classify.py", "loader.py", "event_read.py",
+                 "event_chunks.py", "tracefile.py", "device.py", "database.py"):
         digest.update(package.joinpath(name).read_bytes())
     return digest.hexdigest()[:16]
 

@@ -11,6 +11,7 @@ import codecs
 import gzip
 import hashlib
 import json
+import os
 import re
 import zlib
 from dataclasses import dataclass, field
@@ -60,6 +61,18 @@ def open_raw(path):
     if magic == GZIP_MAGIC:
         return gzip.GzipFile(fileobj=handle, mode="rb"), True, handle
     return handle, False, handle
+
+
+def expected_size(path):
+    """About how many bytes the trace's JSON holds: the file's size, or for gzip the size its
+    trailer records (modulo 4 GiB, so a wrapped value is replaced by a guess)."""
+    size = os.path.getsize(path)
+    with open(path, "rb") as handle:
+        if handle.read(2) != GZIP_MAGIC or size < 18:
+            return size
+        handle.seek(-4, os.SEEK_END)
+        recorded = int.from_bytes(handle.read(4), "little")
+    return recorded if recorded >= size else size * 10
 
 
 class GzipCutShort(TraceFileError):

@@ -12,9 +12,9 @@ from html import escape
 # One colour per kernel class, the same on every chart; memcpy is red because it is the
 # finding you look for.
 CLASS_COLOURS = {
-    "gemm": "#4e79a7", "attention": "#59a14f", "elementwise": "#f28e2b", "softmax": "#b07aa1",
-    "reduction": "#edc948", "copy": "#76b7b2", "communication": "#ff9da7", "other": "#9c755f",
-    "unclassified": "#bab0ac", "memcpy": "#e15759", "memset": "#5b5b5b",
+    "gemm": "#4e79a7", "convolution": "#2f4b7c", "attention": "#59a14f", "elementwise": "#f28e2b",
+    "softmax": "#b07aa1", "reduction": "#edc948", "copy": "#76b7b2", "communication": "#ff9da7",
+    "other": "#9c755f", "unclassified": "#bab0ac", "memcpy": "#e15759", "memset": "#5b5b5b",
 }
 ACCENT = "#4e79a7"
 MUTED = "#c9ced6"

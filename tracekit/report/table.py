@@ -36,7 +36,8 @@ COLUMNS = [
     Column("cpu_us_per_step", "CPU µs / step", lambda v: units.number(v), help="ProfilerStep span"),
     Column("memcpy_per_step", "memcpy / step", units.per_step),
     Column("memcpy_bytes_per_step", "memcpy bytes / step", units.bytes_text),
-    Column("tensor_core_pct", "Tensor Core %", units.pct, help="share of GEMM time on Tensor Cores"),
+    Column("tensor_core_pct", "Tensor Core %", units.pct,
+           help="share of GEMM, convolution and attention time on Tensor Cores"),
     Column("top_kernel", "top kernel", units.short_kernel, numeric=False),
     Column("top_kernel_occupancy_pct", "occupancy", lambda v: units.pct(v) if present(v) and v > 0 else "—",
            help="estimated achieved occupancy of the top kernel (— : none recorded)"),
@@ -49,7 +50,7 @@ def table_frame(data):
     frame = data.summary.copy()
     metadata = {t.trace: t.metadata if isinstance(t.metadata, dict) else None for t in data.traces.itertuples()}
     frame["tflops"] = [_tflops(row, metadata) for _, row in frame.iterrows()]
-    # summary leaves the share NULL when no GEMM ran on Tensor Cores; gemm_classes says 0%.
+    # summary's share covers the steady steps only; gemm_classes' (all of the trace) fills a gap.
     shares = dict(zip(data.gemm["trace"], data.gemm["tensor_core_pct"]))
     frame["tensor_core_pct"] = [v if present(v) else shares.get(t) for t, v in
                                 zip(frame["trace"], frame["tensor_core_pct"])]

@@ -1,6 +1,7 @@
 -- Derives one trace's rows (trace_id = $trace_id) from its event_rows. Run statement by statement,
 -- inside the load's transaction. Category names are matched case-insensitively and include the
 -- older Kineto spellings (Operator, Runtime, Kernel, Memcpy, Memset) so old traces load too.
+-- Each statement reads `args` once per row, with one json_extract of every key it needs.
 
 INSERT INTO step_rows
 SELECT $trace_id, CAST(regexp_extract(name, '^ProfilerStep#(\d+)$', 1) AS INTEGER) AS step,
@@ -13,72 +14,112 @@ GROUP BY step;
 CREATE OR REPLACE TEMP TABLE _steps AS
 SELECT step, ts_ns, end_ns FROM step_rows WHERE trace_id = $trace_id;
 
+-- CPU ops: cpu_op, record_function ranges (user_annotation) and 2021's Operator, numbered in
+-- file order.
 CREATE OR REPLACE TEMP TABLE _ops AS
-SELECT row_number() OVER (ORDER BY pid, tid, ts_ns, dur_ns DESC, name) - 1 AS op_id,
-       cat, name, ts_ns, coalesce(dur_ns, 0) AS dur_ns, pid, tid,
-       TRY_CAST(json_extract_string(args, '$."External id"') AS BIGINT) AS external_id,
-       json_extract(args, '$."Input Dims"') AS input_dims,
-       json_extract(args, '$."Input type"') AS input_types
-FROM event_rows
-WHERE trace_id = $trace_id AND ph = 'X' AND ts_ns IS NOT NULL
-  AND lower(cat) IN ('cpu_op', 'user_annotation', 'operator');
+SELECT op_id, cat, name, ts_ns, dur_ns, pid, tid, TRY_CAST(a[1] AS BIGINT) AS external_id, a
+FROM (
+    SELECT row_number() OVER () - 1 AS op_id, cat, name, ts_ns, coalesce(dur_ns, 0) AS dur_ns, pid, tid,
+           json_extract(args, ['$."External id"', '$."Input Dims"', '$."Input type"']) AS a
+    FROM event_rows
+    WHERE trace_id = $trace_id AND ph = 'X' AND ts_ns IS NOT NULL
+      AND lower(cat) IN ('cpu_op', 'user_annotation', 'operator')
+);
 
--- Depth = ops still open on the thread when this one starts: a running sum over starts (+1) and
--- ends (-1). Ends at an instant sort before starts there, except a zero-length op's own end.
-CREATE OR REPLACE TEMP TABLE _depth AS
-WITH boundaries AS (
-    SELECT op_id, pid, tid, ts_ns AS t, 1 AS ord, -dur_ns AS longest_first, 1 AS delta FROM _ops
-    UNION ALL
-    SELECT op_id, pid, tid, ts_ns + dur_ns, CASE WHEN dur_ns > 0 THEN 0 ELSE 2 END, 0, -1 FROM _ops
-), running AS (
-    SELECT op_id, delta,
-           sum(delta) OVER (PARTITION BY pid, tid ORDER BY t, ord, longest_first, op_id
-                            ROWS UNBOUNDED PRECEDING) - delta AS open_before
-    FROM boundaries
-)
-SELECT op_id, greatest(open_before, 0)::INTEGER AS depth FROM running WHERE delta = 1;
-
-CREATE OR REPLACE TEMP TABLE _ops_d AS
-SELECT o.*, d.depth FROM _ops o JOIN _depth d USING (op_id);
-
-INSERT INTO cpu_op_rows
-SELECT $trace_id, c.op_id, c.cat, c.name, c.ts_ns, c.dur_ns, c.pid, c.tid, c.external_id,
-       c.input_dims, c.input_types, c.depth,
-       CASE WHEN c.depth > 0 THEN p.op_id END, CASE WHEN c.depth > 0 THEN p.name END,
-       CASE WHEN c.ts_ns < s.end_ns THEN s.step END, NULL
-FROM _ops_d c
-ASOF LEFT JOIN _ops_d p ON c.pid = p.pid AND c.tid = p.tid AND c.depth - 1 = p.depth AND c.ts_ns >= p.ts_ns
-ASOF LEFT JOIN _steps s ON c.ts_ns >= s.ts_ns;
-
--- One op per External id (Kineto makes them unique; a foreign trace may not).
-CREATE OR REPLACE TEMP TABLE _op_by_external AS
-SELECT external_id, op_id FROM _ops_d WHERE external_id IS NOT NULL
-QUALIFY row_number() OVER (PARTITION BY external_id ORDER BY depth DESC, op_id) = 1;
-
+-- Runtime and driver calls: the launches (and syncs, mallocs) on the CPU.
 CREATE OR REPLACE TEMP TABLE _rt AS
-SELECT cat, name, ts_ns, coalesce(dur_ns, 0) AS dur_ns, pid, tid,
-       TRY_CAST(json_extract_string(args, '$.correlation') AS BIGINT) AS correlation,
-       TRY_CAST(json_extract_string(args, '$."External id"') AS BIGINT) AS external_id
+SELECT row_number() OVER () - 1 AS rt_id, cat, name, ts_ns, coalesce(dur_ns, 0) AS dur_ns, pid, tid,
+       json_extract(args, ['$.correlation', '$."External id"', '$."external id"']) AS a
 FROM event_rows
 WHERE trace_id = $trace_id AND ph = 'X' AND ts_ns IS NOT NULL
   AND lower(cat) IN ('cuda_runtime', 'cuda_driver', 'runtime', 'hip_runtime', 'hip_driver');
 
--- A call without an External id belongs to the latest op that started before it on its thread and
--- still encloses it (or that op's parent, or grandparent).
+-- Threads as small integers, so the sweep sorts and matches on fixed-width keys.
+CREATE OR REPLACE TEMP TABLE _threads AS
+SELECT pid, tid, row_number() OVER (ORDER BY pid, tid) AS thread
+FROM (SELECT DISTINCT pid, tid FROM _ops UNION SELECT DISTINCT pid, tid FROM _rt);
+
+-- One sweep per thread over op starts, op ends and runtime calls (probes), in time order, counts
+-- the ops open at each point: an op's depth is the count open before it starts, and the innermost
+-- op open at a probe sits at depth count - 1. At one instant: ends of ops that lasted come first,
+-- then starts (the longest first, so a parent precedes its child), then probes, then the ends of
+-- zero-length ops; `pos` numbers the points so that later joins need no tie-breaking.
+CREATE OR REPLACE TEMP TABLE _sweep AS
+WITH op_threads AS (
+    SELECT o.op_id, o.ts_ns, o.dur_ns, t.thread FROM _ops o JOIN _threads t USING (pid, tid)
+), points AS (
+    SELECT thread, ts_ns AS t, 1 AS ord, -dur_ns AS longest_first, op_id AS id, 1 AS delta FROM op_threads
+    UNION ALL
+    SELECT thread, ts_ns + dur_ns, CASE WHEN dur_ns > 0 THEN 0 ELSE 3 END, 0, op_id, -1 FROM op_threads
+    UNION ALL
+    SELECT t.thread, r.ts_ns, 2, 0, r.rt_id, 0 FROM _rt r JOIN _threads t USING (pid, tid)
+)
+SELECT * FROM (
+    SELECT thread, id, delta,
+           row_number() OVER w AS pos,
+           (sum(delta) OVER (w ROWS UNBOUNDED PRECEDING) - greatest(delta, 0))::INTEGER AS open_before
+    FROM points
+    WINDOW w AS (PARTITION BY thread ORDER BY t, ord, longest_first, id)
+)
+WHERE delta <> -1;
+
+-- The ops with their depth and place in the sweep.
+CREATE OR REPLACE TEMP TABLE _op_pos AS
+SELECT id AS op_id, thread, pos, greatest(open_before, 0) AS depth FROM _sweep WHERE delta = 1;
+
+-- Who encloses what: each op's parent, and each runtime call's innermost op, is the latest op that
+-- started before it on its thread at the depth just above it (ASOF on the sweep position).
+CREATE OR REPLACE TEMP TABLE _enclosing AS
+SELECT w.kind, w.id, o.op_id AS enclosing_id
+FROM (
+    SELECT 'op' AS kind, op_id AS id, thread, pos, depth - 1 AS want FROM _op_pos WHERE depth > 0
+    UNION ALL
+    SELECT 'rt', id, thread, pos, open_before - 1 FROM _sweep WHERE delta = 0 AND open_before > 0
+) w
+ASOF JOIN _op_pos o ON o.thread = w.thread AND o.depth = w.want AND w.pos > o.pos;
+
+-- What the sweep found about each op, in narrow rows, so the wide ones are joined once.
+CREATE OR REPLACE TEMP TABLE _op_links AS
+SELECT p.op_id, p.depth, e.enclosing_id AS parent_id, parent.name AS parent, st.step
+FROM _op_pos p
+LEFT JOIN (SELECT id, enclosing_id FROM _enclosing WHERE kind = 'op') e ON e.id = p.op_id
+LEFT JOIN (SELECT op_id, name FROM _ops) parent ON parent.op_id = e.enclosing_id
+JOIN (
+    SELECT o.op_id, CASE WHEN o.ts_ns < s.end_ns THEN s.step END AS step
+    FROM (SELECT op_id, ts_ns FROM _ops) o ASOF LEFT JOIN _steps s ON o.ts_ns >= s.ts_ns
+) st ON st.op_id = p.op_id;
+
+INSERT INTO cpu_op_rows
+SELECT $trace_id, c.op_id, c.cat, c.name, c.ts_ns, c.dur_ns, c.pid, c.tid, c.external_id,
+       c.a[2], c.a[3], l.depth, l.parent_id, l.parent, l.step, NULL
+FROM _ops c JOIN _op_links l USING (op_id);
+
+-- The op each External id that a runtime call or GPU event carries names (Kineto makes them
+-- unique; a foreign trace may not: the latest op wins).
+CREATE OR REPLACE TEMP TABLE _op_by_external AS
+SELECT x.external_id, o.op_id, o.pid, o.tid, o.ts_ns, o.ts_ns + o.dur_ns AS end_ns
+FROM (
+    SELECT external_id, max(op_id) AS op_id FROM _ops
+    WHERE external_id IN (SELECT TRY_CAST(coalesce(a[2], a[3]) AS BIGINT) FROM _rt)
+       OR external_id IN (SELECT TRY_CAST(json_extract_string(args, '$."External id"') AS BIGINT) FROM event_rows
+                          WHERE trace_id = $trace_id AND lower(cat) IN ('kernel', 'gpu_memcpy', 'memcpy',
+                                                                         'gpu_memset', 'memset'))
+    GROUP BY external_id
+) x
+JOIN _ops o USING (op_id);
+
+-- A call's op is the one its External id names when that op encloses the call on its thread (some
+-- traces give calls an External id equal to their correlation id, naming an unrelated op);
+-- otherwise the innermost op that encloses it.
 INSERT INTO runtime_rows
 SELECT $trace_id, r.cat, r.name, r.ts_ns, r.dur_ns, r.pid, r.tid, r.correlation, r.external_id,
-       coalesce(x.op_id,
-                CASE WHEN near.ts_ns + near.dur_ns >= r.ts_ns + r.dur_ns THEN near.op_id END,
-                CASE WHEN up1.ts_ns + up1.dur_ns >= r.ts_ns + r.dur_ns THEN up1.op_id END,
-                CASE WHEN up2.ts_ns + up2.dur_ns >= r.ts_ns + r.dur_ns THEN up2.op_id END),
+       CASE WHEN x.pid = r.pid AND x.tid = r.tid AND x.ts_ns <= r.ts_ns AND x.end_ns >= r.ts_ns + r.dur_ns
+            THEN x.op_id ELSE e.enclosing_id END,
        CASE WHEN r.ts_ns < s.end_ns THEN s.step END
-FROM _rt r
+FROM (SELECT *, TRY_CAST(a[1] AS BIGINT) AS correlation, TRY_CAST(coalesce(a[2], a[3]) AS BIGINT) AS external_id
+      FROM _rt) r
 LEFT JOIN _op_by_external x ON x.external_id = r.external_id
-ASOF LEFT JOIN _ops_d near ON near.pid = r.pid AND near.tid = r.tid AND r.ts_ns >= near.ts_ns
-LEFT JOIN cpu_op_rows p1 ON p1.trace_id = $trace_id AND p1.op_id = near.op_id
-LEFT JOIN _ops_d up1 ON up1.op_id = p1.parent_id
-LEFT JOIN cpu_op_rows p2 ON p2.trace_id = $trace_id AND p2.op_id = up1.op_id
-LEFT JOIN _ops_d up2 ON up2.op_id = p2.parent_id
+LEFT JOIN _enclosing e ON e.kind = 'rt' AND e.id = r.rt_id
 ASOF LEFT JOIN _steps s ON r.ts_ns >= s.ts_ns;
 
 -- The launch of each correlation id (driver and runtime may both carry one: prefer the runtime).
@@ -88,56 +129,90 @@ WHERE trace_id = $trace_id AND correlation IS NOT NULL
 QUALIFY row_number() OVER (PARTITION BY correlation
                            ORDER BY lower(cat) LIKE '%runtime%' DESC, ts_ns, name) = 1;
 
-CREATE OR REPLACE TEMP TABLE _gpu AS
-SELECT CASE WHEN lower(cat) = 'kernel' THEN 'kernel'
-            WHEN lower(cat) IN ('gpu_memcpy', 'memcpy') THEN 'memcpy' ELSE 'memset' END AS op,
-       name, ts_ns, dur_ns, args,
-       TRY_CAST(json_extract_string(args, '$.device') AS INTEGER) AS device,
-       TRY_CAST(json_extract_string(args, '$.stream') AS INTEGER) AS stream,
-       TRY_CAST(json_extract_string(args, '$.correlation') AS BIGINT) AS correlation,
-       TRY_CAST(json_extract_string(args, '$."External id"') AS BIGINT) AS external_id
-FROM event_rows
-WHERE trace_id = $trace_id AND ph = 'X'
-  AND lower(cat) IN ('kernel', 'gpu_memcpy', 'memcpy', 'gpu_memset', 'memset');
-
 -- ROCm traces may give a kernel no correlation, only the External id of its launch call.
 CREATE OR REPLACE TEMP TABLE _launch_by_external AS
 SELECT external_id, cpu_op_id, ts_ns FROM runtime_rows
 WHERE trace_id = $trace_id AND external_id IS NOT NULL
 QUALIFY row_number() OVER (PARTITION BY external_id ORDER BY lower(name) LIKE '%launch%' DESC, ts_ns, name) = 1;
 
+CREATE OR REPLACE TEMP TABLE _gpu AS
+SELECT CASE WHEN lower(cat) = 'kernel' THEN 'kernel'
+            WHEN lower(cat) IN ('gpu_memcpy', 'memcpy') THEN 'memcpy' ELSE 'memset' END AS op,
+       name, ts_ns, dur_ns,
+       TRY_CAST(a[1] AS INTEGER) AS device, TRY_CAST(a[2] AS INTEGER) AS stream,
+       TRY_CAST(a[3] AS BIGINT) AS correlation, TRY_CAST(coalesce(a[4], a[5]) AS BIGINT) AS external_id,
+       TRY_CAST(a[6] AS INTEGER[]) AS grid, TRY_CAST(a[7] AS INTEGER[]) AS block,
+       TRY_CAST(a[8] AS INTEGER) AS registers_per_thread, TRY_CAST(a[9] AS BIGINT) AS shared_memory_bytes,
+       TRY_CAST(a[10] AS DOUBLE) AS blocks_per_sm, TRY_CAST(a[11] AS DOUBLE) AS warps_per_sm,
+       TRY_CAST(a[12] AS DOUBLE) AS est_occupancy_pct, TRY_CAST(a[13] AS BIGINT) AS bytes
+FROM (
+    SELECT cat, name, ts_ns, dur_ns,
+           json_extract(args, ['$.device', '$.stream', '$.correlation', '$."External id"', '$."external id"',
+                               '$.grid', '$.block', '$."registers per thread"', '$."shared memory"',
+                               '$."blocks per SM"', '$."warps per SM"', '$."est. achieved occupancy %"',
+                               '$.bytes']) AS a
+    FROM event_rows
+    WHERE trace_id = $trace_id AND ph = 'X'
+      AND lower(cat) IN ('kernel', 'gpu_memcpy', 'memcpy', 'gpu_memset', 'memset')
+);
+
+-- GPU work belongs to its launch's op. Only without a launch in the trace does a kernel's own
+-- External id name its op, and only when it has no correlation id that could be mistaken for one.
 CREATE OR REPLACE TEMP TABLE _gpu_linked AS
 SELECT g.*, coalesce(g.external_id, l.external_id) AS launch_external_id,
-       coalesce(x.op_id, l.cpu_op_id, le.cpu_op_id) AS cpu_op_id,
+       CASE WHEN l.correlation IS NOT NULL THEN l.cpu_op_id
+            WHEN le.external_id IS NOT NULL THEN le.cpu_op_id
+            WHEN g.correlation IS NULL THEN x.op_id END AS cpu_op_id,
        CASE WHEN coalesce(l.ts_ns, le.ts_ns, g.ts_ns) < s.end_ns THEN s.step END AS step
 FROM _gpu g
 LEFT JOIN _launch l ON l.correlation = g.correlation
-LEFT JOIN _op_by_external x ON x.external_id = g.external_id
 LEFT JOIN _launch_by_external le ON g.correlation IS NULL AND le.external_id = g.external_id
+LEFT JOIN _op_by_external x ON x.external_id = g.external_id
 ASOF LEFT JOIN _steps s ON coalesce(l.ts_ns, le.ts_ns, g.ts_ns) >= s.ts_ns;
 
 INSERT INTO kernel_rows
-SELECT $trace_id, name, ts_ns, dur_ns, device, stream, correlation, launch_external_id,
-       TRY_CAST(json_extract(args, '$.grid') AS INTEGER[]),
-       TRY_CAST(json_extract(args, '$.block') AS INTEGER[]),
-       TRY_CAST(json_extract_string(args, '$."registers per thread"') AS INTEGER),
-       TRY_CAST(json_extract_string(args, '$."shared memory"') AS BIGINT),
-       TRY_CAST(json_extract_string(args, '$."blocks per SM"') AS DOUBLE),
-       TRY_CAST(json_extract_string(args, '$."warps per SM"') AS DOUBLE),
+SELECT $trace_id, name, ts_ns, dur_ns, device, stream, correlation, launch_external_id, grid, block,
+       registers_per_thread, shared_memory_bytes, blocks_per_sm, warps_per_sm,
        -- Kineto writes 0 when it could not compute occupancy (a kernel that ran had some).
-       nullif(TRY_CAST(json_extract_string(args, '$."est. achieved occupancy %"') AS DOUBLE), 0),
-       cpu_op_id, step
+       nullif(est_occupancy_pct, 0), cpu_op_id, step
 FROM _gpu_linked WHERE op = 'kernel';
 
 INSERT INTO transfer_rows
 SELECT $trace_id, op, name,
        CASE WHEN op = 'memcpy' THEN nullif(regexp_extract(name, '^Memcpy ([A-Za-z0-9]+)', 1), '')
             ELSE nullif(regexp_extract(name, '\(([^)]*)\)', 1), '') END,
-       TRY_CAST(json_extract_string(args, '$.bytes') AS BIGINT),
-       ts_ns, dur_ns, device, stream, correlation, launch_external_id, cpu_op_id, step
+       bytes, ts_ns, dur_ns, device, stream, correlation, launch_external_id, cpu_op_id, step
 FROM _gpu_linked WHERE op <> 'kernel';
 
--- The chain of cpu_op names above each op that launched GPU work, outermost first.
+-- How long each device was busy in each step: the union of its kernel, memcpy and memset
+-- intervals (kernels on concurrent streams overlap, so their plain sum can exceed the step).
+-- An island is a run of intervals that overlap or touch; busy time is the sum of island spans.
+INSERT INTO gpu_busy_rows
+WITH work AS (
+    SELECT step, device, ts_ns AS s, ts_ns + greatest(dur_ns, 0) AS e, op, greatest(dur_ns, 0) AS d
+    FROM _gpu_linked WHERE ts_ns IS NOT NULL
+), reach AS (
+    SELECT *, max(e) OVER (PARTITION BY step, device ORDER BY s, e
+                           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS reach_ns
+    FROM (SELECT step, device, s, e, d, op FROM work)
+), islands AS (
+    SELECT *, sum(CASE WHEN reach_ns IS NULL OR s > reach_ns THEN 1 ELSE 0 END)
+                  OVER (PARTITION BY step, device ORDER BY s, e ROWS UNBOUNDED PRECEDING) AS island
+    FROM reach
+), spans AS (
+    SELECT step, device, island, max(e) - min(s) AS busy_ns FROM islands GROUP BY step, device, island
+)
+SELECT $trace_id, b.step, b.device, busy_ns, kernel_ns, memcpy_ns, memset_ns, kernels, first_ns, last_ns
+FROM (SELECT step, device, sum(busy_ns) AS busy_ns FROM spans GROUP BY step, device) b
+JOIN (SELECT step, device,
+             sum(d) FILTER (WHERE op = 'kernel') AS kernel_ns, sum(d) FILTER (WHERE op = 'memcpy') AS memcpy_ns,
+             sum(d) FILTER (WHERE op = 'memset') AS memset_ns, count(*) FILTER (WHERE op = 'kernel') AS kernels,
+             min(s) AS first_ns, max(e) AS last_ns
+      FROM islands GROUP BY step, device) t
+  ON t.step IS NOT DISTINCT FROM b.step AND t.device IS NOT DISTINCT FROM b.device;
+
+-- The chain of op names above each op that launched GPU work, outermost first. Record-function
+-- ranges and ProfilerStep#N (an Operator in 2021's Kineto) are steps and labels, not ops: left out.
 UPDATE cpu_op_rows SET op_path = paths.op_path
 FROM (
     WITH RECURSIVE up(start_id, at_id, parent_id, op_path) AS (
@@ -149,7 +224,8 @@ FROM (
             WHERE trace_id = $trace_id AND cpu_op_id IS NOT NULL)
         UNION ALL
         SELECT up.start_id, p.op_id, p.parent_id,
-               CASE WHEN lower(p.cat) IN ('cpu_op', 'operator') THEN p.name || ' → ' || up.op_path
+               CASE WHEN lower(p.cat) IN ('cpu_op', 'operator') AND NOT regexp_full_match(p.name, 'ProfilerStep#\d+')
+                    THEN p.name || ' → ' || up.op_path
                     ELSE up.op_path END
         FROM up JOIN cpu_op_rows p ON p.trace_id = $trace_id AND p.op_id = up.parent_id
     )
@@ -159,10 +235,13 @@ WHERE cpu_op_rows.trace_id = $trace_id AND cpu_op_rows.op_id = paths.start_id;
 
 DROP TABLE _steps;
 DROP TABLE _ops;
-DROP TABLE _depth;
-DROP TABLE _ops_d;
-DROP TABLE _op_by_external;
 DROP TABLE _rt;
+DROP TABLE _threads;
+DROP TABLE _sweep;
+DROP TABLE _op_pos;
+DROP TABLE _enclosing;
+DROP TABLE _op_links;
+DROP TABLE _op_by_external;
 DROP TABLE _launch;
 DROP TABLE _launch_by_external;
 DROP TABLE _gpu;

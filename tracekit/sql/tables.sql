@@ -20,7 +20,9 @@ CREATE TABLE IF NOT EXISTS trace_files (
     compute_capability VARCHAR,
     events BIGINT,
     dropped_events BIGINT,
-    dropped_reasons VARCHAR
+    dropped_reasons VARCHAR,
+    vendor VARCHAR,
+    gpu_arch VARCHAR
 );
 
 CREATE TABLE IF NOT EXISTS event_rows (
@@ -66,11 +68,18 @@ CREATE TABLE IF NOT EXISTS transfer_rows (
     cpu_op_id BIGINT, step INTEGER
 );
 
+CREATE TABLE IF NOT EXISTS gpu_busy_rows (
+    trace_id INTEGER, step INTEGER, device INTEGER, busy_ns BIGINT, kernel_ns BIGINT, memcpy_ns BIGINT,
+    memset_ns BIGINT, kernels BIGINT, first_ns BIGINT, last_ns BIGINT
+);
+
+-- One row per kernel name of each trace (per trace, so loads running side by side never write
+-- the same row).
 CREATE TABLE IF NOT EXISTS kernel_classes (
-    name VARCHAR PRIMARY KEY, kernel_class VARCHAR, gemm_class VARCHAR, rule VARCHAR
+    name VARCHAR, kernel_class VARCHAR, gemm_class VARCHAR, math_unit VARCHAR, rule VARCHAR, trace_id INTEGER
 );
 
 CREATE TABLE IF NOT EXISTS kernel_rules (
     rule_order INTEGER PRIMARY KEY, pattern VARCHAR, kernel_class VARCHAR, gemm_class VARCHAR,
-    why VARCHAR
+    math_unit VARCHAR, why VARCHAR
 );

@@ -5,15 +5,21 @@
 --   trace: unique name, the file name without .json[.gz] (suffixed -2, -3... on collisions)
 --   path: the absolute path it was loaded from
 --   sha256: hash of the trace's decompressed content (a second load of the same content is skipped)
---   device_name: GPU of device 0 from deviceProperties (NULL for CPU-only and foreign traces without it)
---   compute_capability: e.g. '9.0' for Hopper, '8.0' for A100, '7.0' for V100
+--   device_name: GPU of device 0 from deviceProperties (NULL for CPU-only traces and traces without
+--                it, or with an empty name)
+--   vendor: 'nvidia' or 'amd' (from the device's name and gcnArchName, else from CUDA or HIP calls);
+--           NULL when the trace does not say
+--   gpu_arch: the GPU architecture: 'sm_90' (Hopper), 'sm_80' (A100), 'gfx90a' (MI210), 'gfx942'
+--             (MI300X; from gcnArchName, or from ISA942 in Tensile's kernel names)
+--   compute_capability: CUDA's, e.g. '9.0' for Hopper, '8.0' for A100, '7.0' for V100; NULL for
+--                        AMD devices (HIP reports its own numbers there: an MI210 says 9.0)
 --   events: number of events loaded
 --   metadata: what `tracekit capture` embedded (variant, shape, dtype, versions...), NULL for foreign traces
 --   variant: metadata's variant (naive, sdpa_flash, ...), NULL for foreign traces
 --   dropped_events: events left out by `load --lenient` (0 otherwise)
 --   loaded_at: when it was loaded (UTC)
 CREATE OR REPLACE VIEW traces AS
-SELECT trace, path, sha256, device_name, compute_capability, events, metadata,
+SELECT trace, path, sha256, device_name, vendor, gpu_arch, compute_capability, events, metadata,
        json_extract_string(metadata, '$.variant') AS variant, dropped_events, loaded_at
 FROM trace_files;
 
@@ -90,9 +96,13 @@ LEFT JOIN cpu_op_rows o ON o.trace_id = r.trace_id AND o.op_id = r.cpu_op_id;
 --   est_occupancy_pct: Kineto's estimated achieved occupancy, percent; NULL when it could not say
 --                 (AMD; and it reports 0 for kernels with more than 48 KiB of shared memory, such
 --                 as cuDNN's, flex's and nvjet's, which is stored as NULL)
---   kernel_class: gemm, attention, elementwise, reduction, softmax, copy, communication, other;
---                 NULL when no rule knows the name (see `tracekit query unclassified`)
---   gemm_class: 'tensor_core', 'simt' (plain FP32 on CUDA cores) or NULL (not a GEMM)
+--   kernel_class: gemm, convolution, attention, elementwise, reduction, softmax, copy,
+--                 communication, other; NULL when no rule knows the name (see `tracekit query
+--                 unclassified`)
+--   math_unit: for matrix math (gemm, convolution, attention): 'tensor_core' (Tensor Cores, AMD
+--                 matrix cores) or 'simt' (FMAs on CUDA cores); NULL when the name does not say,
+--                 and for every other class
+--   gemm_class: math_unit of GEMMs, NULL for every other class (kept for older queries)
 --   rule: the classification rule that matched
 --   cpu_op_id, cpu_op: the innermost CPU op that launched it (correlation → runtime launch → op)
 --   cpu_op_path: op_path of that op, e.g. 'aten::matmul → aten::bmm'
@@ -101,11 +111,28 @@ CREATE OR REPLACE VIEW kernels AS
 SELECT t.trace, k.name, k.ts_ns / 1000.0 AS ts_us, k.dur_ns / 1000.0 AS dur_us, k.device, k.stream,
        k.correlation, k.external_id, k.grid, k.block, k.registers_per_thread,
        k.shared_memory_bytes, k.blocks_per_sm, k.warps_per_sm, k.est_occupancy_pct,
-       c.kernel_class, c.gemm_class, c.rule, k.cpu_op_id, o.name AS cpu_op,
+       c.kernel_class, c.math_unit, c.gemm_class, c.rule, k.cpu_op_id, o.name AS cpu_op,
        o.op_path AS cpu_op_path, k.step
 FROM kernel_rows k JOIN trace_files t USING (trace_id)
-LEFT JOIN kernel_classes c ON c.name = k.name
+LEFT JOIN kernel_classes c ON c.trace_id = k.trace_id AND c.name = k.name
 LEFT JOIN cpu_op_rows o ON o.trace_id = k.trace_id AND o.op_id = k.cpu_op_id;
+
+-- @view gpu_busy: how long each GPU was busy, per trace, step and device.
+--   trace: trace name
+--   step: the ProfilerStep#N the work was launched in (NULL: launched outside any step, or the trace
+--         has none)
+--   device: GPU index (NULL when the trace does not say, as on ROCm)
+--   busy_us: time the device ran a kernel, memcpy or memset: the union of their intervals, so work on
+--            concurrent streams counts once. This is the GPU time of the step.
+--   kernel_sum_us: the plain sum of kernel durations; above busy_us when streams overlap
+--   memcpy_us, memset_us: plain sums of copy and fill durations
+--   kernels: kernel launches
+--   span_us: from the first start to the last end of that work (busy_us / span_us: how full it was)
+CREATE OR REPLACE VIEW gpu_busy AS
+SELECT t.trace, b.step, b.device, b.busy_ns / 1000.0 AS busy_us, b.kernel_ns / 1000.0 AS kernel_sum_us,
+       b.memcpy_ns / 1000.0 AS memcpy_us, b.memset_ns / 1000.0 AS memset_us, b.kernels,
+       (b.last_ns - b.first_ns) / 1000.0 AS span_us
+FROM gpu_busy_rows b JOIN trace_files t USING (trace_id);
 
 -- Both kinds of transfer with their causes; memcpy and memset below are its two halves.
 CREATE OR REPLACE VIEW _transfers AS
@@ -134,7 +161,8 @@ SELECT * EXCLUDE (op) FROM _transfers WHERE op = 'memset';
 
 -- @view kernel_rules (a table): the classification rules, in the order they are tried (first match wins).
 --   rule_order: position; pattern: case-insensitive regular expression searched in the name;
---   kernel_class, gemm_class: what a match means; why: the reason for the rule
+--   kernel_class, math_unit: what a match means; gemm_class: math_unit when kernel_class is gemm;
+--   why: the reason for the rule
 
 -- @view steady_steps: the steps that count as steady: all but a trace's first step when it has two
 -- or more (the first call pays for cuDNN plans, torch.compile and allocator warm-up).
