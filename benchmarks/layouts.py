@@ -9,8 +9,10 @@
 
 Every layout but kineto is serialized from the parsed events, so a number is spelled as Python spells
 it (Kineto's `"dur": 1.120` becomes `1.12`) and non-ASCII text is escaped; `json.load` of any layout
-gives the same value. Timestamps stay exact: below 2^43 us (101 days of epoch-free Kineto time) a double
-resolves every nanosecond, so Python's shortest round-trip spelling is Kineto's digits.
+gives the same value. The built traces' timestamps (about 5.4e12 us) keep their nanoseconds too: below
+2^43 us a double resolves every 0.001 us, so Python's shortest round-trip spelling is Kineto's digits.
+Epoch-microsecond timestamps (1.8e15 us) would not survive the round trip: they would lose their
+nanoseconds in every layout but kineto.
 """
 
 import gzip
@@ -26,11 +28,11 @@ _SENTINEL = "\x00tracekit: the events go here\x00"
 _INDENT4_EVENT = "\n" + " " * 8  # indent4's events sit two levels deep
 
 
-def layout_path(base, layout, gz=False):
+def layout_path(base, layout):
     """`base` (a Kineto-layout .json path) for another layout, e.g. bench.json -> bench.lines.json."""
     base = str(base)
     stem = base[:-len(".json")] if base.endswith(".json") else base
-    return stem + SUFFIXES[layout] + (".gz" if gz else "")
+    return stem + SUFFIXES[layout]
 
 
 def _indent4(event):
@@ -99,12 +101,15 @@ class _Output:
             if complete:
                 self.write(self.trailer if self.layout == "kineto" else self.closing)
             self.handle.close()
+        except BaseException:
+            complete = False
+            raise
         finally:
             self.raw.close()
-        if complete:
-            self.partial.rename(self.path)
-        else:
-            self.partial.unlink(missing_ok=True)
+            if complete:
+                self.partial.rename(self.path)
+            else:
+                self.partial.unlink(missing_ok=True)
 
 
 class TraceWriter:

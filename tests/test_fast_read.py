@@ -121,7 +121,7 @@ def test_the_cutter_hands_over_complete_arrays_at_event_boundaries():
     for start in range(0, len(array), 25):  # writes of any size, boundaries split between them
         cutter.write(array[start:start + 25])
     cutter.finish()
-    decoded = [json.loads(piece) for piece in pieces]
+    decoded = [json.loads(b"".join(piece)) for piece in pieces]
     assert len(pieces) > 2
     assert [e["name"] for piece in decoded for e in piece] == [f"op{i}" for i in range(6)]
 

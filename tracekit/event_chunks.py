@@ -48,7 +48,8 @@ def event_separator(first_bytes):
 
 
 class ChunkCutter:
-    """A sink for the event array: hands `emit` complete arrays of about CHUNK_BYTES each."""
+    """A sink for the event array: hands `emit` complete arrays of about CHUNK_BYTES each, as
+    lists of buffers (the blocks written, uncopied) whose concatenation is the array."""
 
     def __init__(self, emit, chunk_bytes=None):
         self.emit, self.chunk_bytes = emit, chunk_bytes or CHUNK_BYTES
@@ -63,17 +64,17 @@ class ChunkCutter:
             if len(self.head) < SEPARATOR_LOOKAHEAD:
                 return
             data = self._start()
-        pos = 0
+        view, pos = memoryview(data), 0
         while self.separator is not None and self.size + len(data) - pos >= self.chunk_bytes:
             # The first boundary past the piece's size ends it: its `}` stays, its `,` goes.
             cut = data.find(self.separator, pos + max(0, self.chunk_bytes - self.size - len(self.separator)))
             if cut < 0:
                 break
-            self.parts.append(data[pos:cut + 1])
+            self.parts.append(view[pos:cut + 1])
             self._emit(b"]")
             self.parts, self.size = [b"["], 1
             pos = cut + 2
-        self.parts.append(data[pos:])
+        self.parts.append(view[pos:])
         self.size += len(data) - pos
 
     def _start(self):
@@ -89,7 +90,7 @@ class ChunkCutter:
 
     def _emit(self, closing):
         self.parts.append(closing)
-        self.emit(b"".join(self.parts))
+        self.emit(self.parts)
         self.pieces += 1
 
 
@@ -185,7 +186,7 @@ class FifoFeed:
             piece = None if self.exhausted else self._take()
             if piece is None:
                 self.exhausted = True
-                piece = b"[]"
+                piece = _EMPTY
             elif index == len(slots) - 1 and not self._more():
                 self.exhausted = True
             slot.put(piece)
@@ -214,8 +215,8 @@ class FifoFeed:
                     except queue.Empty:
                         continue
                 if piece is not None:
-                    sink.write(piece)
-                    if piece != b"[]":
+                    sink.writelines(piece)
+                    if piece is not _EMPTY:
                         self.in_flight.release()
         except OSError:
             pass  # DuckDB stopped reading: its own error says why
@@ -242,6 +243,9 @@ class FifoFeed:
             os.rmdir(self.folder)
         except OSError:
             pass
+
+
+_EMPTY = [b"[]"]
 
 
 class _Cancelled(Exception):

@@ -92,6 +92,9 @@ def delete_trace(con, trace_id):
         con.execute(f"DELETE FROM {table} WHERE trace_id = ?", [trace_id])
 
 
+# DuckDB's memory for a load, shared by its workers: a big trace's sorts and joins spill to disk
+# beside the database instead of holding gigabytes (measured on 1 GB: 0.7 GB peak, no slower).
+LOAD_MEMORY_LIMIT = "600MB"
 # Two loads at once keep both cores busy (one is parsing while the other derives); past this
 # size one load fills them alone, and two would need twice the memory.
 PARALLEL_BELOW_BYTES = 256 << 20
@@ -107,7 +110,15 @@ def load_files(con, paths, *, replace=False, lenient=False, workers=None, progre
         workers = 2 if len(paths) > 1 and small and (os.cpu_count() or 1) > 1 else 1
 
     publisher = Publisher()
+    before = con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
+    con.execute(f"SET memory_limit = '{LOAD_MEMORY_LIMIT}'")
+    try:
+        yield from _load_all(con, paths, workers, publisher, replace, lenient, progress)
+    finally:
+        con.execute(f"SET memory_limit = '{before}'")
 
+
+def _load_all(con, paths, workers, publisher, replace, lenient, progress):
     def one(turn, path, worker_con):
         try:
             return path, load_file(worker_con, path, replace=replace, lenient=lenient,

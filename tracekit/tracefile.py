@@ -14,11 +14,12 @@ import json
 import os
 import re
 import zlib
+from collections import deque
 from dataclasses import dataclass, field
 
 from tracekit.errors import TraceFileError
 
-CHUNK_BYTES = 1 << 20
+CHUNK_BYTES = 4 << 20
 # Kineto writes a few KB of header; anything past this before the array is not a trace we know.
 MAX_HEADER_BYTES = 64 << 20
 # Keys after the array (traceName, sometimes deviceProperties) must fit in this window.
@@ -357,13 +358,13 @@ def stream_events(path, sink, *, lenient=False, progress=None):
         header, pending, is_array = reader.read()
         digest.update(bytes(reader.raw))
         info.header = header
-        held = bytearray(pending)
-        flushed = False
+        # The blocks read, as read: each goes to the sink untouched once TAIL_BYTES follow it.
+        blocks, held_bytes, flushed = deque([pending]), len(pending), False
         while True:
-            if len(held) > 2 * TAIL_BYTES:
-                flush = len(held) - TAIL_BYTES
-                sink.write(held[:flush])
-                del held[:flush]
+            while len(blocks) > 1 and held_bytes - len(blocks[0]) >= TAIL_BYTES:
+                block = blocks.popleft()
+                held_bytes -= len(block)
+                sink.write(block)
                 flushed = True
             try:
                 chunk = _read(stream, path)
@@ -374,9 +375,11 @@ def stream_events(path, sink, *, lenient=False, progress=None):
             if not chunk:
                 break
             digest.update(chunk)
-            held += chunk
+            blocks.append(chunk)
+            held_bytes += len(chunk)
             if progress is not None:
                 progress(raw_handle.tell())
+        held = b"".join(blocks)
         body, tail = _split_array_end(bytes(held), is_array)
         if body is None and is_array and held.rstrip().endswith((b"}", b"},")):
             # Chrome's array format allows the closing bracket to be left off.

@@ -14,12 +14,12 @@ GROUP BY step;
 CREATE OR REPLACE TEMP TABLE _steps AS
 SELECT step, ts_ns, end_ns FROM step_rows WHERE trace_id = $trace_id;
 
--- CPU ops: cpu_op, record_function ranges (user_annotation) and 2021's Operator, numbered in
--- file order.
+-- CPU ops: cpu_op, record_function ranges (user_annotation) and 2021's Operator. An op's id is
+-- its event's row number in event_rows: unique, in file order, and free to compute.
 CREATE OR REPLACE TEMP TABLE _ops AS
 SELECT op_id, cat, name, ts_ns, dur_ns, pid, tid, TRY_CAST(a[1] AS BIGINT) AS external_id, a
 FROM (
-    SELECT row_number() OVER () - 1 AS op_id, cat, name, ts_ns, coalesce(dur_ns, 0) AS dur_ns, pid, tid,
+    SELECT rowid AS op_id, cat, name, ts_ns, coalesce(dur_ns, 0) AS dur_ns, pid, tid,
            json_extract(args, ['$."External id"', '$."Input Dims"', '$."Input type"']) AS a
     FROM event_rows
     WHERE trace_id = $trace_id AND ph = 'X' AND ts_ns IS NOT NULL
@@ -28,7 +28,7 @@ FROM (
 
 -- Runtime and driver calls: the launches (and syncs, mallocs) on the CPU.
 CREATE OR REPLACE TEMP TABLE _rt AS
-SELECT row_number() OVER () - 1 AS rt_id, cat, name, ts_ns, coalesce(dur_ns, 0) AS dur_ns, pid, tid,
+SELECT rowid AS rt_id, cat, name, ts_ns, coalesce(dur_ns, 0) AS dur_ns, pid, tid,
        json_extract(args, ['$.correlation', '$."External id"', '$."external id"']) AS a
 FROM event_rows
 WHERE trace_id = $trace_id AND ph = 'X' AND ts_ns IS NOT NULL
@@ -124,14 +124,14 @@ ASOF LEFT JOIN _steps s ON r.ts_ns >= s.ts_ns;
 
 -- The launch of each correlation id (driver and runtime may both carry one: prefer the runtime).
 CREATE OR REPLACE TEMP TABLE _launch AS
-SELECT correlation, cpu_op_id, ts_ns, external_id FROM runtime_rows
+SELECT correlation, cpu_op_id, ts_ns, external_id, step FROM runtime_rows
 WHERE trace_id = $trace_id AND correlation IS NOT NULL
 QUALIFY row_number() OVER (PARTITION BY correlation
                            ORDER BY lower(cat) LIKE '%runtime%' DESC, ts_ns, name) = 1;
 
 -- ROCm traces may give a kernel no correlation, only the External id of its launch call.
 CREATE OR REPLACE TEMP TABLE _launch_by_external AS
-SELECT external_id, cpu_op_id, ts_ns FROM runtime_rows
+SELECT external_id, cpu_op_id, ts_ns, step FROM runtime_rows
 WHERE trace_id = $trace_id AND external_id IS NOT NULL
 QUALIFY row_number() OVER (PARTITION BY external_id ORDER BY lower(name) LIKE '%launch%' DESC, ts_ns, name) = 1;
 
@@ -159,16 +159,23 @@ FROM (
 -- GPU work belongs to its launch's op. Only without a launch in the trace does a kernel's own
 -- External id name its op, and only when it has no correlation id that could be mistaken for one.
 CREATE OR REPLACE TEMP TABLE _gpu_linked AS
-SELECT g.*, coalesce(g.external_id, l.external_id) AS launch_external_id,
-       CASE WHEN l.correlation IS NOT NULL THEN l.cpu_op_id
-            WHEN le.external_id IS NOT NULL THEN le.cpu_op_id
-            WHEN g.correlation IS NULL THEN x.op_id END AS cpu_op_id,
-       CASE WHEN coalesce(l.ts_ns, le.ts_ns, g.ts_ns) < s.end_ns THEN s.step END AS step
-FROM _gpu g
-LEFT JOIN _launch l ON l.correlation = g.correlation
-LEFT JOIN _launch_by_external le ON g.correlation IS NULL AND le.external_id = g.external_id
-LEFT JOIN _op_by_external x ON x.external_id = g.external_id
-ASOF LEFT JOIN _steps s ON coalesce(l.ts_ns, le.ts_ns, g.ts_ns) >= s.ts_ns;
+WITH linked AS (
+    SELECT g.*, coalesce(g.external_id, l.external_id) AS launch_external_id,
+           CASE WHEN l.correlation IS NOT NULL THEN l.cpu_op_id
+                WHEN le.external_id IS NOT NULL THEN le.cpu_op_id
+                WHEN g.correlation IS NULL THEN x.op_id END AS cpu_op_id,
+           coalesce(l.step, le.step) AS step, l.correlation IS NULL AND le.external_id IS NULL AS orphan
+    FROM _gpu g
+    LEFT JOIN _launch l ON l.correlation = g.correlation
+    LEFT JOIN _launch_by_external le ON g.correlation IS NULL AND le.external_id = g.external_id
+    LEFT JOIN _op_by_external x ON x.external_id = g.external_id
+)
+-- The step of the launch (runtime_rows has it); work without a launch in the trace takes the step
+-- its own start falls in.
+SELECT * EXCLUDE (orphan) FROM linked WHERE NOT orphan
+UNION ALL
+SELECT o.* EXCLUDE (orphan, step), CASE WHEN o.ts_ns < s.end_ns THEN s.step END
+FROM (SELECT * FROM linked WHERE orphan) o ASOF LEFT JOIN _steps s ON o.ts_ns >= s.ts_ns;
 
 INSERT INTO kernel_rows
 SELECT $trace_id, name, ts_ns, dur_ns, device, stream, correlation, launch_external_id, grid, block,
