@@ -189,11 +189,18 @@ def _in_transaction(con, path, replace, read, publisher, *, lenient=False, progr
         return _load_events(con, path, replace, read, lenient, getattr(progress, "deriving", None), *publisher)
     except duckdb.Error as exc:
         # Whatever DuckDB refuses in the events (a value no check foresaw) is the file's error.
-        con.execute("ROLLBACK")
+        _rollback(con)
         raise TraceFileError(path, duckdb_problem(exc)) from None
     except BaseException:
-        con.execute("ROLLBACK")
+        _rollback(con)
         raise
+
+
+def _rollback(con):
+    try:
+        con.execute("ROLLBACK")
+    except duckdb.Error:
+        pass  # a failed COMMIT has ended the transaction already
 
 
 class Publisher:
@@ -268,8 +275,18 @@ def _load_events(con, path, replace, read, lenient, deriving, publisher, turn):
         _insert_trace_file(con, trace_id, name, path, info, events, dropped)
         con.execute(DEVICE_FROM_EVENTS, {"trace_id": trace_id})
         kernels = con.execute("SELECT count(*) FROM kernel_rows WHERE trace_id = ?", [trace_id]).fetchone()[0]
-        con.execute("COMMIT")
         publisher.names[name], publisher.shas[info.sha256] = info.sha256, name
+    # Committed outside the lock (a commit is a fifth of a small load): name and content are
+    # reserved, so the next file may publish meanwhile.
+    if turn is not None:
+        publisher.done(turn)
+    try:
+        con.execute("COMMIT")
+    except BaseException:
+        with publisher.lock:
+            publisher.names.pop(name, None)
+            publisher.shas.pop(info.sha256, None)
+        raise
     if deriving is not None:
         deriving(len(statements) + 1, len(statements) + 1)
     return LoadResult(str(path), "loaded", name, events, kernels, dropped=dropped,
