@@ -53,17 +53,19 @@ SELECT trace, 'dropped on load' AS oddity, NULL AS cat, dropped_events AS events
 FROM trace_files
 WHERE dropped_events > 0 AND ($trace IS NULL OR trace = $trace)
 UNION ALL
+-- The two below look at whole traces: counted on the few traces that lack one side, found first.
 SELECT t.trace, 'launches but no GPU events' AS oddity, any_value(r.cat) AS cat, count(*) AS events,
-       min(r.name) AS example, min(r.ts_us) AS example_ts_us, NULL AS example_dur_us
-FROM traces t JOIN runtime r ON r.trace = t.trace
+       min(r.name) AS example, min(r.ts_ns) / 1000.0 AS example_ts_us, NULL AS example_dur_us
+FROM trace_files t JOIN runtime_rows r USING (trace_id)
 WHERE r.name ILIKE '%launch%' AND ($trace IS NULL OR t.trace = $trace)
-  AND NOT EXISTS (SELECT 1 FROM kernels k WHERE k.trace = t.trace)
-  AND NOT EXISTS (SELECT 1 FROM _transfers x WHERE x.trace = t.trace)
+  AND t.trace_id NOT IN (SELECT trace_id FROM kernel_rows UNION SELECT trace_id FROM transfer_rows)
 GROUP BY t.trace
 UNION ALL
-SELECT g.trace, 'GPU events but no CPU ops' AS oddity, NULL AS cat, count(*) AS events, min(g.name) AS example,
-       min(g.ts_us) AS example_ts_us, NULL AS example_dur_us
-FROM (SELECT trace, name, ts_us FROM kernels UNION ALL SELECT trace, name, ts_us FROM _transfers) g
-WHERE ($trace IS NULL OR g.trace = $trace) AND NOT EXISTS (SELECT 1 FROM cpu_ops o WHERE o.trace = g.trace)
-GROUP BY g.trace
+SELECT t.trace, 'GPU events but no CPU ops' AS oddity, NULL AS cat, count(*) AS events, min(g.name) AS example,
+       min(g.ts_ns) / 1000.0 AS example_ts_us, NULL AS example_dur_us
+FROM trace_files t
+JOIN (SELECT trace_id, name, ts_ns FROM kernel_rows UNION ALL SELECT trace_id, name, ts_ns FROM transfer_rows) g
+  USING (trace_id)
+WHERE ($trace IS NULL OR t.trace = $trace) AND t.trace_id NOT IN (SELECT DISTINCT trace_id FROM cpu_op_rows)
+GROUP BY t.trace
 ORDER BY trace, oddity, cat;

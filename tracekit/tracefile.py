@@ -26,6 +26,14 @@ MAX_HEADER_BYTES = 64 << 20
 TAIL_BYTES = 4 << 20
 GZIP_MAGIC = b"\x1f\x8b"
 
+# ISA-L's gzip (python-isal, `pip install 'tracekit[fast]'`) inflates 1 GB in 0.4 s where zlib
+# takes 2.4 s, the difference between a .json.gz loading slower than its .json or as fast.
+try:
+    from isal import igzip, isal_zlib
+    _GZIP_FILE, _ZLIB_ERRORS = igzip.IGzipFile, (zlib.error, isal_zlib.error)
+except ImportError:  # pragma: no cover - the standard library's gzip is the fallback
+    _GZIP_FILE, _ZLIB_ERRORS = gzip.GzipFile, (zlib.error,)
+
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
 _DECODER = json.JSONDecoder()
 # What a file cut inside a literal or number ends with: `tru`, `-`, `1.`, `2e`...
@@ -47,8 +55,9 @@ class TraceStream:
     cut_events: int = 0  # events cut in half by the truncation (0 or 1)
 
 
-def open_raw(path):
-    """Opens `path` for binary reading, transparently un-gzipping it."""
+def open_raw(path, *, salvage=False):
+    """Opens `path` for binary reading, transparently un-gzipping it. `salvage`: with the standard
+    library's gzip, which hands over every byte a gzip cut short holds before it fails."""
     try:
         handle = open(path, "rb")
     except FileNotFoundError:
@@ -60,7 +69,8 @@ def open_raw(path):
     magic = handle.read(2)
     handle.seek(0)
     if magic == GZIP_MAGIC:
-        return gzip.GzipFile(fileobj=handle, mode="rb"), True, handle
+        opener = gzip.GzipFile if salvage else _GZIP_FILE
+        return opener(fileobj=handle, mode="rb"), True, handle
     return handle, False, handle
 
 
@@ -84,11 +94,11 @@ def _read(stream, path, size=CHUNK_BYTES):
     try:
         # read1: one read of the file at most, so a gzip cut short gives up every byte it holds
         # before EOFError (read() would drop the ones decompressed in its last call).
-        return stream.read1(size) if isinstance(stream, gzip.GzipFile) else stream.read(size)
+        return stream.read1(size) if isinstance(stream, (gzip.GzipFile, _GZIP_FILE)) else stream.read(size)
     except EOFError:
         raise GzipCutShort(path, "corrupt gzip: it ends before the compressed data does (cut short?"
                                  " --lenient loads the events it holds)") from None
-    except (OSError, zlib.error) as exc:
+    except (OSError, *_ZLIB_ERRORS) as exc:
         # gzip raises BadGzipFile (an OSError), zlib.error on bad data.
         raise TraceFileError(path, f"corrupt gzip: {exc}") from None
 
@@ -350,7 +360,7 @@ def stream_events(path, sink, *, lenient=False, progress=None):
     array had to be closed by us (`array_closed` False means a truncated trace read
     leniently). Raises TraceFileError for anything that is not a readable trace.
     """
-    stream, compressed, raw_handle = open_raw(path)
+    stream, compressed, raw_handle = open_raw(path, salvage=lenient)
     digest = hashlib.sha256()
     info = TraceStream(path=str(path), compressed=compressed)
     try:
