@@ -37,10 +37,13 @@ EXPECTED = {
     "l4_square_memcpy_two_steps": ("NVIDIA L4", "nvidia", "sm_89", "8.9", 109),
     "old_schema_operator_only_no_gpu_events": (None, None, None, None, 182),
     "rtx4060_runtime_without_gpu_events": ("NVIDIA GeForce RTX 4060", "nvidia", "sm_89", "8.9", 97),
+    "rtx4090_tp2_rank0_nccl_allreduce": ("NVIDIA GeForce RTX 4090", "nvidia", "sm_89", "8.9", 328),
     "rtx4090_tp2_rank1_nccl_allreduce": ("NVIDIA GeForce RTX 4090", "nvidia", "sm_89", "8.9", 330),
+    "rtx5080_cuda_graph_replay_manual_capture": ("NVIDIA GeForce RTX 5080", "nvidia", "sm_120", "12.0", 2577),
     # No deviceProperties: the CUDA calls say NVIDIA, nothing says which GPU.
     "sm80_backward_thread_extid_eq_correlation": (None, "nvidia", None, None, 7),
     # 2021's Kineto writes computeProperties.
+    "t4_resnet50_train": ("Tesla T4", "nvidia", "sm_75", "7.5", 6146),
     "v100_dgxs_mlp_train_step": ("Tesla V100-DGXS-32GB", "nvidia", "sm_70", "7.0", 340),
     "windows_cnn_cpu_ops_cuda_memory_events": (None, None, None, None, 81),
 }
@@ -152,3 +155,47 @@ def test_operators_written_before_their_parents_nest_by_time(foreign_con):
                                    " AND p.ts_us + p.dur_us >= c.ts_us + c.dur_us)",
                       {"t": "old_schema_operator_only_no_gpu_events"})
     assert escaped.iloc[0]["n"] == 0
+
+
+def test_kernels_of_a_cuda_graph_replay_belong_to_the_replay_range(foreign_con):
+    # RTX 5080: each cudaGraphLaunch runs under a `## graph.replay ##` record_function, and the
+    # graph's kernels carry the launch's correlation id. 69 kernels' launches are not in the trace.
+    launches = records(run_sql(foreign_con, "SELECT cpu_op, count(*) AS n FROM runtime WHERE trace = $t"
+                                            " AND name = 'cudaGraphLaunch' GROUP BY cpu_op",
+                               {"t": "rtx5080_cuda_graph_replay_manual_capture"}))
+    assert launches == [{"cpu_op": "## graph.replay ##", "n": 7}]
+    (kernels,) = records(run_sql(foreign_con, "SELECT count(*) AS n, count(*) FILTER (WHERE cpu_op = '## graph.replay ##')"
+                                              " AS under_replay, count(*) FILTER (WHERE cpu_op IS NULL) AS unlaunched"
+                                              " FROM kernels WHERE trace = $t",
+                                 {"t": "rtx5080_cuda_graph_replay_manual_capture"}))
+    assert kernels == {"n": 321, "under_replay": 238, "unlaunched": 69}
+    orphans = run_sql(foreign_con, "SELECT count(*) AS n FROM kernels k WHERE trace = $t AND cpu_op IS NULL AND EXISTS"
+                                   " (SELECT 1 FROM runtime r WHERE r.trace = k.trace AND r.correlation = k.correlation)",
+                      {"t": "rtx5080_cuda_graph_replay_manual_capture"})
+    assert orphans.iloc[0]["n"] == 0  # NULL only where the trace has no launch to go by
+
+
+def test_resnet50_convolutions_are_their_own_class_and_belong_to_their_conv_ops(foreign_con):
+    # T4 (sm_75) training in FP32: cuDNN convolutions on CUDA cores, under the convolution ops.
+    classes = records(run_sql(foreign_con, "SELECT kernel_class, math_unit, count(*) AS n FROM kernels WHERE trace = $t"
+                                           " AND kernel_class IN ('convolution', 'gemm') GROUP BY ALL ORDER BY ALL",
+                              {"t": "t4_resnet50_train"}))
+    assert classes == [{"kernel_class": "convolution", "math_unit": "simt", "n": 190},
+                       {"kernel_class": "convolution", "math_unit": None, "n": 48},
+                       {"kernel_class": "gemm", "math_unit": "simt", "n": 62}]
+    ops = run_sql(foreign_con, "SELECT DISTINCT cpu_op FROM kernels WHERE trace = $t AND kernel_class = 'convolution'",
+                  {"t": "t4_resnet50_train"})
+    assert set(ops["cpu_op"]) == {"aten::cudnn_convolution", "aten::convolution_backward"}
+    (summary,) = records(run_named(foreign_con, "summary", {"trace": "t4_resnet50_train"}))
+    assert (summary["kernels_per_step"], summary["tensor_core_pct"]) == (751, 0.0)
+    assert summary["gpu_us_per_step"] == 39600.0 and summary["kernel_sum_us_per_step"] == 39543.0
+
+
+def test_the_two_ranks_of_a_tensor_parallel_all_reduce(foreign_con):
+    # Rank 1 entered the all-reduce 11.3 ms before rank 0 and waited for it on stream 17.
+    nccl = records(run_sql(foreign_con, "SELECT trace, tid, ts_ns, ts_ns + dur_ns AS end_ns FROM events"
+                                        " WHERE cat = 'kernel' AND name LIKE 'ncclDevKernel_AllReduce%' ORDER BY trace"))
+    rank0, rank1 = nccl
+    assert (rank0["tid"], rank1["tid"]) == ("17", "17")
+    assert rank0["ts_ns"] - rank1["ts_ns"] == 11_255_765
+    assert rank1["end_ns"] - rank0["end_ns"] == 1_453  # they finish together, 1.5 us apart

@@ -163,9 +163,10 @@ RULES = (
     Rule(r"convol(ution|ve)|winograd|implicit_?gemm|cutlass::conv::|" + _START
          + r"(conv(\d|_|$)|igemm_|[dw]grad(\dd|_alg\d|_engine|_\d+x\d)|strided_[dw]grad)|"
          r"(?-i:Conv)(?-i:[A-Z0-9_])|miopencv|im(\dd)?2col|col2im|vol2col|fft2d_(r2c|c2r)_|"
-         r"computeoffsetskernel", "convolution", None,
+         r"compute\w*offsets\w*kernel", "convolution", None,
          "convolutions whose unit the name does not say: cuDNN dgrad_engine, wgrad_alg0_engine, "
-         "conv2d_grouped_direct_kernel, FFT and Winograd transforms, computeOffsetsKernel; "
+         "conv2d_grouped_direct_kernel, FFT and Winograd transforms, the offset kernels of a "
+         "pass (computeOffsetsKernel, cask_cudnn::computeWgradSplitKOffsetsKernel); "
          "MIOpen MIOpenConvUni, gcnAsmConv1x1U, MIOpenCvD3x3_WSR0, naive_conv_fwd_*, "
          "Im2d2Col; PyTorch conv_depthwise2d_*, im2col_kernel; cutlass::conv::kernel::*"),
     # 6a. SIMT GEMMs that carry Tensor-Core-looking words (xmma, sm80, sm90, cutlass).
