@@ -66,7 +66,8 @@ def _refuse(*_args, **_kw):
 @pytest.mark.parametrize("layout", tb.LAYOUTS)
 def test_every_layout_loads_the_same_rows_in_many_pieces(tmp_path, monkeypatch, naive, exact_naive, layout):
     # 2 KB pieces and 4 FIFOs a batch: the 517 events go through many pieces and several batches.
-    monkeypatch.setattr(event_chunks, "CHUNK_BYTES", 2048)
+    monkeypatch.setattr(event_chunks, "MIN_PIECE_BYTES", 1)
+    monkeypatch.setattr(event_chunks, "MAX_PIECE_BYTES", 2048)
     monkeypatch.setattr(event_chunks, "MAX_FIFOS", 4)
     pieces = []
     real_emit = event_chunks.ChunkCutter._emit
@@ -90,7 +91,8 @@ def test_a_cut_inside_an_event_is_caught_and_the_file_read_exactly(tmp_path, mon
     for event in events:
         event["args"]["parts"] = [{"a": 1}, {"b": 2}, {"c": 3}, {"d": 4}]
     path = tb.write(tmp_path, "lists", tb.trace(events), "minified")
-    monkeypatch.setattr(event_chunks, "CHUNK_BYTES", 1500)
+    monkeypatch.setattr(event_chunks, "MIN_PIECE_BYTES", 1)
+    monkeypatch.setattr(event_chunks, "MAX_PIECE_BYTES", 1500)
     exact_calls = []
     got = load_one(tmp_path / "t.duckdb", path, exact_calls=exact_calls, monkeypatch=monkeypatch)
     assert exact_calls == [path]

@@ -19,7 +19,11 @@ import re
 import tempfile
 import threading
 
-CHUNK_BYTES = 16 << 20
+# A trace is cut into at least this many pieces (both cores parse one), of MIN_PIECE_BYTES to
+# MAX_PIECE_BYTES each. Measured on 1 GB: 64 MB pieces read 0.7 s faster than 16 MB ones but
+# hold 0.3 GB more and take as long in all; smaller pieces cost a folder of 30 MB traces 20%.
+PIECES_PER_TRACE = 2
+MIN_PIECE_BYTES, MAX_PIECE_BYTES = 1 << 20, 16 << 20
 # The separator is read off the first two events, looked for in this much of the array's start.
 SEPARATOR_LOOKAHEAD = 1 << 20
 # Pieces handed to writers but not yet read by DuckDB: bounds the memory a load holds.
@@ -28,6 +32,11 @@ PIECES_IN_FLIGHT = 8
 MAX_FIFOS = 512
 _DECODER = json.JSONDecoder()
 _SEPARATOR = re.compile(r"\s*,\s*")
+
+
+def piece_bytes(trace_bytes):
+    """How big the pieces of a trace of `trace_bytes` bytes should be."""
+    return max(MIN_PIECE_BYTES, min(MAX_PIECE_BYTES, trace_bytes // PIECES_PER_TRACE))
 
 
 def event_separator(first_bytes):
@@ -48,11 +57,11 @@ def event_separator(first_bytes):
 
 
 class ChunkCutter:
-    """A sink for the event array: hands `emit` complete arrays of about CHUNK_BYTES each, as
+    """A sink for the event array: hands `emit` complete arrays of about `chunk_bytes` each, as
     lists of buffers (the blocks written, uncopied) whose concatenation is the array."""
 
-    def __init__(self, emit, chunk_bytes=None):
-        self.emit, self.chunk_bytes = emit, chunk_bytes or CHUNK_BYTES
+    def __init__(self, emit, chunk_bytes):
+        self.emit, self.chunk_bytes = emit, chunk_bytes
         self.parts, self.size = [], 0
         self.separator = None
         self.head = bytearray()  # the array's start, held until the separator is known

@@ -15,7 +15,7 @@ import threading
 import duckdb
 
 from tracekit.errors import TraceFileError, TracekitError
-from tracekit.event_chunks import CHUNK_BYTES, ChunkCutter, FifoFeed
+from tracekit.event_chunks import ChunkCutter, FifoFeed, piece_bytes
 from tracekit.tracefile import EventLines, expected_size, stream_events
 
 # A 1 MB kernel name is valid; one event bigger than this is not a trace we can use (DuckDB
@@ -50,13 +50,16 @@ _ALL_NULL = " AND ".join(f"{column} IS NULL" for column in
                          ("ph", "cat", "name", "ts", "dur", "pid", "tid", "id", "bp", "s", "args"))
 
 
+# The biggest event the fast read takes (DuckDB reserves twice this per reader); a bigger one
+# goes to the exact read.
+FAST_MAX_EVENT_BYTES = 16 << 20
 # The fast read's columns: exact decimals for times, text for the rest, args as JSON.
 TYPED_COLUMNS = ("{ph: 'VARCHAR', cat: 'VARCHAR', name: 'VARCHAR', ts: 'DECIMAL(38,3)', dur: 'DECIMAL(38,3)',"
                  " pid: 'VARCHAR', tid: 'VARCHAR', id: 'VARCHAR', bp: 'VARCHAR', s: 'VARCHAR', args: 'JSON'}")
 _TYPED_INSERT = ("INSERT INTO event_rows SELECT $trace_id, cat, name, ph,"
                  " CAST(ts * 1000 AS BIGINT), CAST(dur * 1000 AS BIGINT), pid, tid, id, bp, s, args"
                  f" FROM read_json($fifos, format = 'array', columns = {TYPED_COLUMNS},"
-                 f" maximum_object_size = {CHUNK_BYTES * 2})")
+                 f" maximum_object_size = {FAST_MAX_EVENT_BYTES})")
 # What the fast read refuses, checked on the stored rows (a check inside the read costs a third of
 # it): a refused file is read again by the exact read, which says which event is bad and why. The
 # typed read turns a name of true or {...} into text, so such names are refused here.
@@ -74,13 +77,16 @@ def read_fast(con, path, trace_id, progress=None):
     """Inserts the trace's events into event_rows (inside the caller's transaction) with the fast
     read; returns the TraceStream. Raises TraceFileError for a file that is not a readable trace
     and FastReadRefused when DuckDB refuses an event or a piece (the caller rolls back)."""
+    expected = expected_size(path)
+    size = piece_bytes(expected)
+
     def produce(emit):
-        cutter = ChunkCutter(emit)
+        cutter = ChunkCutter(emit, size)
         info = stream_events(path, cutter, progress=progress)
         cutter.finish()
         return info
 
-    feed = FifoFeed(produce, expected_size(path) // CHUNK_BYTES + 1)
+    feed = FifoFeed(produce, expected // size + 1)
 
     def read(fifos):
         con.execute(_TYPED_INSERT, {"trace_id": trace_id, "fifos": fifos})
