@@ -78,8 +78,7 @@ def connect(path=DEFAULT_DB, *, read_only=False):
             _check_schema(con, path)
         else:
             ensure_schema(con, path)
-        for statement in split_statements(_MACROS):
-            con.execute(statement)
+        _prepare(con)
     except DatabaseError:
         con.close()
         raise
@@ -93,9 +92,15 @@ def worker_connection(con):
     """Another connection to `con`'s database, for a thread of its own (temp tables and macros are
     per connection)."""
     worker = con.cursor()
-    for statement in split_statements(_MACROS):
-        worker.execute(statement)
+    _prepare(worker)
     return worker
+
+
+def _prepare(con):
+    # DuckDB draws its own progress bar on a terminal, over tracekit's output.
+    con.execute("SET enable_progress_bar = false")
+    for statement in split_statements(_MACROS):
+        con.execute(statement)
 
 
 def _check_schema(con, path):

@@ -69,6 +69,11 @@ class _Progress:
                 self.bar.update(position - self.shown)
                 self.shown = position
 
+    def clear_line(self):
+        """Rubs out the bar, so a line printed now starts at the left edge; it is redrawn after."""
+        if self.bar is not None:
+            click.echo("\r\033[K", nl=False, err=True)
+
     def file_done(self, path):
         with self.lock:
             self.finished += 1
@@ -116,9 +121,10 @@ def load(paths, db, replace, lenient):
     failed = []
     try:
         for path, outcome in load_files(con, files, replace=replace, lenient=lenient, progress=progress):
-            progress.file_done(path)
+            progress.clear_line()
             if not _report(path, outcome, progress):
                 failed.append(path)
+            progress.file_done(path)
     finally:
         progress.close()
         con.close()
