@@ -177,19 +177,49 @@ UNION ALL
 SELECT o.* EXCLUDE (orphan, step), CASE WHEN o.ts_ns < s.end_ns THEN s.step END
 FROM (SELECT * FROM linked WHERE orphan) o ASOF LEFT JOIN _steps s ON o.ts_ns >= s.ts_ns;
 
+-- The chain of op names above each op that launched GPU work, outermost first. Record-function
+-- ranges and ProfilerStep#N (an Operator in 2021's Kineto) are steps and labels, not ops: left out.
+CREATE OR REPLACE TEMP TABLE _paths AS
+WITH RECURSIVE up(start_id, at_id, parent_id, op_path) AS (
+    SELECT o.op_id, o.op_id, o.parent_id, o.name
+    FROM cpu_op_rows o
+    WHERE o.trace_id = $trace_id AND o.op_id IN (
+        SELECT cpu_op_id FROM _gpu_linked WHERE cpu_op_id IS NOT NULL
+        UNION SELECT cpu_op_id FROM runtime_rows
+        WHERE trace_id = $trace_id AND cpu_op_id IS NOT NULL)
+    UNION ALL
+    SELECT up.start_id, p.op_id, p.parent_id,
+           CASE WHEN lower(p.cat) IN ('cpu_op', 'operator') AND NOT regexp_full_match(p.name, 'ProfilerStep#\d+')
+                THEN p.name || ' → ' || up.op_path
+                ELSE up.op_path END
+    FROM up JOIN cpu_op_rows p ON p.trace_id = $trace_id AND p.op_id = up.parent_id
+)
+SELECT start_id AS op_id, op_path FROM up WHERE parent_id IS NULL;
+
+UPDATE cpu_op_rows SET op_path = p.op_path
+FROM _paths p
+WHERE cpu_op_rows.trace_id = $trace_id AND cpu_op_rows.op_id = p.op_id;
+
+-- GPU work with its op's name and path beside it: the views then read kernels without a join.
+CREATE OR REPLACE TEMP TABLE _gpu_ops AS
+SELECT g.*, o.name AS cpu_op, p.op_path AS cpu_op_path
+FROM _gpu_linked g
+LEFT JOIN (SELECT op_id, name FROM _ops) o ON o.op_id = g.cpu_op_id
+LEFT JOIN _paths p ON p.op_id = g.cpu_op_id;
+
 INSERT INTO kernel_rows
 SELECT $trace_id, name, ts_ns, dur_ns, device, stream, correlation, launch_external_id, grid, block,
        registers_per_thread, shared_memory_bytes, blocks_per_sm, warps_per_sm,
        -- Kineto writes 0 when it could not compute occupancy (a kernel that ran had some).
-       nullif(est_occupancy_pct, 0), cpu_op_id, step
-FROM _gpu_linked WHERE op = 'kernel';
+       nullif(est_occupancy_pct, 0), cpu_op_id, step, cpu_op, cpu_op_path
+FROM _gpu_ops WHERE op = 'kernel';
 
 INSERT INTO transfer_rows
 SELECT $trace_id, op, name,
        CASE WHEN op = 'memcpy' THEN nullif(regexp_extract(name, '^Memcpy ([A-Za-z0-9]+)', 1), '')
             ELSE nullif(regexp_extract(name, '\(([^)]*)\)', 1), '') END,
-       bytes, ts_ns, dur_ns, device, stream, correlation, launch_external_id, cpu_op_id, step
-FROM _gpu_linked WHERE op <> 'kernel';
+       bytes, ts_ns, dur_ns, device, stream, correlation, launch_external_id, cpu_op_id, step, cpu_op, cpu_op_path
+FROM _gpu_ops WHERE op <> 'kernel';
 
 -- How long each device was busy in each step: the union of its kernel, memcpy and memset
 -- intervals (kernels on concurrent streams overlap, so their plain sum can exceed the step).
@@ -218,28 +248,6 @@ JOIN (SELECT step, device,
       FROM islands GROUP BY step, device) t
   ON t.step IS NOT DISTINCT FROM b.step AND t.device IS NOT DISTINCT FROM b.device;
 
--- The chain of op names above each op that launched GPU work, outermost first. Record-function
--- ranges and ProfilerStep#N (an Operator in 2021's Kineto) are steps and labels, not ops: left out.
-UPDATE cpu_op_rows SET op_path = paths.op_path
-FROM (
-    WITH RECURSIVE up(start_id, at_id, parent_id, op_path) AS (
-        SELECT o.op_id, o.op_id, o.parent_id, o.name
-        FROM cpu_op_rows o
-        WHERE o.trace_id = $trace_id AND o.op_id IN (
-            SELECT cpu_op_id FROM _gpu_linked WHERE cpu_op_id IS NOT NULL
-            UNION SELECT cpu_op_id FROM runtime_rows
-            WHERE trace_id = $trace_id AND cpu_op_id IS NOT NULL)
-        UNION ALL
-        SELECT up.start_id, p.op_id, p.parent_id,
-               CASE WHEN lower(p.cat) IN ('cpu_op', 'operator') AND NOT regexp_full_match(p.name, 'ProfilerStep#\d+')
-                    THEN p.name || ' → ' || up.op_path
-                    ELSE up.op_path END
-        FROM up JOIN cpu_op_rows p ON p.trace_id = $trace_id AND p.op_id = up.parent_id
-    )
-    SELECT start_id, op_path FROM up WHERE parent_id IS NULL
-) AS paths
-WHERE cpu_op_rows.trace_id = $trace_id AND cpu_op_rows.op_id = paths.start_id;
-
 DROP TABLE _steps;
 DROP TABLE _ops;
 DROP TABLE _rt;
@@ -253,3 +261,5 @@ DROP TABLE _launch;
 DROP TABLE _launch_by_external;
 DROP TABLE _gpu;
 DROP TABLE _gpu_linked;
+DROP TABLE _paths;
+DROP TABLE _gpu_ops;

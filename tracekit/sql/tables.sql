@@ -59,13 +59,14 @@ CREATE TABLE IF NOT EXISTS kernel_rows (
     trace_id INTEGER, name VARCHAR, ts_ns BIGINT, dur_ns BIGINT, device INTEGER, stream INTEGER,
     correlation BIGINT, external_id BIGINT, grid INTEGER[], block INTEGER[],
     registers_per_thread INTEGER, shared_memory_bytes BIGINT, blocks_per_sm DOUBLE,
-    warps_per_sm DOUBLE, est_occupancy_pct DOUBLE, cpu_op_id BIGINT, step INTEGER
+    warps_per_sm DOUBLE, est_occupancy_pct DOUBLE, cpu_op_id BIGINT, step INTEGER,
+    cpu_op VARCHAR, cpu_op_path VARCHAR
 );
 
 CREATE TABLE IF NOT EXISTS transfer_rows (
     trace_id INTEGER, op VARCHAR, name VARCHAR, kind VARCHAR, bytes BIGINT, ts_ns BIGINT,
     dur_ns BIGINT, device INTEGER, stream INTEGER, correlation BIGINT, external_id BIGINT,
-    cpu_op_id BIGINT, step INTEGER
+    cpu_op_id BIGINT, step INTEGER, cpu_op VARCHAR, cpu_op_path VARCHAR
 );
 
 CREATE TABLE IF NOT EXISTS gpu_busy_rows (

@@ -111,11 +111,9 @@ CREATE OR REPLACE VIEW kernels AS
 SELECT t.trace, k.name, k.ts_ns / 1000.0 AS ts_us, k.dur_ns / 1000.0 AS dur_us, k.device, k.stream,
        k.correlation, k.external_id, k.grid, k.block, k.registers_per_thread,
        k.shared_memory_bytes, k.blocks_per_sm, k.warps_per_sm, k.est_occupancy_pct,
-       c.kernel_class, c.math_unit, c.gemm_class, c.rule, k.cpu_op_id, o.name AS cpu_op,
-       o.op_path AS cpu_op_path, k.step
+       c.kernel_class, c.math_unit, c.gemm_class, c.rule, k.cpu_op_id, k.cpu_op, k.cpu_op_path, k.step
 FROM kernel_rows k JOIN trace_files t USING (trace_id)
-LEFT JOIN kernel_classes c ON c.trace_id = k.trace_id AND c.name = k.name
-LEFT JOIN cpu_op_rows o ON o.trace_id = k.trace_id AND o.op_id = k.cpu_op_id;
+LEFT JOIN kernel_classes c ON c.trace_id = k.trace_id AND c.name = k.name;
 
 -- @view gpu_busy: how long each GPU was busy, per trace, step and device.
 --   trace: trace name
@@ -137,10 +135,8 @@ FROM gpu_busy_rows b JOIN trace_files t USING (trace_id);
 -- Both kinds of transfer with their causes; memcpy and memset below are its two halves.
 CREATE OR REPLACE VIEW _transfers AS
 SELECT x.op, t.trace, x.name, x.kind, x.bytes, x.ts_ns / 1000.0 AS ts_us, x.dur_ns / 1000.0 AS dur_us,
-       x.device, x.stream, x.correlation, x.cpu_op_id, o.name AS cpu_op, o.op_path AS cpu_op_path,
-       x.step
-FROM transfer_rows x JOIN trace_files t USING (trace_id)
-LEFT JOIN cpu_op_rows o ON o.trace_id = x.trace_id AND o.op_id = x.cpu_op_id;
+       x.device, x.stream, x.correlation, x.cpu_op_id, x.cpu_op, x.cpu_op_path, x.step
+FROM transfer_rows x JOIN trace_files t USING (trace_id);
 
 -- @view memcpy: one row per GPU memory copy.
 --   trace: trace name
