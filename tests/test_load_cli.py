@@ -132,3 +132,33 @@ def test_a_path_that_does_not_exist(fresh_db, tmp_path):
     result = invoke("load", tmp_path / "missing.json.gz", "--db", fresh_db)
     assert result.exit_code == 1
     assert "missing.json.gz: no such file" in result.output
+
+
+def test_a_load_reports_its_progress_to_the_end_of_the_commit(fresh_db):
+    # The progress bar covers reading, deriving and committing: the last step is reported once the
+    # trace is committed, and bytes read never run past the file.
+    from tracekit.database import connect
+    from tracekit.loader import load_file
+
+    class Recorder:
+        def __init__(self):
+            self.read, self.steps = [], []
+
+        def __call__(self, position):
+            self.read.append(position)
+
+        def deriving(self, done, total):
+            self.steps.append((done, total))
+
+    seen = Recorder()
+    con = connect(fresh_db)
+    try:
+        path = SAMPLE_TRACES / "sdpa_math.json.gz"
+        load_file(con, path, progress=seen)
+        committed = con.execute("SELECT count(*) FROM trace_files").fetchone()[0]
+    finally:
+        con.close()
+    assert committed == 1
+    assert seen.read and max(seen.read) <= path.stat().st_size
+    done, total = zip(*seen.steps)
+    assert list(done) == list(range(1, total[0] + 1)) and set(total) == {total[0]}

@@ -92,9 +92,11 @@ def delete_trace(con, trace_id):
         con.execute(f"DELETE FROM {table} WHERE trace_id = ?", [trace_id])
 
 
-# DuckDB's memory for a load, shared by its workers: a big trace's sorts and joins spill to disk
-# beside the database instead of holding gigabytes (measured on 1 GB: 0.7 GB peak, no slower).
-LOAD_MEMORY_LIMIT = "600MB"
+# DuckDB's memory for a load, shared by its workers: sorts and joins spill to disk beside the
+# database instead of holding gigabytes (1 GB trace: 0.7 GB peak). Not every operator can spill:
+# a 10 GB trace ran out at 600 MB, so the limit grows with the biggest trace, up to half the RAM.
+MIN_LOAD_MEMORY_BYTES = 600 << 20
+LOAD_MEMORY_PER_TRACE_BYTE = 0.6
 # Two loads at once keep both cores busy (one is parsing while the other derives); past this
 # size one load fills them alone, and two would need twice the memory.
 PARALLEL_BELOW_BYTES = 256 << 20
@@ -111,11 +113,21 @@ def load_files(con, paths, *, replace=False, lenient=False, workers=None, progre
 
     publisher = Publisher()
     before = con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
-    con.execute(f"SET memory_limit = '{LOAD_MEMORY_LIMIT}'")
+    con.execute(f"SET memory_limit = '{load_memory_limit(paths) >> 20}MB'")
     try:
         yield from _load_all(con, paths, workers, publisher, replace, lenient, progress)
     finally:
         con.execute(f"SET memory_limit = '{before}'")
+
+
+def load_memory_limit(paths):
+    """Bytes of memory DuckDB may use to load `paths`."""
+    biggest = max((expected_size(p) for p in paths if Path(p).is_file()), default=0)
+    try:
+        half_the_ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
+    except (ValueError, OSError):
+        half_the_ram = 4 << 30
+    return max(MIN_LOAD_MEMORY_BYTES, min(int(biggest * LOAD_MEMORY_PER_TRACE_BYTE), half_the_ram))
 
 
 def _load_all(con, paths, workers, publisher, replace, lenient, progress):
@@ -154,14 +166,16 @@ def load_file(con, path, *, replace=False, lenient=False, progress=None, publish
 
     `progress`, when given, is called with the bytes of the file read so far, and its
     `deriving(done, total)` method (if it has one) with the steps done after the read.
+    `publisher` and `turn` are load_files' own: the loads it runs side by side, and this one's place.
     """
     started = time.monotonic()
+    # The slot: who this load publishes with, and its turn among them.
     result = _load_file(con, Path(path), replace, lenient, progress, (publisher or Publisher(), turn))
     result.seconds = time.monotonic() - started
     return result
 
 
-def _load_file(con, path, replace, lenient, progress, publisher):
+def _load_file(con, path, replace, lenient, progress, slot):
     if not path.exists():
         raise TraceFileError(path, "no such file")
     if path.is_dir():
@@ -170,23 +184,23 @@ def _load_file(con, path, replace, lenient, progress, publisher):
         try:
             info, lines = read_lenient(con, path, progress)
             return _in_transaction(con, path, replace, lambda trace_id: (info, lenient_insert(con, trace_id, lines)),
-                                   publisher, lenient=True, progress=progress)
+                                   slot, lenient=True, progress=progress)
         finally:
             con.execute("DROP TABLE IF EXISTS _raw")
     try:
         return _in_transaction(con, path, replace, lambda trace_id: (read_fast(con, path, trace_id, progress), {}),
-                               publisher, progress=progress)
+                               slot, progress=progress)
     except FastReadRefused:
         # Read it again, exactly, to load what the fast read would not take or to say which event is bad.
         return _in_transaction(con, path, replace, lambda trace_id: (read_exact(con, path, trace_id, progress), {}),
-                               publisher, progress=progress)
+                               slot, progress=progress)
 
 
-def _in_transaction(con, path, replace, read, publisher, *, lenient=False, progress=None):
+def _in_transaction(con, path, replace, read, slot, *, lenient=False, progress=None):
     """Runs `read(trace_id)` -> (TraceStream, dropped) and the derivations in one transaction."""
     con.execute("BEGIN")
     try:
-        return _load_events(con, path, replace, read, lenient, getattr(progress, "deriving", None), *publisher)
+        return _load_events(con, path, replace, read, lenient, getattr(progress, "deriving", None), *slot)
     except duckdb.Error as exc:
         # Whatever DuckDB refuses in the events (a value no check foresaw) is the file's error.
         _rollback(con)

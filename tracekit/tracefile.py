@@ -389,6 +389,8 @@ def stream_events(path, sink, *, lenient=False, progress=None):
             held_bytes += len(chunk)
             if progress is not None:
                 progress(raw_handle.tell())
+        if progress is not None:
+            progress(raw_handle.tell())  # a file read whole with its header reports here
         held = b"".join(blocks)
         body, tail = _split_array_end(bytes(held), is_array)
         if body is None and is_array and held.rstrip().endswith((b"}", b"},")):
