@@ -49,7 +49,8 @@ FROM step_rows s JOIN trace_files t USING (trace_id);
 
 -- @view cpu_ops: CPU operators (cat cpu_op) and record_function ranges (cat user_annotation).
 --   trace: trace name
---   op_id: id of the op within its trace (parent_id, and kernels' cpu_op_id, refer to it)
+--   op_id: id of the op within its trace (parent_id, and kernels' cpu_op_id, refer to it): its
+--          event's row number, so ids follow the file's order
 --   cat: cpu_op or user_annotation
 --   name: e.g. aten::masked_fill, ProfilerStep#3
 --   ts_us, dur_us: CPU span in microseconds
@@ -74,7 +75,8 @@ FROM cpu_op_rows o JOIN trace_files t USING (trace_id);
 --   ts_us, dur_us: CPU span in microseconds
 --   pid, tid: process and thread
 --   correlation: id shared with the kernel or memcpy it launched
---   cpu_op_id, cpu_op: the innermost CPU op that made the call
+--   cpu_op_id, cpu_op: the innermost CPU op open on the call's thread when it was made (its External
+--                      id's op only when that op encloses the call); NULL when no op encloses it
 --   step: enclosing ProfilerStep#N
 CREATE OR REPLACE VIEW runtime AS
 SELECT t.trace, r.cat, r.name, r.ts_ns / 1000.0 AS ts_us, r.dur_ns / 1000.0 AS dur_us, r.pid, r.tid,
@@ -104,7 +106,8 @@ LEFT JOIN cpu_op_rows o ON o.trace_id = r.trace_id AND o.op_id = r.cpu_op_id;
 --                 and for every other class
 --   gemm_class: math_unit of GEMMs, NULL for every other class (kept for older queries)
 --   rule: the classification rule that matched
---   cpu_op_id, cpu_op: the innermost CPU op that launched it (correlation → runtime launch → op)
+--   cpu_op_id, cpu_op: the CPU op of the runtime call that launched it (matched by correlation; see
+--                      runtime.cpu_op); NULL when the trace holds no launch for it
 --   cpu_op_path: op_path of that op, e.g. 'aten::matmul → aten::bmm'
 --   step: enclosing ProfilerStep#N of the launch, NULL when the trace has none
 CREATE OR REPLACE VIEW kernels AS
