@@ -6,11 +6,13 @@
 -- view picks up; 'dropped on load' counts what `tracekit load --lenient` left out, and why;
 -- 'launches but no GPU events' is a trace whose kernel launches CUPTI did not record (the GPU
 -- side is missing: every GPU figure is unknown, not zero), 'GPU events but no CPU ops' one
--- whose kernels no op can be blamed for (profiled without CPU activities).
+-- whose kernels no op can be blamed for (profiled without CPU activities), 'GPU events without
+-- their launch' the kernels, copies and fills whose launch call is not in a trace that has launch
+-- calls (launched before the profiler's window opened): no op, and the step of their GPU start.
 -- columns:
 --   trace: trace name
 --   oddity: negative duration, zero duration, no duration, unknown category, dropped on load,
---           launches but no GPU events, GPU events but no CPU ops
+--           launches but no GPU events, GPU events but no CPU ops, GPU events without their launch
 --   cat: the events' category (NULL for dropped on load)
 --   events: how many events have it
 --   example: the earliest such event's name (its first 120 characters), the drop reasons, or the
@@ -67,5 +69,15 @@ FROM trace_files t
 JOIN (SELECT trace_id, name, ts_ns FROM kernel_rows UNION ALL SELECT trace_id, name, ts_ns FROM transfer_rows) g
   USING (trace_id)
 WHERE ($trace IS NULL OR t.trace = $trace) AND t.trace_id NOT IN (SELECT DISTINCT trace_id FROM cpu_op_rows)
+GROUP BY t.trace
+UNION ALL
+SELECT t.trace, 'GPU events without their launch' AS oddity, NULL AS cat, count(*) AS events,
+       min(g.name) AS example, min(g.ts_ns) / 1000.0 AS example_ts_us, NULL AS example_dur_us
+FROM trace_files t
+JOIN (SELECT trace_id, name, ts_ns, correlation FROM kernel_rows
+      UNION ALL SELECT trace_id, name, ts_ns, correlation FROM transfer_rows) g USING (trace_id)
+WHERE ($trace IS NULL OR t.trace = $trace) AND g.correlation IS NOT NULL
+  AND t.trace_id IN (SELECT trace_id FROM runtime_rows WHERE correlation IS NOT NULL)
+  AND NOT EXISTS (SELECT 1 FROM runtime_rows r WHERE r.trace_id = g.trace_id AND r.correlation = g.correlation)
 GROUP BY t.trace
 ORDER BY trace, oddity, cat;

@@ -173,6 +173,9 @@ def test_kernels_of_a_cuda_graph_replay_belong_to_the_replay_range(foreign_con):
                                    " (SELECT 1 FROM runtime r WHERE r.trace = k.trace AND r.correlation = k.correlation)",
                       {"t": "rtx5080_cuda_graph_replay_manual_capture"})
     assert orphans.iloc[0]["n"] == 0  # NULL only where the trace has no launch to go by
+    # They, and 4 memsets and 2 memcpys of the same replays, are flagged.
+    anomalies = records(run_named(foreign_con, "anomalies", {"trace": "rtx5080_cuda_graph_replay_manual_capture"}))
+    assert [(a["oddity"], a["events"]) for a in anomalies] == [("GPU events without their launch", 75)]
 
 
 def test_resnet50_convolutions_are_their_own_class_and_belong_to_their_conv_ops(foreign_con):

@@ -109,7 +109,8 @@ LEFT JOIN cpu_op_rows o ON o.trace_id = r.trace_id AND o.op_id = r.cpu_op_id;
 --   cpu_op_id, cpu_op: the CPU op of the runtime call that launched it (matched by correlation; see
 --                      runtime.cpu_op); NULL when the trace holds no launch for it
 --   cpu_op_path: op_path of that op, e.g. 'aten::matmul → aten::bmm'
---   step: enclosing ProfilerStep#N of the launch, NULL when the trace has none
+--   step: enclosing ProfilerStep#N of the launch call (of the kernel's own start when its launch is
+--         not in the trace: see `anomalies`), NULL when the trace has no steps
 CREATE OR REPLACE VIEW kernels AS
 SELECT t.trace, k.name, k.ts_ns / 1000.0 AS ts_us, k.dur_ns / 1000.0 AS dur_us, k.device, k.stream,
        k.correlation, k.external_id, k.grid, k.block, k.registers_per_thread,
