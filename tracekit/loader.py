@@ -107,22 +107,22 @@ def load_files(con, paths, *, replace=False, lenient=False, workers=None, progre
     (path, LoadResult or the TracekitError it raised) in the order given. `progress(path)` gives
     the progress object of one file's load (see load_file)."""
     paths = list(paths)
+    biggest = max((expected_size(p) for p in paths if Path(p).is_file()), default=0)
     if workers is None:
-        small = all(expected_size(p) < PARALLEL_BELOW_BYTES for p in paths if Path(p).is_file())
+        small = biggest < PARALLEL_BELOW_BYTES
         workers = 2 if len(paths) > 1 and small and (os.cpu_count() or 1) > 1 else 1
 
     publisher = Publisher()
     before = con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
-    con.execute(f"SET memory_limit = '{load_memory_limit(paths) >> 20}MB'")
+    con.execute(f"SET memory_limit = '{load_memory_limit(biggest) >> 20}MB'")
     try:
         yield from _load_all(con, paths, workers, publisher, replace, lenient, progress)
     finally:
         con.execute(f"SET memory_limit = '{before}'")
 
 
-def load_memory_limit(paths):
-    """Bytes of memory DuckDB may use to load `paths`."""
-    biggest = max((expected_size(p) for p in paths if Path(p).is_file()), default=0)
+def load_memory_limit(biggest):
+    """Bytes of memory DuckDB may use to load traces the biggest of which holds `biggest` bytes."""
     try:
         half_the_ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
     except (ValueError, OSError):

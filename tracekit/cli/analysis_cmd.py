@@ -44,7 +44,6 @@ class _Progress:
     def __init__(self, paths):
         self.sizes = {str(p): Path(p).stat().st_size if Path(p).is_file() else 0 for p in paths}
         self.total = sum(self.sizes.values()) or 1
-        self.order = {path: i for i, path in enumerate(self.sizes, start=1)}
         self.done = {path: 0.0 for path in self.sizes}
         self.finished = 0
         self.started, self.bar, self.shown = time.monotonic(), None, 0

@@ -94,6 +94,28 @@ SELECT $trace_id, c.op_id, c.cat, c.name, c.ts_ns, c.dur_ns, c.pid, c.tid, c.ext
        c.a[2], c.a[3], l.depth, l.parent_id, l.parent, l.step, NULL
 FROM _ops c JOIN _op_links l USING (op_id);
 
+-- Kernels, memcpys and memsets, with the keys of their args.
+CREATE OR REPLACE TEMP TABLE _gpu AS
+SELECT CASE WHEN lower(cat) = 'kernel' THEN 'kernel'
+            WHEN lower(cat) IN ('gpu_memcpy', 'memcpy') THEN 'memcpy' ELSE 'memset' END AS op,
+       name, ts_ns, dur_ns,
+       TRY_CAST(a[1] AS INTEGER) AS device, TRY_CAST(a[2] AS INTEGER) AS stream,
+       TRY_CAST(a[3] AS BIGINT) AS correlation, TRY_CAST(coalesce(a[4], a[5]) AS BIGINT) AS external_id,
+       TRY_CAST(a[6] AS INTEGER[]) AS grid, TRY_CAST(a[7] AS INTEGER[]) AS block,
+       TRY_CAST(a[8] AS INTEGER) AS registers_per_thread, TRY_CAST(a[9] AS BIGINT) AS shared_memory_bytes,
+       TRY_CAST(a[10] AS DOUBLE) AS blocks_per_sm, TRY_CAST(a[11] AS DOUBLE) AS warps_per_sm,
+       TRY_CAST(a[12] AS DOUBLE) AS est_occupancy_pct, TRY_CAST(a[13] AS BIGINT) AS bytes
+FROM (
+    SELECT cat, name, ts_ns, dur_ns,
+           json_extract(args, ['$.device', '$.stream', '$.correlation', '$."External id"', '$."external id"',
+                               '$.grid', '$.block', '$."registers per thread"', '$."shared memory"',
+                               '$."blocks per SM"', '$."warps per SM"', '$."est. achieved occupancy %"',
+                               '$.bytes']) AS a
+    FROM event_rows
+    WHERE trace_id = $trace_id AND ph = 'X'
+      AND lower(cat) IN ('kernel', 'gpu_memcpy', 'memcpy', 'gpu_memset', 'memset')
+);
+
 -- The op each External id that a runtime call or GPU event carries names (Kineto makes them
 -- unique; a foreign trace may not: the latest op wins).
 CREATE OR REPLACE TEMP TABLE _op_by_external AS
@@ -101,9 +123,7 @@ SELECT x.external_id, o.op_id, o.pid, o.tid, o.ts_ns, o.ts_ns + o.dur_ns AS end_
 FROM (
     SELECT external_id, max(op_id) AS op_id FROM _ops
     WHERE external_id IN (SELECT TRY_CAST(coalesce(a[2], a[3]) AS BIGINT) FROM _rt)
-       OR external_id IN (SELECT TRY_CAST(json_extract_string(args, '$."External id"') AS BIGINT) FROM event_rows
-                          WHERE trace_id = $trace_id AND lower(cat) IN ('kernel', 'gpu_memcpy', 'memcpy',
-                                                                         'gpu_memset', 'memset'))
+       OR external_id IN (SELECT external_id FROM _gpu)
     GROUP BY external_id
 ) x
 JOIN _ops o USING (op_id);
@@ -135,26 +155,6 @@ SELECT external_id, cpu_op_id, ts_ns, step FROM runtime_rows
 WHERE trace_id = $trace_id AND external_id IS NOT NULL
 QUALIFY row_number() OVER (PARTITION BY external_id ORDER BY lower(name) LIKE '%launch%' DESC, ts_ns, name) = 1;
 
-CREATE OR REPLACE TEMP TABLE _gpu AS
-SELECT CASE WHEN lower(cat) = 'kernel' THEN 'kernel'
-            WHEN lower(cat) IN ('gpu_memcpy', 'memcpy') THEN 'memcpy' ELSE 'memset' END AS op,
-       name, ts_ns, dur_ns,
-       TRY_CAST(a[1] AS INTEGER) AS device, TRY_CAST(a[2] AS INTEGER) AS stream,
-       TRY_CAST(a[3] AS BIGINT) AS correlation, TRY_CAST(coalesce(a[4], a[5]) AS BIGINT) AS external_id,
-       TRY_CAST(a[6] AS INTEGER[]) AS grid, TRY_CAST(a[7] AS INTEGER[]) AS block,
-       TRY_CAST(a[8] AS INTEGER) AS registers_per_thread, TRY_CAST(a[9] AS BIGINT) AS shared_memory_bytes,
-       TRY_CAST(a[10] AS DOUBLE) AS blocks_per_sm, TRY_CAST(a[11] AS DOUBLE) AS warps_per_sm,
-       TRY_CAST(a[12] AS DOUBLE) AS est_occupancy_pct, TRY_CAST(a[13] AS BIGINT) AS bytes
-FROM (
-    SELECT cat, name, ts_ns, dur_ns,
-           json_extract(args, ['$.device', '$.stream', '$.correlation', '$."External id"', '$."external id"',
-                               '$.grid', '$.block', '$."registers per thread"', '$."shared memory"',
-                               '$."blocks per SM"', '$."warps per SM"', '$."est. achieved occupancy %"',
-                               '$.bytes']) AS a
-    FROM event_rows
-    WHERE trace_id = $trace_id AND ph = 'X'
-      AND lower(cat) IN ('kernel', 'gpu_memcpy', 'memcpy', 'gpu_memset', 'memset')
-);
 
 -- GPU work belongs to its launch's op. Only without a launch in the trace does a kernel's own
 -- External id name its op, and only when it has no correlation id that could be mistaken for one.
