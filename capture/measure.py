@@ -1,7 +1,6 @@
 """Correctness against a float64 reference, and steady-state timing outside the profiler."""
 
 import math
-import statistics
 import time
 
 import torch
@@ -38,26 +37,28 @@ def max_relative_error(out, q, k, v, causal):
     return worst
 
 
-def steady_ms_per_call(forward, q, k, v, device, warmup=3, repeat=20):
-    """Median ms per call over `repeat` calls after `warmup`, timed with CUDA events on a GPU."""
-    with torch.no_grad():
-        for _ in range(warmup):
-            forward(q, k, v)
-        times = []
-        for _ in range(repeat):
-            if device == "cuda":
-                start = torch.cuda.Event(enable_timing=True)
-                end = torch.cuda.Event(enable_timing=True)
-                start.record()
-                forward(q, k, v)
-                end.record()
-                end.synchronize()
-                times.append(start.elapsed_time(end))
-            else:
-                t0 = time.perf_counter()
-                forward(q, k, v)
-                times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
+def steady_timings(call, device, warmup=3, repeat=20):
+    """Milliseconds of each of `repeat` calls of `call()` after `warmup`, timed with CUDA events
+    on a GPU (the GPU's time from the call's first launch to its last kernel's end)."""
+    for _ in range(warmup):
+        call()
+    if device == "cuda":
+        torch.cuda.synchronize()
+    times = []
+    for _ in range(repeat):
+        if device == "cuda":
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+            call()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end))
+        else:
+            t0 = time.perf_counter()
+            call()
+            times.append((time.perf_counter() - t0) * 1e3)
+    return times
 
 
 def attention_flops(shape):

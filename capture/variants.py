@@ -34,6 +34,7 @@ class Variant:
     requested_backend: str | None
     build: Callable[[Shape], Callable]
     needs_cuda: bool = False
+    cuda_only_why: str = ""  # said when a CPU capture skips it
 
 
 def _causal_mask(shape):
@@ -121,15 +122,18 @@ VARIANTS = {
         Variant("sdpa_math", "F.scaled_dot_product_attention pinned to the math backend",
                 "math", _sdpa_builder("MATH")),
         Variant("sdpa_efficient", "SDPA pinned to the memory-efficient (xFormers) backend",
-                "efficient", _sdpa_builder("EFFICIENT_ATTENTION")),
+                "efficient", _sdpa_builder("EFFICIENT_ATTENTION"), needs_cuda=True,
+                cuda_only_why="pins SDPA's memory-efficient backend, which has no CPU kernel"),
         Variant("sdpa_flash", "SDPA pinned to the FlashAttention backend",
                 "flash", _sdpa_builder("FLASH_ATTENTION")),
         Variant("sdpa_cudnn", "SDPA pinned to the cuDNN backend",
-                "cudnn", _sdpa_builder("CUDNN_ATTENTION")),
+                "cudnn", _sdpa_builder("CUDNN_ATTENTION"), needs_cuda=True,
+                cuda_only_why="pins SDPA's cuDNN backend, which runs on NVIDIA GPUs only"),
         Variant("sdpa_default", "SDPA with no pin: whatever PyTorch dispatches to",
                 None, _sdpa_builder(None)),
         Variant("flex", "flex_attention with a causal block mask under torch.compile",
-                "flex", _build_flex, needs_cuda=True),
+                "flex", _build_flex, needs_cuda=True,
+                cuda_only_why="is compiled with Triton, which generates GPU kernels"),
     ]
 }
 

@@ -62,10 +62,11 @@ def test_manifest_lists_gpu_variants_as_skipped_with_reasons(captured):
     by_name = {v["variant"]: v for v in manifest["variants"]}
     assert list(by_name) == ["naive", "naive_inplace", "sdpa_math", "sdpa_efficient",
                              "sdpa_flash", "sdpa_cudnn", "sdpa_default", "flex"]
-    for name in ("sdpa_cudnn", "flex"):
+    for name in ("sdpa_efficient", "sdpa_cudnn", "flex"):
         assert by_name[name]["status"] == "skipped"
-        assert by_name[name]["reason"] and by_name[name]["file"] is None
-    assert "CUDA" in by_name["flex"]["reason"]
+        assert by_name[name]["file"] is None
+        # Our reason, not PyTorch's "No available kernel" for a backend that has no CPU kernel.
+        assert by_name[name]["reason"].startswith(f"needs CUDA: {name} ")
 
 
 def test_manifest_records_accuracy_and_timing(captured):
@@ -73,7 +74,9 @@ def test_manifest_records_accuracy_and_timing(captured):
     naive = next(v for v in manifest["variants"] if v["variant"] == "naive")
     assert 0 < naive["max_rel_error"] < 1e-5  # fp32 against float64
     assert naive["steady_ms_per_call"] > 0 and naive["tflops"] > 0
+    assert 0 < naive["steady_ms_min"] <= naive["steady_ms_per_call"] <= naive["steady_ms_max"]
     assert manifest["environment"]["device"] == "cpu"
+    assert manifest["workload"] == "forward" and manifest["tf32"] is False  # PyTorch's default
 
 
 def test_progress_line_per_variant(captured):
@@ -110,3 +113,50 @@ def test_nothing_captured_exits_1(tmp_path):
                                       "--variants", "flex"])
     assert result.exit_code == 1
     assert result.output.strip().splitlines()[-1].startswith("Error: ")
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    out = tmp_path_factory.mktemp("train")
+    args = ["capture", "--train", "--out", str(out), "--device", "cpu", "--variants", "naive,sdpa_default",
+            "--batch", "2", "--heads", "2", "--seq-len", "32", "--head-dim", "8", "--steps", "3"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    return out, json.loads((out / "manifest.json").read_text())
+
+
+def test_train_profiles_one_training_step_per_profiler_step(trained):
+    out, manifest = trained
+    assert manifest["workload"] == "train"
+    assert sorted(p.name for p in out.glob("*.json.gz")) == ["train_naive.json.gz", "train_sdpa_default.json.gz"]
+    trace = read_trace(out / "train_naive.json.gz")
+    meta = trace["tracekit"]
+    assert (meta["variant"], meta["workload"], meta["attention"]) == ("train_naive", "train", "naive")
+    events = trace["traceEvents"]
+    steps = sorted(e["name"] for e in events if e.get("name", "").startswith("ProfilerStep#"))
+    assert steps == ["ProfilerStep#0", "ProfilerStep#1", "ProfilerStep#2"]
+    ops = {e["name"] for e in events if e.get("cat") == "cpu_op"}
+    # Forward with the naive attention, backward through autograd, and the optimizer's update.
+    assert {"aten::masked_fill", "aten::layer_norm", "aten::cross_entropy_loss"} <= ops
+    assert any(name.startswith("autograd::engine::evaluate_function") for name in ops)
+    assert any("AdamW" in name or "adamw" in name for name in ops | {e["name"] for e in events})
+
+
+def test_train_manifest_has_timings_without_flops(trained):
+    _, manifest = trained
+    for entry in manifest["variants"]:
+        assert entry["status"] == "ran"
+        assert 0 < entry["steady_ms_min"] <= entry["steady_ms_per_call"] <= entry["steady_ms_max"]
+        assert entry["tflops"] is None and entry["max_rel_error"] is None
+
+
+def test_tf32_is_recorded_and_put_back(tmp_path):
+    import torch
+
+    before = torch.backends.cuda.matmul.allow_tf32
+    result = CliRunner().invoke(cli, ["capture", "--out", str(tmp_path), "--tf32", "--variants", "naive_inplace",
+                                      *TINY[:-2], "--steps", "2"])
+    assert result.exit_code == 0, result.output
+    assert read_trace(tmp_path / "naive_inplace.json.gz")["tracekit"]["tf32"] is True
+    assert json.loads((tmp_path / "manifest.json").read_text())["tf32"] is True
+    assert torch.backends.cuda.matmul.allow_tf32 == before

@@ -6,6 +6,7 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import read_trace
+from tracekit.classify import classify
 from tracekit.cli import cli
 
 pytestmark = pytest.mark.gpu
@@ -70,3 +71,37 @@ def test_fp32_flash_is_skipped_with_a_reason(tmp_path):
     assert result.exit_code == 0, result.output
     flash = json.loads((tmp_path / "manifest.json").read_text())["variants"][0]
     assert flash["status"] == "skipped" and flash["reason"]
+
+
+def _gemm_math_units(path):
+    units = {}
+    for event in read_trace(path)["traceEvents"]:
+        if event.get("cat") == "kernel":
+            kernel_class, math_unit, _ = classify(event["name"])
+            if kernel_class == "gemm":
+                units[event["name"]] = math_unit
+    return units
+
+
+def test_fp32_matmuls_leave_tensor_cores_without_tf32_and_use_them_with_it(tmp_path):
+    # Without TF32 (PyTorch's default for matmuls) the fp32 GEMMs are FFMA (SIMT) kernels; --tf32
+    # gives Tensor Core kernels (on the H200: cutlass_80_tensorop_s1688gemm_*, tf32 nvjet).
+    for flag in ("--no-tf32", "--tf32"):
+        result = CliRunner().invoke(cli, ["capture", "--out", str(tmp_path / flag), *SMALL, "--dtype", "fp32",
+                                          "--variants", "naive_inplace", flag])
+        assert result.exit_code == 0, result.output
+    simt = _gemm_math_units(tmp_path / "--no-tf32" / "naive_inplace.json.gz")
+    tensor = _gemm_math_units(tmp_path / "--tf32" / "naive_inplace.json.gz")
+    assert simt and set(simt.values()) == {"simt"}, simt
+    assert tensor and set(tensor.values()) == {"tensor_core"}, tensor
+
+
+def test_training_steps_launch_many_kernels(tmp_path):
+    result = CliRunner().invoke(cli, ["capture", "--train", "--out", str(tmp_path), "--device", "cuda",
+                                      "--variants", "sdpa_default", "--steps", "3"])
+    assert result.exit_code == 0, result.output
+    trace = read_trace(tmp_path / "train_sdpa_default.json.gz")
+    kernels = [e for e in trace["traceEvents"] if e.get("cat") == "kernel"]
+    # Forward, backward and AdamW over 4 layers: hundreds of kernels per step.
+    assert len(kernels) > 3 * 200
+    assert trace["tracekit"]["workload"] == "train"

@@ -51,7 +51,14 @@ def _parse_seq_lens(ctx, param, value):
               help="Causal masking.")
 @click.option("--steps", type=click.IntRange(min=2), default=6, show_default=True,
               help="Profiler steps per variant: step 0 is the cold call, the rest steady.")
-def capture(out_dir, variants, device, batch, heads, seq_lens, head_dim, dtype, causal, steps):
+@click.option("--train", is_flag=True,
+              help="Profile training steps (forward, backward, AdamW) of a small 4-layer causal transformer "
+                   "whose attention is each variant, into train_<variant>.json.gz [shape: GPU B=8 H=4 S=256 "
+                   "D=64 fp32, CPU B=2 H=2 S=64 D=32 fp32; bf16/fp16 train under autocast].")
+@click.option("--tf32/--no-tf32", default=None,
+              help="Let fp32 matmuls and convolutions use TF32 Tensor Cores, or not [default: PyTorch's: "
+                   "matmuls off, convolutions on].")
+def capture(out_dir, variants, device, batch, heads, seq_lens, head_dim, dtype, causal, steps, train, tf32):
     """Record a torch.profiler (Kineto) trace of each attention variant.
 
     Writes <variant>.json.gz (<variant>_s<S>.json.gz in a sweep) and manifest.json
@@ -66,22 +73,25 @@ def capture(out_dir, variants, device, batch, heads, seq_lens, head_dim, dtype, 
         raise TracekitError("tracekit capture needs torch: pip install 'tracekit[capture]' "
                             "with a pinned torch, e.g. torch==2.13.0")
     from tracekit.capture.runner import (
-        CPU_DEFAULT_SHAPE, GPU_DEFAULT_SHAPE, CaptureConfig, run_capture,
+        CPU_DEFAULT_SHAPE, CPU_TRAIN_SHAPE, GPU_DEFAULT_SHAPE, GPU_TRAIN_SHAPE, CaptureConfig, run_capture,
     )
 
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cuda" and not torch.cuda.is_available():
         raise click.BadParameter("no CUDA GPU is visible", param_hint="'--device'")
-    defaults = GPU_DEFAULT_SHAPE if device == "cuda" else CPU_DEFAULT_SHAPE
+    if train:
+        defaults = GPU_TRAIN_SHAPE if device == "cuda" else CPU_TRAIN_SHAPE
+    else:
+        defaults = GPU_DEFAULT_SHAPE if device == "cuda" else CPU_DEFAULT_SHAPE
     config = CaptureConfig(
         out_dir=Path(out_dir), variants=variants, device=device,
         batch=batch or defaults["batch"], heads=heads or defaults["heads"],
         seq_lens=seq_lens or defaults["seq_lens"], head_dim=head_dim or defaults["head_dim"],
         dtype=dtype or defaults["dtype"], causal=causal, steps=steps,
-        command=" ".join(["tracekit", *sys.argv[1:]]),
+        command=" ".join(["tracekit", *sys.argv[1:]]), train=train, tf32=tf32,
     )
-    click.echo(f"capturing {len(variants)} variant(s) x {len(config.seq_lens)} shape(s) on "
+    click.echo(f"capturing {'training steps with ' if train else ''}{len(variants)} variant(s) x {len(config.seq_lens)} shape(s) on "
                f"{device}: B={config.batch} H={config.heads} S={','.join(map(str, config.seq_lens))} "
                f"D={config.head_dim} {config.dtype} {'causal' if causal else 'non-causal'}", err=True)
     manifest = run_capture(config, report=lambda line: click.echo(line, err=True))
