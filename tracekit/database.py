@@ -88,6 +88,37 @@ def connect(path=DEFAULT_DB, *, read_only=False):
     return con
 
 
+def connect_for_queries(path, *, allow_files=False):
+    """A read-only connection for user SQL that reaches the tracekit database at `path` and nothing
+    else (with `allow_files`, the user's own files too, to read): see tracekit.sql_sandbox.
+
+    The database is attached to a DuckDB instance of its own, so the locked configuration never
+    reaches another connection this process holds to the same file (DuckDB shares one instance
+    between the connections to a path)."""
+    from tracekit.sql_sandbox import lock_down
+
+    path = str(path)
+    if not Path(path).exists():
+        raise DatabaseError(f"{path}: no such database; create it with `tracekit load TRACE... --db {path}`")
+    con = duckdb.connect(":memory:")
+    try:
+        quoted = path.replace("'", "''")
+        con.execute(f"ATTACH '{quoted}' AS tracekit (READ_ONLY)")
+        con.execute("USE tracekit")
+        # Where DuckDB spills a big sort, as for the database opened directly.
+        con.execute(f"SET temp_directory = '{quoted}.tmp'")
+        _check_schema(con, path)
+        _prepare(con)
+        lock_down(con, allow_files=allow_files)
+    except DatabaseError:
+        con.close()
+        raise
+    except duckdb.Error as exc:
+        con.close()
+        raise _friendly(exc, path) from None
+    return con
+
+
 def worker_connection(con):
     """Another connection to `con`'s database, for a thread of its own (temp tables and macros are
     per connection)."""
