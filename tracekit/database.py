@@ -135,35 +135,59 @@ def _prepare(con):
 
 
 def _check_schema(con, path):
-    tables = {row[0] for row in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+    _refuse_foreign(con, path)
+    tables = set(_relations(con))
     if "trace_files" not in tables or "kernels" not in tables:
-        raise DatabaseError(f"{path}: a DuckDB file without tracekit's tables; load traces into it first")
-    _refuse_other_schema(_stored_schema_version(con), path)
+        raise DatabaseError(f"{path}: a DuckDB database with no traces loaded; load traces into it first")
+
+
+def _relations(con):
+    """The tables and views of the database in use (its main schema), sorted."""
+    return sorted(row[0] for row in con.execute(
+        "SELECT table_name FROM information_schema.tables "
+        "WHERE table_catalog = current_database() AND table_schema = 'main'").fetchall())
 
 
 def _stored_schema_version(con):
-    tables = {row[0] for row in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
-    if "schema_info" not in tables:
+    """schema_info's version, or None where there is no tracekit schema_info to read it from."""
+    if "schema_info" not in _relations(con):
         return None
-    row = con.execute("SELECT value FROM schema_info WHERE key = 'schema_version'").fetchone()
-    return row[0] if row else None
+    try:
+        row = con.execute("SELECT value FROM schema_info WHERE key = 'schema_version'").fetchone()
+    except duckdb.Error:
+        return None  # a schema_info of someone else's, with other columns
+    return str(row[0]) if row and row[0] is not None else None
+
+
+def _refuse_foreign(con, path):
+    """Refuses a database that is not tracekit's (tables or views and no tracekit schema_info) and
+    one of another tracekit schema; an empty DuckDB file is fine."""
+    stored = _stored_schema_version(con)
+    if stored is None:
+        names = _relations(con)
+        if names:
+            shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+            raise DatabaseError(f"{path or 'the database'}: a DuckDB database that is not tracekit's: it has "
+                                f"tables/views {shown}; give tracekit a database of its own (--db NEW.duckdb)")
+        return
+    _refuse_other_schema(stored, path)
 
 
 def _refuse_other_schema(stored, path):
-    if stored is None or stored == SCHEMA_VERSION:
+    if stored == SCHEMA_VERSION:
         return
     where = path or "the database"
     if stored.isdigit() and int(stored) > int(SCHEMA_VERSION):
         raise DatabaseError(f"{where}: made by a newer tracekit (schema {stored}); upgrade tracekit to read it")
     raise DatabaseError(f"{where}: made by an older tracekit (schema {stored}; this one uses {SCHEMA_VERSION}):"
-                        " load its traces into a new database")
+                        " load its traces again into a new database (tracekit load TRACE... --db NEW.duckdb)")
 
 
 def ensure_schema(con, path=None):
     """Creates the tables and (re)creates the views; safe to run on every open."""
     from tracekit.class_tables import sync_rules
 
-    _refuse_other_schema(_stored_schema_version(con), path)
+    _refuse_foreign(con, path)
     con.execute("BEGIN")
     try:
         for statement in split_statements(sql_resource("tables.sql")):
