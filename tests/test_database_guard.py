@@ -138,3 +138,17 @@ def test_a_failed_load_into_a_tracekit_database_keeps_its_schema_info(base_db, t
     before = contents(db)
     assert invoke("load", bad, "--db", db).exit_code == 1
     assert contents(db) == before
+
+
+@pytest.mark.parametrize("command", [["load", FLEX], ["query", "summary"], ["query", "--sql", "SELECT 1"]])
+@pytest.mark.parametrize("source, holds", [(NAIVE, "gzip data"), (None, "text")], ids=["gzip", "text"])
+def test_a_db_that_is_no_duckdb_file_is_refused_before_duckdb_opens_it(tmp_path, command, source, holds):
+    # DuckDB itself would open a .json.gz as an in-memory database holding a view of the file.
+    db = tmp_path / "trace.json.gz"
+    if source:
+        shutil.copy(source, db)
+    else:
+        db.write_text("trace,kernels\nnaive,30\n")
+    before = digest(db)
+    assert_one_line_error(invoke(*command, "--db", db), f"{db}: not a DuckDB database file, it holds {holds}")
+    assert digest(db) == before and sorted(p.name for p in tmp_path.iterdir()) == ["trace.json.gz"]

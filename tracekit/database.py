@@ -64,11 +64,27 @@ def _friendly(exc, path):
     return DatabaseError(f"{path}: cannot open the database ({message.splitlines()[0]})")
 
 
+def _refuse_other_files(path):
+    """Refuses an existing file that is not a DuckDB database before DuckDB opens it: DuckDB would
+    open a CSV, JSON or gzip file as an in-memory database holding a view of it."""
+    from tracekit.output_guard import sniff
+
+    if path == ":memory:" or not Path(path).is_file():
+        return
+    try:
+        holds = sniff(path)
+    except OSError as exc:
+        raise DatabaseError(f"{path}: cannot read the database ({exc.strerror})") from None
+    if holds not in (None, "a DuckDB database"):
+        raise DatabaseError(f"{path}: not a DuckDB database file, it holds {holds} (use another --db)")
+
+
 def connect(path=DEFAULT_DB, *, read_only=False):
     """Opens (creating when writable) a tracekit database, with the schema in place."""
     path = str(path)
     if read_only and path != ":memory:" and not Path(path).exists():
         raise DatabaseError(f"{path}: no such database; create it with `tracekit load TRACE... --db {path}`")
+    _refuse_other_files(path)
     try:
         con = duckdb.connect(path, read_only=read_only)
     except duckdb.Error as exc:
@@ -100,10 +116,11 @@ def connect_for_queries(path, *, allow_files=False):
     path = str(path)
     if not Path(path).exists():
         raise DatabaseError(f"{path}: no such database; create it with `tracekit load TRACE... --db {path}`")
+    _refuse_other_files(path)
     con = duckdb.connect(":memory:")
     try:
         quoted = path.replace("'", "''")
-        con.execute(f"ATTACH '{quoted}' AS tracekit (READ_ONLY)")
+        con.execute(f"ATTACH '{quoted}' AS tracekit (TYPE duckdb, READ_ONLY)")
         con.execute("USE tracekit")
         # Where DuckDB spills a big sort, as for the database opened directly.
         con.execute(f"SET temp_directory = '{quoted}.tmp'")
