@@ -144,15 +144,20 @@ def _host(run, name):
     return {**UI, "Host": f"{name}:{run.server.port}"}
 
 
-@pytest.mark.parametrize("method", ["GET", "HEAD", "OPTIONS"])
-@pytest.mark.parametrize("headers", [
-    {},                                                         # curl, a script: no Origin
-    {"Origin": "https://evil.example"},                         # another site's page
-    {"Origin": "http://ui.perfetto.dev"},                       # not the UI's https origin
-    {"Origin": "https://ui.perfetto.dev.evil.example"},
-    {"Origin": "null"},                                         # a sandboxed frame, a file:// page
-], ids=["no-origin", "other-site", "http-ui", "lookalike", "null"])
-def test_a_request_not_from_the_perfetto_ui_is_403_and_never_stops_the_server(running, method, headers):
+NOT_THE_UI = {
+    "no-origin": ("GET", {}),                                           # curl, a script
+    "other-site": ("GET", {"Origin": "https://evil.example"}),          # another site's page
+    "http-ui": ("GET", {"Origin": "http://ui.perfetto.dev"}),           # not the UI's https origin
+    "lookalike": ("GET", {"Origin": "https://ui.perfetto.dev.evil.example"}),
+    "null": ("GET", {"Origin": "null"}),                                # a sandboxed frame, a file:// page
+    "head-no-origin": ("HEAD", {}),
+    "preflight-other-site": ("OPTIONS", {"Origin": "https://evil.example", "Access-Control-Request-Method": "GET"}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NOT_THE_UI))
+def test_a_request_not_from_the_perfetto_ui_is_403_and_never_stops_the_server(running, case):
+    method, headers = NOT_THE_UI[case]
     run = running()
     status, response_headers, body = request(run.server.port, method, "/naive.json.gz", headers)
     assert status == 403
