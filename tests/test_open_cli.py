@@ -4,7 +4,10 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
+
+import pytest
 
 from conftest import SAMPLE_TRACES
 
@@ -23,6 +26,11 @@ def test_open_serves_the_trace_to_perfetto_and_exits(tmp_path):
     try:
         url_line = proc.stdout.readline().strip()
         assert url_line == f"https://ui.perfetto.dev/#!/?url=http://127.0.0.1:{port}/sdpa_flash.json.gz"
+        # Anyone else's fetch (no Origin: curl, another program) is refused and does not stop it.
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/sdpa_flash.json.gz", timeout=10)
+        assert refused.value.code == 403
+        assert proc.poll() is None
         request = urllib.request.Request(f"http://127.0.0.1:{port}/sdpa_flash.json.gz",
                                          headers={"Origin": "https://ui.perfetto.dev"})
         with urllib.request.urlopen(request, timeout=10) as response:

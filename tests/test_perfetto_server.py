@@ -19,13 +19,15 @@ from tracekit.perfetto_server import TraceServer, open_in_perfetto, perfetto_url
 
 NAIVE = SAMPLE_TRACES / "naive.json.gz"
 WAIT_S = 10
+UI = {"Origin": "https://ui.perfetto.dev"}  # what the browser sends with the UI's fetch
 
 
-def request(port, method, path, headers=None):
-    """A raw request, so paths like /../x reach the server unnormalised."""
+def request(port, method, path, headers=UI):
+    """A raw request, so paths like /../x reach the server unnormalised (http.client sends
+    Host 127.0.0.1:port unless `headers` names another)."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=WAIT_S)
     try:
-        conn.request(method, path, headers=headers or {})
+        conn.request(method, path, headers=headers)
         response = conn.getresponse()
         return response.status, response.headers, response.read()
     finally:
@@ -82,7 +84,7 @@ def test_binds_loopback_only(running):
 
 def test_serves_the_file_byte_for_byte_with_cors(running):
     run = running()
-    with urllib.request.urlopen(run.server.file_url, timeout=WAIT_S) as response:
+    with urllib.request.urlopen(urllib.request.Request(run.server.file_url, headers=UI), timeout=WAIT_S) as response:
         body = response.read()
         headers = response.headers
     assert body == NAIVE.read_bytes()
@@ -138,6 +140,55 @@ def test_options_preflight(running):
     assert run.thread.is_alive()  # a preflight is not a load
 
 
+def _host(run, name):
+    return {**UI, "Host": f"{name}:{run.server.port}"}
+
+
+NOT_THE_UI = {
+    "no-origin": ("GET", {}),                                           # curl, a script
+    "other-site": ("GET", {"Origin": "https://evil.example"}),          # another site's page
+    "http-ui": ("GET", {"Origin": "http://ui.perfetto.dev"}),           # not the UI's https origin
+    "lookalike": ("GET", {"Origin": "https://ui.perfetto.dev.evil.example"}),
+    "null": ("GET", {"Origin": "null"}),                                # a sandboxed frame, a file:// page
+    "head-no-origin": ("HEAD", {}),
+    "preflight-other-site": ("OPTIONS", {"Origin": "https://evil.example", "Access-Control-Request-Method": "GET"}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NOT_THE_UI))
+def test_a_request_not_from_the_perfetto_ui_is_403_and_never_stops_the_server(running, case):
+    method, headers = NOT_THE_UI[case]
+    run = running()
+    status, response_headers, body = request(run.server.port, method, "/naive.json.gz", headers)
+    assert status == 403
+    assert NAIVE.read_bytes()[:64] not in body
+    assert run.thread.is_alive()  # it waits on for the UI's own fetch
+    assert request(run.server.port, "GET", "/naive.json.gz")[0] == 200
+    assert run.stopped() and run.result is True
+
+
+@pytest.mark.parametrize("host", ["evil.example:{port}", "127.0.0.1.nip.io:{port}", "127.0.0.1:{other}",
+                                  "localhost", "", "127.0.0.1:{port}.evil.example"])
+def test_a_host_other_than_loopback_and_our_port_is_403_dns_rebinding(running, host):
+    # A page on evil.example whose DNS name now points at 127.0.0.1 reaches us with its own Host;
+    # it cannot forge the Origin, but a rebinding page needs no CORS to read its own origin.
+    run = running()
+    name = host.format(port=run.server.port, other=run.server.port + 1)
+    status, _, body = request(run.server.port, "GET", "/naive.json.gz", {**UI, "Host": name})
+    assert status == 403 and body[:2] != b"\x1f\x8b"
+    assert run.thread.is_alive()
+    assert request(run.server.port, "GET", "/naive.json.gz")[0] == 200
+    assert run.stopped()
+
+
+@pytest.mark.parametrize("name", ["127.0.0.1", "localhost", "LOCALHOST"])
+def test_loopback_names_with_our_port_are_served(running, name):
+    run = running()
+    status, _, body = request(run.server.port, "GET", "/naive.json.gz", _host(run, name))
+    assert (status, body) == (200, NAIVE.read_bytes())
+    assert run.stopped() and run.result is True
+
+
 def test_head_does_not_count_as_a_fetch(running):
     run = running()
     status, headers, body = request(run.server.port, "HEAD", "/naive.json.gz")
@@ -171,7 +222,8 @@ def test_open_in_perfetto_opens_browser_and_returns_after_the_fetch(monkeypatch)
     def fake_browser(url):
         # Play the UI: fetch the file named in the deep link, from another thread.
         file_url = url.split("url=", 1)[1]
-        fetch = lambda: fetched.append(urllib.request.urlopen(file_url, timeout=WAIT_S).read())
+        fetch = lambda: fetched.append(urllib.request.urlopen(urllib.request.Request(file_url, headers=UI),
+                                                              timeout=WAIT_S).read())
         threading.Thread(target=fetch, daemon=True).start()
         return True
 

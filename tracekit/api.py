@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from tracekit.database import DEFAULT_DB, connect
+from tracekit.database import DEFAULT_DB, connect, connect_for_queries
 
 
 def resolve_db(db=None):
@@ -15,17 +15,22 @@ def resolve_db(db=None):
     return sample_database(), True
 
 
-def query(name=None, *, sql=None, db=None, params=None):
-    """Runs a named query (or `sql`) read-only and returns a DataFrame.
+def query(name=None, *, sql=None, db=None, params=None, allow_files=False):
+    """Runs a named query (or `sql`, one SELECT) read-only and returns a DataFrame.
 
     With no `db` and no tracekit.duckdb in the working directory it runs on the
     bundled sample traces: `tracekit.query("summary")`.
+
+    The query sees the trace database and nothing else, as `tracekit query` does:
+    no other file, no ATTACH, no COPY. `allow_files=True` lets it read files too
+    (`read_csv('mine.csv')`, `'runs.parquet'`) to join with the traces; it still
+    never writes. Off by default, so SQL passed on from someone else stays inside.
     """
     from tracekit.named_queries import run_named, run_sql
     if (name is None) == (sql is None):
         raise ValueError("give a query name or sql=, not both")
     path, _ = resolve_db(db)
-    con = connect(path, read_only=True)
+    con = connect_for_queries(path, allow_files=allow_files)
     try:
         return run_named(con, name, params) if name is not None else run_sql(con, sql)
     finally:

@@ -64,11 +64,27 @@ def _friendly(exc, path):
     return DatabaseError(f"{path}: cannot open the database ({message.splitlines()[0]})")
 
 
+def _refuse_other_files(path):
+    """Refuses an existing file that is not a DuckDB database before DuckDB opens it: DuckDB would
+    open a CSV, JSON or gzip file as an in-memory database holding a view of it."""
+    from tracekit.output_guard import sniff
+
+    if path == ":memory:" or not Path(path).is_file():
+        return
+    try:
+        holds = sniff(path)
+    except OSError as exc:
+        raise DatabaseError(f"{path}: cannot read the database ({exc.strerror})") from None
+    if holds not in (None, "a DuckDB database"):
+        raise DatabaseError(f"{path}: not a DuckDB database file, it holds {holds} (use another --db)")
+
+
 def connect(path=DEFAULT_DB, *, read_only=False):
     """Opens (creating when writable) a tracekit database, with the schema in place."""
     path = str(path)
     if read_only and path != ":memory:" and not Path(path).exists():
         raise DatabaseError(f"{path}: no such database; create it with `tracekit load TRACE... --db {path}`")
+    _refuse_other_files(path)
     try:
         con = duckdb.connect(path, read_only=read_only)
     except duckdb.Error as exc:
@@ -79,6 +95,38 @@ def connect(path=DEFAULT_DB, *, read_only=False):
         else:
             ensure_schema(con, path)
         _prepare(con)
+    except DatabaseError:
+        con.close()
+        raise
+    except duckdb.Error as exc:
+        con.close()
+        raise _friendly(exc, path) from None
+    return con
+
+
+def connect_for_queries(path, *, allow_files=False):
+    """A read-only connection for user SQL that reaches the tracekit database at `path` and nothing
+    else (with `allow_files`, the user's own files too, to read): see tracekit.sql_sandbox.
+
+    The database is attached to a DuckDB instance of its own, so the locked configuration never
+    reaches another connection this process holds to the same file (DuckDB shares one instance
+    between the connections to a path)."""
+    from tracekit.sql_sandbox import lock_down
+
+    path = str(path)
+    if not Path(path).exists():
+        raise DatabaseError(f"{path}: no such database; create it with `tracekit load TRACE... --db {path}`")
+    _refuse_other_files(path)
+    con = duckdb.connect(":memory:")
+    try:
+        quoted = path.replace("'", "''")
+        con.execute(f"ATTACH '{quoted}' AS tracekit (TYPE duckdb, READ_ONLY)")
+        con.execute("USE tracekit")
+        # Where DuckDB spills a big sort, as for the database opened directly.
+        con.execute(f"SET temp_directory = '{quoted}.tmp'")
+        _check_schema(con, path)
+        _prepare(con)
+        lock_down(con, allow_files=allow_files)
     except DatabaseError:
         con.close()
         raise
@@ -104,35 +152,59 @@ def _prepare(con):
 
 
 def _check_schema(con, path):
-    tables = {row[0] for row in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+    _refuse_foreign(con, path)
+    tables = set(_relations(con))
     if "trace_files" not in tables or "kernels" not in tables:
-        raise DatabaseError(f"{path}: a DuckDB file without tracekit's tables; load traces into it first")
-    _refuse_other_schema(_stored_schema_version(con), path)
+        raise DatabaseError(f"{path}: a DuckDB database with no traces loaded; load traces into it first")
+
+
+def _relations(con):
+    """The tables and views of the database in use (its main schema), sorted."""
+    return sorted(row[0] for row in con.execute(
+        "SELECT table_name FROM information_schema.tables "
+        "WHERE table_catalog = current_database() AND table_schema = 'main'").fetchall())
 
 
 def _stored_schema_version(con):
-    tables = {row[0] for row in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
-    if "schema_info" not in tables:
+    """schema_info's version, or None where there is no tracekit schema_info to read it from."""
+    if "schema_info" not in _relations(con):
         return None
-    row = con.execute("SELECT value FROM schema_info WHERE key = 'schema_version'").fetchone()
-    return row[0] if row else None
+    try:
+        row = con.execute("SELECT value FROM schema_info WHERE key = 'schema_version'").fetchone()
+    except duckdb.Error:
+        return None  # a schema_info of someone else's, with other columns
+    return str(row[0]) if row and row[0] is not None else None
+
+
+def _refuse_foreign(con, path):
+    """Refuses a database that is not tracekit's (tables or views and no tracekit schema_info) and
+    one of another tracekit schema; an empty DuckDB file is fine."""
+    stored = _stored_schema_version(con)
+    if stored is None:
+        names = _relations(con)
+        if names:
+            shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+            raise DatabaseError(f"{path or 'the database'}: a DuckDB database that is not tracekit's: it has "
+                                f"tables/views {shown}; give tracekit a database of its own (--db NEW.duckdb)")
+        return
+    _refuse_other_schema(stored, path)
 
 
 def _refuse_other_schema(stored, path):
-    if stored is None or stored == SCHEMA_VERSION:
+    if stored == SCHEMA_VERSION:
         return
     where = path or "the database"
     if stored.isdigit() and int(stored) > int(SCHEMA_VERSION):
         raise DatabaseError(f"{where}: made by a newer tracekit (schema {stored}); upgrade tracekit to read it")
     raise DatabaseError(f"{where}: made by an older tracekit (schema {stored}; this one uses {SCHEMA_VERSION}):"
-                        " load its traces into a new database")
+                        " load its traces again into a new database (tracekit load TRACE... --db NEW.duckdb)")
 
 
 def ensure_schema(con, path=None):
     """Creates the tables and (re)creates the views; safe to run on every open."""
     from tracekit.class_tables import sync_rules
 
-    _refuse_other_schema(_stored_schema_version(con), path)
+    _refuse_foreign(con, path)
     con.execute("BEGIN")
     try:
         for statement in split_statements(sql_resource("tables.sql")):

@@ -14,6 +14,7 @@ from pathlib import Path
 import duckdb
 
 from tracekit.errors import TracekitError
+from tracekit.sql_sandbox import check_read_only, is_refused_access, refused_access_message
 from tracekit.track_layout import assign_lanes
 
 EVENT_COLUMNS = ("trace", "cat", "name", "ph", "ts_ns", "dur_ns", "pid", "tid", "id", "bp", "s", "args")
@@ -64,6 +65,8 @@ def _select(con, sql, params=None):
         columns = [d[0] for d in relation.description]
         return columns, relation.fetchall()
     except duckdb.Error as exc:
+        if is_refused_access(exc):
+            raise TracekitError(refused_access_message(exc)) from None
         raise TracekitError(f"{str(exc).splitlines()[0]} — in SQL: {' '.join(sql.split())[:300]}") from None
 
 
@@ -72,6 +75,7 @@ def select_events(con, *, trace=None, sql=None):
     if trace is not None:
         sql, params = "SELECT * FROM events WHERE trace = $trace", {"trace": trace}
     else:
+        check_read_only(sql)  # before it is wrapped, so `...) AS x; COPY ...` cannot hide inside
         params = None
     columns, rows = _select(con, f"SELECT * FROM ({sql.strip().rstrip(';')}) AS picked", params)
     if "ts_ns" not in columns and "ts_us" in columns:

@@ -13,6 +13,7 @@ from importlib import resources
 import duckdb
 
 from tracekit.errors import QueryError
+from tracekit.sql_sandbox import check_read_only, is_refused_access, refused_access_message
 
 _PARAM = re.compile(r"^(\w+)\s*=\s*(.*?):\s*(.*)$")
 _COLUMN = re.compile(r"^(\w+):\s*(.*)$")
@@ -80,6 +81,8 @@ def _bind(query, given):
 def _friendly(exc, sql):
     message = str(exc).strip()
     first = message.splitlines()[0]
+    if is_refused_access(exc):
+        return QueryError(refused_access_message(exc))
     if "read-only" in message.lower() or "read only" in message.lower():
         return QueryError("the database is opened read-only: `tracekit query` never changes it "
                           f"(load traces with `tracekit load`) — {first}")
@@ -89,7 +92,10 @@ def _friendly(exc, sql):
 
 
 def run_sql(con, sql, params=None):
-    """Runs one SQL statement and returns a pandas DataFrame; errors become QueryError."""
+    """Runs one SELECT statement and returns a pandas DataFrame; errors become QueryError.
+
+    Whatever `con` allows, the SQL may only read: anything but one SELECT is refused unrun."""
+    check_read_only(sql)
     try:
         relation = con.execute(sql, params) if params else con.execute(sql)
         json_columns = [d[0] for d in relation.description or [] if str(d[1]) == "JSON"]

@@ -52,7 +52,8 @@ def _check_readable(path):
 
 
 class _Handler(BaseHTTPRequestHandler):
-    """Answers GET/HEAD for the one trace file, OPTIONS preflights, 404 for the rest."""
+    """Answers GET/HEAD for the one trace file, OPTIONS preflights, 404 for the rest; 403 for
+    a request that is not the Perfetto UI's, to us by our loopback name."""
 
     timeout = 60  # drop idle connections (browsers open speculative ones that never speak)
 
@@ -62,7 +63,24 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Cache-Control", "no-cache")
         super().end_headers()
 
+    def _refused(self):
+        """Sends 403 and returns True unless the request is addressed to us by a loopback name
+        (a web page that rebinds its own DNS name to 127.0.0.1 sends its name as the Host) and comes
+        from the Perfetto UI's origin (a browser sends the page's Origin on every cross-site fetch)."""
+        port = self.server.server_port
+        hosts = {f"{HOST}:{port}", f"localhost:{port}"} | ({HOST, "localhost"} if port == 80 else set())
+        host = (self.headers.get("Host") or "").strip().lower()
+        origin = self.headers.get("Origin")
+        if host in hosts and origin == UI_ORIGIN:
+            return False
+        # The reason names which header failed, never echoes what was sent.
+        why = "its Host is not a loopback name with this port" if host not in hosts else f"its Origin is not {UI_ORIGIN}"
+        self.send_error(403, f"Forbidden: only the Perfetto UI may fetch this trace ({why})")
+        return True
+
     def do_OPTIONS(self):
+        if self._refused():
+            return
         self.send_response(204)
         self.send_header("Access-Control-Allow-Methods", "GET, HEAD, OPTIONS")
         requested = self.headers.get("Access-Control-Request-Headers")
@@ -82,6 +100,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send_trace(self, body):
         server = self.server
+        if self._refused():
+            return  # never counts as the UI's fetch, so the server keeps waiting for it
         # Compare the decoded path with the file's name instead of mapping it onto
         # the file system, so `..` and friends can never reach another file.
         route = urllib.parse.unquote(urllib.parse.urlsplit(self.path).path)

@@ -20,7 +20,17 @@ def output_options(command):
                            help="Write to this file instead of standard output.")(command)
     command = click.option("-f", "--format", "fmt", type=click.Choice(FORMATS), default="table",
                            show_default=True, help="Output format (parquet needs -o).")(command)
+    command = click.option("--force", is_flag=True,
+                           help="Let -o replace an existing file that holds another format.")(command)
     return command
+
+
+def check_output_file(output, fmt, force, database=None):
+    """Refuses, before any work, an -o that would overwrite the database or a file of another format."""
+    from tracekit.output_guard import JSON, TEXT, check_output
+    if output:
+        kind = {"json": JSON, "parquet": "parquet"}.get(fmt, TEXT)
+        check_output(output, kind, what=fmt, database=database, force=force)
 
 
 def emit(frame, fmt, output):
@@ -182,14 +192,17 @@ def _params(pairs):
 @click.option("-p", "--param", "params", nargs=2, multiple=True, metavar="NAME VALUE",
               help="A parameter of the named query ($NAME in its SQL).")
 @click.option("--list", "list_queries", is_flag=True, help="List the named queries and exit.")
+@click.option("--allow-files", is_flag=True,
+              help="Let --sql read your own files (CSV, Parquet, JSON) to join with the traces; it still never writes.")
 @output_options
-def query(name, sql, db, params, list_queries, fmt, output):
+def query(name, sql, db, params, list_queries, allow_files, fmt, force, output):
     """Run a named query (queries/*.sql) or --sql SQL, read-only, and print the rows.
 
     With no --db and no tracekit.duckdb here, it runs on the bundled sample traces.
+    --sql is one SELECT that sees the trace database and nothing else (see --allow-files).
     """
     from tracekit.cli import database_to_read
-    from tracekit.database import connect
+    from tracekit.database import connect_for_queries
     from tracekit.named_queries import named_queries, run_named, run_sql
 
     if list_queries:
@@ -197,6 +210,7 @@ def query(name, sql, db, params, list_queries, fmt, output):
         rows = [{"query": q.name, "question": q.question,
                  "params": ", ".join(f"{k}={d if d is not None else 'NULL'}" for k, (d, _) in q.params.items())}
                 for q in named_queries().values()]
+        check_output_file(output, fmt, force)
         emit(pd.DataFrame(rows), fmt, output)
         return
     if (name is None) == (sql is None):
@@ -204,7 +218,8 @@ def query(name, sql, db, params, list_queries, fmt, output):
     if sql is not None and params:
         raise click.UsageError("-p parameters go with a named query, not --sql")
     path, _ = database_to_read(db, "running on")
-    con = connect(path, read_only=True)
+    check_output_file(output, fmt, force, database=path)
+    con = connect_for_queries(path, allow_files=allow_files)
     try:
         frame = run_named(con, name, _params(params)) if name else run_sql(con, sql)
     finally:

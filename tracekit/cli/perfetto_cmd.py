@@ -36,22 +36,28 @@ def open_command(trace_file, trace_name, db, port, no_browser):
 @click.option("--sql", help="Export the events this query selects (SELECT * FROM events WHERE ...).")
 @click.option("--findings", is_flag=True,
               help="Add a 'tracekit findings' track: Memcpys and their ops, SIMT GEMMs, cuDNN's plan build.")
+@click.option("--allow-files", is_flag=True, help="Let --sql read your own files too; it still never writes.")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
               help="The trace to write (.json or .json.gz).")
-def export_command(db, trace_name, sql, findings, output):
+@click.option("--force", is_flag=True, help="Let -o replace an existing file that holds another format.")
+def export_command(db, trace_name, sql, findings, allow_files, output, force):
     """Write a Chrome JSON trace (for Perfetto, or to load again) from the database.
 
     Slices that partially overlap on a thread track are moved to an extra track,
     so Perfetto shows every one; nesting is kept.
     """
     from tracekit.cli import database_to_read
-    from tracekit.database import connect
+    from tracekit.database import connect_for_queries
     from tracekit.export import export
+    from tracekit.output_guard import JSON, check_output
 
     if (trace_name is None) == (sql is None):
         raise click.UsageError("give --trace NAME or --sql SQL")
     path, _ = database_to_read(db, "exporting from")
-    con = connect(path, read_only=True)
+    gzipped = output.endswith(".gz")
+    check_output(output, "gzip" if gzipped else JSON, what="a .json.gz trace" if gzipped else "a JSON trace",
+                 database=path, force=force)
+    con = connect_for_queries(path, allow_files=allow_files)
     try:
         written, count, moved = export(con, output, trace=trace_name, sql=sql, findings=findings)
     finally:

@@ -14,23 +14,27 @@ DEFAULT_HTML = "report.html"
               help=f"Write to this file [default: {DEFAULT_HTML} for html, standard output for markdown].")
 @click.option("-f", "--format", "fmt", type=click.Choice(["html", "markdown"]), default="html",
               show_default=True, help="html: one self-contained page; markdown: table and findings.")
-def report(db, output, fmt):
+@click.option("--force", is_flag=True, help="Let -o replace an existing file that holds another format.")
+def report(db, output, fmt, force):
     """Write a report comparing the loaded traces: table, charts and findings.
 
     The HTML page is one file that opens offline (inline CSS and SVG, no scripts).
     With no --db and no tracekit.duckdb here, it reports on the bundled sample traces.
     """
     from tracekit.cli import database_to_read
+    from tracekit.output_guard import HTML, TEXT, check_output
     from tracekit.report import render
     from tracekit.report.data import load
 
     path, is_samples = database_to_read(db, "reporting on")
+    target = output or (DEFAULT_HTML if fmt == "html" else None)
+    if target:
+        check_output(target, HTML if fmt == "html" else TEXT, what=fmt, database=path, force=force)
     data = load(None if is_samples else path)
     text = render(data, fmt)
-    if output is None and fmt == "markdown":
+    if target is None:
         click.echo(text, nl=False)
         return
-    target = output or DEFAULT_HTML
     try:
         with open(target, "w", encoding="utf-8") as handle:
             handle.write(text)

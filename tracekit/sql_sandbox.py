@@ -1,0 +1,65 @@
+"""What a user's SQL may reach: the trace database, read-only, and nothing else.
+
+Two locks, each enough for the attacks it names. DuckDB's own: the connection's DuckDB instance
+turns `enable_external_access` off (no ATTACH of another file, no COPY, no EXPORT DATABASE, no
+read_csv/read_text/glob of any path), never installs or loads an extension behind the query's back,
+and then locks its configuration, so no SET or RESET can undo any of it. Ours: the SQL must be one
+statement of the SELECT kind (WITH, FROM, VALUES, DESCRIBE, SHOW and SUMMARIZE are too), so with
+`allow_files`, where DuckDB may read the analyst's own CSV or Parquet, nothing can still write a
+file, attach a database or change a setting.
+"""
+
+import duckdb
+
+from tracekit.errors import QueryError
+
+# Set in this order: the lock goes last, as it freezes every setting, these included.
+_EXTENSIONS_OFF = ("SET autoinstall_known_extensions = false",
+                   "SET autoload_known_extensions = false",
+                   "SET allow_community_extensions = false")
+FILES_HINT = "--allow-files (allow_files=True in Python) lets a query read your own files"
+
+
+def lock_down(con, *, allow_files=False):
+    """Confines `con`'s DuckDB instance to the databases already attached (reading files too with
+    `allow_files`), for good: the configuration is locked."""
+    for statement in _EXTENSIONS_OFF:
+        con.execute(statement)
+    if not allow_files:
+        con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
+
+
+def check_read_only(sql):
+    """Raises QueryError unless `sql` is one SELECT statement."""
+    try:
+        statements = duckdb.extract_statements(sql)
+    except duckdb.Error as exc:
+        raise QueryError(f"{str(exc).strip().splitlines()[0]} — in SQL: {_shown(sql)}") from None
+    if not statements:
+        raise QueryError("the SQL is empty: give a SELECT statement")
+    if len(statements) > 1:
+        raise QueryError(f"the SQL holds {len(statements)} statements: a query runs one SELECT")
+    kind = statements[0].type.name
+    if kind != "SELECT":
+        # Named as written (DuckDB files INSTALL under LOAD), unless a WITH comes first.
+        first = sql.split(None, 1)[0].upper()
+        shown = first if first.isalpha() and first != "WITH" else kind
+        raise QueryError(f"{shown} is not allowed: a query is read-only, one SELECT "
+                         f"(WITH, DESCRIBE and SHOW are SELECTs too) — in SQL: {_shown(sql)}")
+
+
+def is_refused_access(exc):
+    """True for DuckDB's error when a query reaches for a file the lock keeps from it."""
+    return isinstance(exc, duckdb.PermissionException)
+
+
+def refused_access_message(exc):
+    first = str(exc).strip().splitlines()[0]
+    target = first.split('"')[1] if first.count('"') >= 2 else "a file"
+    return f"the query reaches outside the trace database ({target}): a query sees only that database; {FILES_HINT}"
+
+
+def _shown(sql):
+    shown = " ".join(sql.split())
+    return shown if len(shown) <= 300 else shown[:297] + "..."
