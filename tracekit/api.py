@@ -52,3 +52,16 @@ def load(paths, *, db=DEFAULT_DB, replace=False, lenient=False):
         return results
     finally:
         con.close()
+
+
+def findings(*, db=None, trace=None, rule=None, params=None):
+    """What the finding rules see (as `tracekit findings`): a DataFrame of trace, rule, severity,
+    title, detail, fix, saving_us_per_step and evidence (a list of the events each rests on),
+    ranked by saving. `params` sets rules' thresholds by name."""
+    from tracekit.findings_engine import run_findings
+    path, _ = resolve_db(db)
+    con = connect_for_queries(path)
+    try:
+        return run_findings(con, trace=trace, rule=rule, params=params)
+    finally:
+        con.close()

@@ -149,6 +149,32 @@ def _prepare(con):
     con.execute("SET enable_progress_bar = false")
     for statement in split_statements(_MACROS):
         con.execute(statement)
+    _load_knowledge(con)
+    _create_findings_view(con)
+
+
+def _load_knowledge(con):
+    """What tracekit knows about GPUs (tracekit/knowledge/*.csv, each row with its source), as TEMP
+    tables of this connection: read from the package, so a query's sandbox needs no file access."""
+    import csv
+    import io
+    text = resources.files("tracekit").joinpath("knowledge", "gpu_specs.csv").read_text(encoding="utf-8")
+    rows = list(csv.DictReader(io.StringIO(text)))
+    con.execute("CREATE OR REPLACE TEMP TABLE gpu_specs (name_pattern VARCHAR, gpu VARCHAR, arch VARCHAR, "
+                "tf32_tflops DOUBLE, bf16_tflops DOUBLE, fp16_tflops DOUBLE, memory_tb_s DOUBLE, source VARCHAR)")
+    con.executemany("INSERT INTO gpu_specs VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    [[r["name_pattern"], r["gpu"], r["arch"], *(float(r[k]) if r[k] else None for k in
+                      ("tf32_tflops", "bf16_tflops", "fp16_tflops", "memory_tb_s")), r["source"]] for r in rows])
+
+
+def _create_findings_view(con):
+    """The `findings` view: every finding rule with its default thresholds. A TEMP view, made on
+    each connection from the rules this tracekit ships, so an older database gets today's rules."""
+    from tracekit.findings_engine import view_sql
+    if "trace_files" in _relations(con):
+        for statement in split_statements(sql_resource("knowledge_views.sql")):
+            con.execute(statement)
+        con.execute(f"CREATE OR REPLACE TEMP VIEW findings AS {view_sql()}")
 
 
 def _check_schema(con, path):

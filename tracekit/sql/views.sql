@@ -175,6 +175,38 @@ FROM steps s
 JOIN (SELECT trace, min(step) AS first_step, count(*) AS n FROM steps GROUP BY trace) f USING (trace)
 WHERE f.n = 1 OR s.step > f.first_step;
 
+-- @view steady_window: the work a per-step figure averages over: each trace's steady steps, or, for
+-- a trace without ProfilerStep#N, the whole trace as one step (step NULL). Join on
+-- `w.trace = x.trace AND w.step IS NOT DISTINCT FROM x.step` to keep a row's steady work only.
+--   trace: trace name
+--   step: N of a steady ProfilerStep#N; NULL for the one window of a trace without steps
+--   steps: how many steady steps the trace has (1 without steps): the divisor of per-step figures
+CREATE OR REPLACE VIEW steady_window AS
+WITH windows AS (
+    SELECT trace, step FROM steady_steps
+    UNION ALL
+    SELECT trace, NULL FROM traces WHERE trace NOT IN (SELECT trace FROM steps)
+)
+SELECT trace, step, count(*) OVER (PARTITION BY trace) AS steps FROM windows;
+
+-- @view step_totals: per-step figures of each trace over its steady window (see steady_window).
+--   trace: trace name
+--   steps: steady steps averaged over (1 for a trace without steps)
+--   gpu_us_per_step: GPU busy time per step (view gpu_busy, all devices); NULL without GPU events
+--   cpu_us_per_step: the ProfilerStep#N span per step; NULL for a trace without steps
+--   kernels_per_step: kernel launches per step
+CREATE OR REPLACE VIEW step_totals AS
+SELECT w.trace, any_value(w.steps) AS steps,
+       (SELECT sum(b.busy_us) FROM gpu_busy b JOIN steady_window v
+          ON v.trace = b.trace AND v.step IS NOT DISTINCT FROM b.step WHERE b.trace = w.trace)
+         / any_value(w.steps) AS gpu_us_per_step,
+       (SELECT avg(s.dur_us) FROM steady_steps s WHERE s.trace = w.trace) AS cpu_us_per_step,
+       (SELECT sum(b.kernels) FROM gpu_busy b JOIN steady_window v
+          ON v.trace = b.trace AND v.step IS NOT DISTINCT FROM b.step WHERE b.trace = w.trace)
+         / any_value(w.steps) AS kernels_per_step
+FROM steady_window w
+GROUP BY w.trace;
+
 -- @view cudnn_attention_calls: each call into cuDNN attention on the CPU (the outermost op whose name
 -- mentions cudnn and attention), numbered per trace in time order. Its first call builds the plan.
 --   trace: trace name

@@ -1,0 +1,56 @@
+-- simt_gemm: GEMMs and convolutions running on CUDA cores (SIMT FMAs) that Tensor Cores could run
+-- why: an fp32 matmul with TF32 off, or the math SDPA backend's upcast to fp32, runs as FFMA on the CUDA cores at a fraction of the Tensor Cores' rate: on an H200, 67 TFLOP/s of fp32 against 495 of TF32
+-- fix: torch.backends.cuda.matmul.allow_tf32 = True (or torch.set_float32_matmul_precision('high')), or bf16 under torch.autocast; for SDPA, let it pick a fused backend (flash, memory-efficient, cuDNN) rather than math
+-- saving: per steady step, each SIMT GEMM's time less the least time Tensor Cores could take for it (view gemm_math's roofline: its FLOPs at the device's dense TF32 or BF16 peak, or its bytes at the memory's bandwidth, whichever is slower); NULL when the trace lacks input shapes or tracekit has no figures for the GPU
+-- params:
+--   trace = NULL: only this trace
+--   min_share_pct = 1: ignore traces where SIMT matrix math is less than this share of GPU time per step
+--   max_evidence = 20: at most this many kernels named in the evidence
+WITH simt AS (
+    SELECT k.*, w.steps
+    FROM kernels k
+    JOIN steady_window w ON w.trace = k.trace AND w.step IS NOT DISTINCT FROM k.step
+    WHERE k.math_unit = 'simt' AND k.kernel_class IN ('gemm', 'convolution')
+      AND ($trace IS NULL OR k.trace = $trace)
+), estimates AS (
+    -- The saving of each SIMT GEMM op with a shape and a device figure; ops without stay NULL.
+    SELECT g.trace, sum(greatest(g.gemm_us - g.roofline_us, 0)) AS saving_us, count(*) AS ops
+    FROM gemm_math g
+    JOIN steady_window w ON w.trace = g.trace AND w.step IS NOT DISTINCT FROM g.step
+    WHERE g.math_unit = 'simt' AND g.roofline_us IS NOT NULL
+    GROUP BY g.trace
+), per_trace AS (
+    SELECT s.trace, any_value(s.steps) AS steps, count(*) AS kernels, sum(s.dur_us) AS simt_us,
+           count(*) FILTER (WHERE s.kernel_class = 'convolution') AS convolutions,
+           count(DISTINCT s.cpu_op_id) AS ops,
+           bool_or(s.cpu_op_path LIKE '%scaled_dot_product%' OR s.cpu_op_path LIKE '%_math%') AS in_sdpa_math,
+           mode(s.cpu_op_path) AS typical_path,
+           to_json(list(struct_pack(source := 'kernels', trace := s.trace, name := s.name,
+                                    ts_ns := CAST(round(s.ts_us * 1000) AS BIGINT),
+                                    dur_ns := CAST(round(s.dur_us * 1000) AS BIGINT),
+                                    correlation := s.correlation, cpu_op_id := s.cpu_op_id)
+                        ORDER BY s.dur_us DESC, s.ts_us)[1:CAST($max_evidence AS INTEGER)]) AS evidence
+    FROM simt s
+    GROUP BY s.trace
+)
+SELECT p.trace, 'simt_gemm' AS rule,
+       CASE WHEN e.saving_us IS NULL THEN 'medium'
+            WHEN e.saving_us / p.steps >= 0.10 * t.gpu_us_per_step THEN 'high'
+            WHEN e.saving_us / p.steps >= 0.03 * t.gpu_us_per_step THEN 'medium' ELSE 'low' END AS severity,
+       format('{:.0f}% of GPU time per step is matrix math on CUDA cores (SIMT), not Tensor Cores',
+              100.0 * p.simt_us / p.steps / t.gpu_us_per_step) AS title,
+       format('{} SIMT kernels ({} convolutions) from {} ops in {} steady step(s): {:.1f} us per step of {:.1f} us; mostly from {}',
+              p.kernels, p.convolutions, p.ops, p.steps, p.simt_us / p.steps, t.gpu_us_per_step,
+              coalesce(p.typical_path, 'an op the trace does not name'))
+         || CASE WHEN e.saving_us IS NULL THEN '; the saving is unknown (no input shapes recorded, or no Tensor Core figures for this GPU)'
+                 ELSE format('; on Tensor Cores they would take about {:.1f} us', p.simt_us / p.steps - e.saving_us / p.steps) END
+         AS detail,
+       CASE WHEN p.in_sdpa_math THEN 'let scaled_dot_product_attention use a fused backend (flash, memory-efficient or cuDNN) instead of the math one, which upcasts to fp32; or allow TF32: torch.backends.cuda.matmul.allow_tf32 = True'
+            WHEN p.convolutions > 0 THEN 'torch.backends.cudnn.allow_tf32 = True and torch.backends.cuda.matmul.allow_tf32 = True, or run under torch.autocast(dtype=torch.bfloat16)'
+            ELSE 'torch.backends.cuda.matmul.allow_tf32 = True (or torch.set_float32_matmul_precision(''high'')), or run under torch.autocast(dtype=torch.bfloat16)' END AS fix,
+       e.saving_us / p.steps AS saving_us_per_step,
+       p.evidence
+FROM per_trace p
+JOIN step_totals t USING (trace)
+LEFT JOIN estimates e USING (trace)
+WHERE 100.0 * p.simt_us / p.steps >= CAST($min_share_pct AS DOUBLE) * t.gpu_us_per_step;

@@ -1,0 +1,166 @@
+"""The findings engine on real H200 captures: each rule's finding, its fix, and its predicted
+saving against the saving measured by capturing the fix (tests/data/h200, sample_traces)."""
+
+import json
+
+import pytest
+
+from conftest import SAMPLE_TRACES, TEST_DATA, invoke_cli
+from tracekit.database import connect, connect_for_queries
+from tracekit.findings_engine import FINDING_COLUMNS, SEVERITIES, rules, run_findings, view_sql
+from tracekit.loader import load_file
+
+H200 = TEST_DATA / "h200"
+# Each "before" capture with its fix, captured on the same GPU at the same shape.
+FIXES = {"hidden_copy": [("samples/naive", "samples/naive_inplace"), ("fp32/naive", "fp32/naive_inplace")],
+         "simt_gemm": [("fp32/naive", "fp32_tf32/naive"), ("fp32/naive_inplace", "fp32_tf32/naive_inplace"),
+                       ("fp32/sdpa_math", "fp32_tf32/sdpa_math")]}
+
+
+def _name(path):
+    return path.replace("/", "_")
+
+
+@pytest.fixture(scope="module")
+def h200_db(tmp_path_factory):
+    """The sample traces and tests/data/h200, each trace named folder_variant (samples_naive, ...)."""
+    path = tmp_path_factory.mktemp("findings") / "h200.duckdb"
+    con = connect(path)
+    files = [("samples", p) for p in sorted(SAMPLE_TRACES.glob("*.json.gz"))]
+    files += [(p.parent.name, p) for p in sorted(H200.glob("*/*.json.gz"))]
+    for folder, file in files:
+        assert load_file(con, file).status == "loaded"
+        con.execute("UPDATE trace_files SET trace = ? WHERE path = ?", [f"{folder}_{file.name[:-8]}", str(file.resolve())])
+    con.close()
+    return path
+
+
+@pytest.fixture(scope="module")
+def found(h200_db):
+    con = connect_for_queries(h200_db)
+    try:
+        return run_findings(con)
+    finally:
+        con.close()
+
+
+def _gpu_us_per_step(db, trace):
+    con = connect_for_queries(db)
+    try:
+        return con.execute("SELECT gpu_us_per_step FROM step_totals WHERE trace = ?", [trace]).fetchone()[0]
+    finally:
+        con.close()
+
+
+def _one(found, trace, rule):
+    rows = found[(found["trace"] == trace) & (found["rule"] == rule)]
+    assert len(rows) == 1, found[["trace", "rule", "title"]].to_string()
+    return rows.iloc[0]
+
+
+@pytest.mark.parametrize("rule, before, after", [(r, b, a) for r, pairs in FIXES.items() for b, a in pairs])
+def test_predicted_saving_is_within_25pct_of_the_measured_fix(h200_db, found, rule, before, after):
+    predicted = _one(found, _name(before), rule)["saving_us_per_step"]
+    measured = _gpu_us_per_step(h200_db, _name(before)) - _gpu_us_per_step(h200_db, _name(after))
+    assert measured > 0 and abs(predicted - measured) <= 0.25 * measured, (predicted, measured)
+    # The fix's trace no longer has the finding.
+    assert found[(found["trace"] == _name(after)) & (found["rule"] == rule)].empty
+
+
+def test_hidden_copy_names_the_op_the_bytes_and_the_chain(found):
+    row = _one(found, "samples_naive", "hidden_copy")
+    assert row["title"] == "1 Memcpy DtoD of 512 MiB per step from aten::masked_fill"
+    assert "aten::masked_fill → aten::clone → aten::copy_" in row["detail"]
+    assert row["fix"] == "use masked_fill_ (in place) instead of masked_fill"
+    assert row["severity"] == "high"
+    evidence = row["evidence"]
+    assert len(evidence) == 5 and {e["source"] for e in evidence} == {"memcpy"}
+    assert all(e["name"].startswith("Memcpy DtoD") and e["dur_ns"] > 200_000 for e in evidence)
+
+
+def test_hidden_copy_in_training_names_the_forward_op_behind_its_backward_too(found):
+    # The backward of masked_fill calls masked_fill again: both copies are masked_fill's.
+    row = _one(found, "train_fp32_train_naive", "hidden_copy")
+    assert row["title"].endswith("from aten::masked_fill")
+    assert "MaskedFillBackward0" in row["detail"] and row["severity"] == "low"
+
+
+def test_simt_gemm_says_the_math_backend_upcasts(found):
+    row = _one(found, "samples_sdpa_math", "simt_gemm")  # bf16 inputs, fp32 GEMMs inside math SDPA
+    assert "fused backend" in row["fix"] and "_scaled_dot_product_attention_math" in row["detail"]
+    assert row["saving_us_per_step"] > 0
+
+
+def test_simt_gemm_finds_fp32_training_and_not_bf16_training(found):
+    row = _one(found, "train_fp32_train_sdpa_default", "simt_gemm")
+    assert "allow_tf32" in row["fix"] and row["severity"] == "high"
+    assert found[(found["trace"] == "train_bf16_train_sdpa_default") & (found["rule"] == "simt_gemm")].empty
+
+
+@pytest.mark.parametrize("trace", ["samples_sdpa_flash", "samples_sdpa_cudnn", "samples_naive_inplace"])
+def test_the_article_fixes_have_no_copy_or_simt_finding(found, trace):
+    assert found[(found["trace"] == trace) & found["rule"].isin(["hidden_copy", "simt_gemm"])].empty
+
+
+def test_findings_are_ranked_by_saving_then_severity(found):
+    assert list(found.columns) == list(FINDING_COLUMNS)
+    savings = found["saving_us_per_step"].tolist()
+    known = [s for s in savings if s == s and s is not None]
+    assert known == sorted(known, reverse=True)
+    assert set(found["severity"]) <= set(SEVERITIES)
+
+
+@pytest.mark.parametrize("rule", sorted(rules()))
+def test_every_rule_says_what_why_fix_and_saving(rule):
+    r = rules()[rule]
+    assert r.detects and r.why and r.fix and r.saving
+    assert "trace" in r.params, "every rule takes -p trace"
+
+
+def test_the_findings_view_holds_what_the_engine_finds(h200_db, found):
+    con = connect_for_queries(h200_db)
+    try:
+        rows = con.execute("SELECT trace, rule, title FROM findings").fetchall()
+    finally:
+        con.close()
+    assert sorted(rows) == sorted(found[["trace", "rule", "title"]].itertuples(index=False, name=None))
+    assert "UNION ALL" in view_sql()
+
+
+def test_cli_lists_findings_for_one_trace_and_rule(h200_db):
+    result = invoke_cli("findings", "--db", h200_db, "-p", "trace", "fp32_naive", "--rule", "simt_gemm", "-f", "json")
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.output)
+    assert [(r["trace"], r["rule"]) for r in rows] == [("fp32_naive", "simt_gemm")]
+    assert "evidence" not in rows[0]
+    with_evidence = json.loads(invoke_cli("findings", "--db", h200_db, "-p", "trace", "fp32_naive",
+                                          "--rule", "simt_gemm", "-f", "json", "--evidence").output)
+    assert len(with_evidence[0]["evidence"]) == 10  # the 10 SIMT GEMMs of its 5 steady steps
+
+
+def test_cli_thresholds_are_parameters(h200_db):
+    result = invoke_cli("findings", "--db", h200_db, "--rule", "hidden_copy", "-p", "min_bytes", str(16 << 20), "-f", "csv")
+    assert result.exit_code == 0, result.output
+    assert "train_fp32_train_naive" not in result.output and "samples_naive" in result.output
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--rule", "nope"], "no finding rule 'nope'"),
+    (["-p", "colour", "red"], "no finding rule takes colour"),
+])
+def test_cli_mistakes_are_one_line_errors(h200_db, args, message):
+    result = invoke_cli("findings", "--db", h200_db, *args)
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines() == [result.output.strip()] and message in result.output
+
+
+def test_cli_lists_the_rules():
+    result = invoke_cli("findings", "--list", "-f", "csv")
+    assert result.exit_code == 0 and "hidden_copy" in result.output and "simt_gemm" in result.output
+
+
+def test_python_api_returns_the_same_rows(h200_db, found):
+    import tracekit
+    frame = tracekit.findings(db=h200_db, trace="samples_naive")
+    assert set(frame["trace"]) == {"samples_naive"}
+    assert set(frame["rule"]) == set(found[found["trace"] == "samples_naive"]["rule"])

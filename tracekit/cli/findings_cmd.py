@@ -1,0 +1,46 @@
+"""`tracekit findings`: what the finding rules (queries/findings/) see in the traces, ranked by saving."""
+
+import click
+
+from tracekit.cli.analysis_cmd import check_output_file, emit, output_options
+
+
+@click.command()
+@click.option("--db", type=click.Path(dir_okay=False),
+              help="Database [default: ./tracekit.duckdb, else the bundled sample traces].")
+@click.option("-p", "--param", "params", nargs=2, multiple=True, metavar="NAME VALUE",
+              help="A rule's parameter: `-p trace NAME` for one trace, or a threshold ($NAME in the rules' SQL).")
+@click.option("--rule", help="Run only this rule.")
+@click.option("--list", "list_rules", is_flag=True, help="List the rules (what each detects, its fix) and exit.")
+@click.option("--evidence/--no-evidence", default=False, show_default=True,
+              help="Include the evidence column (the events each finding rests on, as JSON).")
+@output_options
+def findings(db, params, rule, list_rules, evidence, fmt, force, output):
+    """Explain the traces: what each rule finds, with the fix and the GPU time per step it would save.
+
+    Ranked by saving (largest first); findings whose saving cannot be estimated come last.
+    With no --db and no tracekit.duckdb here, it runs on the bundled sample traces.
+    """
+    from tracekit.cli import database_to_read
+    from tracekit.database import connect_for_queries
+    from tracekit.findings_engine import rules, run_findings
+
+    if list_rules:
+        import pandas as pd
+        rows = [{"rule": r.rule, "detects": r.detects, "fix": r.fix, "saving": r.saving,
+                 "params": ", ".join(f"{k}={d if d is not None else 'NULL'}" for k, (d, _) in r.params.items())}
+                for r in rules().values()]
+        check_output_file(output, fmt, force)
+        emit(pd.DataFrame(rows), fmt, output)
+        return
+    path, _ = database_to_read(db, "explaining")
+    check_output_file(output, fmt, force, database=path)
+    con = connect_for_queries(path)
+    try:
+        frame = run_findings(con, rule=rule, params=dict(params))
+    finally:
+        con.close()
+    emit(frame if evidence else frame.drop(columns=["evidence"]), fmt, output)
+
+
+COMMANDS = [findings]
