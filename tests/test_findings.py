@@ -164,3 +164,44 @@ def test_python_api_returns_the_same_rows(h200_db, found):
     frame = tracekit.findings(db=h200_db, trace="samples_naive")
     assert set(frame["trace"]) == {"samples_naive"}
     assert set(frame["rule"]) == set(found[found["trace"] == "samples_naive"]["rule"])
+
+
+def _kernel(db, trace, name_like):
+    con = connect_for_queries(db)
+    try:
+        return con.execute("SELECT theoretical_occupancy_pct, occupancy_limiter, est_occupancy_pct FROM kernels "
+                           "WHERE trace = ? AND name LIKE ? LIMIT 1", [trace, name_like]).fetchone()
+    finally:
+        con.close()
+
+
+def test_theoretical_occupancy_of_flash_is_the_article_13pct_limited_by_registers(h200_db):
+    # Head dim 64: Kineto says 13%; 255 registers per thread let 2 blocks of 4 warps in: 8 of 64 warps.
+    assert _kernel(h200_db, "samples_sdpa_flash", "%flash_fwd_kernel%") == (12.5, "registers", 13.0)
+    # Head dim 128: 64 KiB of shared memory per block, where Kineto writes 0 (stored NULL); ours stands.
+    assert _kernel(h200_db, "hd128_sdpa_flash", "%flash_fwd_kernel%") == (12.5, "registers", None)
+
+
+def test_theoretical_occupancy_agrees_with_kineto_where_the_grid_fills_the_gpu(h200_db):
+    # The memory-efficient kernel: 128 registers, 4 warps, 18.5 KiB: Kineto's 25% is ours.
+    assert _kernel(h200_db, "samples_sdpa_efficient", "fmha_cutlassF%") == (25.0, "registers", 25.0)
+
+
+def test_device_limits_come_from_the_trace_and_the_architecture_table(h200_db):
+    con = connect_for_queries(h200_db)
+    try:
+        row = con.execute("SELECT arch, max_warps_per_sm, max_blocks_per_sm, registers_per_sm, shared_memory_per_sm, "
+                          "reserved_shared_memory_per_block, source FROM device_limits "
+                          "WHERE trace = 'samples_sdpa_flash'").fetchone()
+    finally:
+        con.close()
+    assert row == ("sm_90", 64, 32, 65536, 233472, 1024, "deviceProperties")
+
+
+def test_low_occupancy_names_the_limiter_and_kineto_gap(found):
+    row = _one(found, "hd128_sdpa_flash", "low_occupancy")
+    assert "12.5% theoretical occupancy, limited by registers" in row["title"]
+    assert "none (it writes 0" in row["detail"] and row["severity"] == "info"
+    assert row["saving_us_per_step"] is None or row["saving_us_per_step"] != row["saving_us_per_step"]
+    simt = found[(found["trace"] == "fp32_naive") & (found["rule"] == "low_occupancy")]
+    assert not simt.empty and set(simt["severity"]) == {"low"}  # CUDA-core GEMMs: not by design

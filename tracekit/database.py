@@ -11,7 +11,8 @@ from tracekit.errors import DatabaseError
 
 DEFAULT_DB = "tracekit.duckdb"
 # 2: trace_files.vendor and gpu_arch, gpu_busy_rows.
-SCHEMA_VERSION = "2"
+# 3: the knowledge tables gpu_specs and gpu_arch_limits; event_rows.args compressed with ZSTD.
+SCHEMA_VERSION = "3"
 
 # Parses a JSON number's text into integer nanoseconds exactly: going through DOUBLE would lose
 # the nanosecond fraction of microsecond timestamps larger than 2^33.
@@ -149,22 +150,7 @@ def _prepare(con):
     con.execute("SET enable_progress_bar = false")
     for statement in split_statements(_MACROS):
         con.execute(statement)
-    _load_knowledge(con)
     _create_findings_view(con)
-
-
-def _load_knowledge(con):
-    """What tracekit knows about GPUs (tracekit/knowledge/*.csv, each row with its source), as TEMP
-    tables of this connection: read from the package, so a query's sandbox needs no file access."""
-    import csv
-    import io
-    text = resources.files("tracekit").joinpath("knowledge", "gpu_specs.csv").read_text(encoding="utf-8")
-    rows = list(csv.DictReader(io.StringIO(text)))
-    con.execute("CREATE OR REPLACE TEMP TABLE gpu_specs (name_pattern VARCHAR, gpu VARCHAR, arch VARCHAR, "
-                "tf32_tflops DOUBLE, bf16_tflops DOUBLE, fp16_tflops DOUBLE, memory_tb_s DOUBLE, source VARCHAR)")
-    con.executemany("INSERT INTO gpu_specs VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    [[r["name_pattern"], r["gpu"], r["arch"], *(float(r[k]) if r[k] else None for k in
-                      ("tf32_tflops", "bf16_tflops", "fp16_tflops", "memory_tb_s")), r["source"]] for r in rows])
 
 
 def _create_findings_view(con):
@@ -172,8 +158,6 @@ def _create_findings_view(con):
     each connection from the rules this tracekit ships, so an older database gets today's rules."""
     from tracekit.findings_engine import view_sql
     if "trace_files" in _relations(con):
-        for statement in split_statements(sql_resource("knowledge_views.sql")):
-            con.execute(statement)
         con.execute(f"CREATE OR REPLACE TEMP VIEW findings AS {view_sql()}")
 
 
@@ -229,12 +213,14 @@ def _refuse_other_schema(stored, path):
 def ensure_schema(con, path=None):
     """Creates the tables and (re)creates the views; safe to run on every open."""
     from tracekit.class_tables import sync_rules
+    from tracekit.knowledge import sync_knowledge
 
     _refuse_foreign(con, path)
     con.execute("BEGIN")
     try:
         for statement in split_statements(sql_resource("tables.sql")):
             con.execute(statement)
+        sync_knowledge(con)
         for statement in split_statements(sql_resource("views.sql")):
             con.execute(statement)
         sync_rules(con)

@@ -84,6 +84,66 @@ SELECT t.trace, r.cat, r.name, r.ts_ns / 1000.0 AS ts_us, r.dur_ns / 1000.0 AS d
 FROM runtime_rows r JOIN trace_files t USING (trace_id)
 LEFT JOIN cpu_op_rows o ON o.trace_id = r.trace_id AND o.op_id = r.cpu_op_id;
 
+-- @view device_limits: each GPU of each trace with the limits that bound a kernel's occupancy.
+--   trace: trace name; device: GPU index (deviceProperties' id)
+--   arch: the trace's gpu_arch (sm_90, ...)
+--   max_warps_per_sm, max_blocks_per_sm: resident warps and blocks an SM holds at most
+--   registers_per_sm, register_alloc_unit: the SM's registers, allocated per warp in units of this
+--   shared_memory_per_sm, reserved_shared_memory_per_block: bytes; CUDA keeps the second per block
+--   source: 'deviceProperties' where the trace gives the figures (the block limit and allocation
+--           units always come from gpu_arch_limits), else 'gpu_arch_limits'
+CREATE OR REPLACE VIEW device_limits AS
+WITH props AS (
+    SELECT f.trace_id, f.trace, f.gpu_arch, unnest(CAST(json_extract(f.header, '$.deviceProperties') AS JSON[])) AS p
+    FROM trace_files f
+    WHERE json_type(json_extract(f.header, '$.deviceProperties')) = 'ARRAY'
+), devices AS (
+    SELECT trace_id, trace, gpu_arch, TRY_CAST(json_extract(p, '$.id') AS INTEGER) AS device,
+           TRY_CAST(json_extract(p, '$.maxThreadsPerMultiprocessor') AS INTEGER)
+             // coalesce(TRY_CAST(json_extract(p, '$.warpSize') AS INTEGER), 32) AS warps,
+           TRY_CAST(json_extract(p, '$.regsPerMultiprocessor') AS INTEGER) AS registers,
+           TRY_CAST(json_extract(p, '$.sharedMemPerMultiprocessor') AS INTEGER) AS shared_memory
+    FROM props
+    UNION ALL
+    -- A trace that names its architecture but gives no deviceProperties: the architecture's figures.
+    SELECT f.trace_id, f.trace, f.gpu_arch, NULL, NULL, NULL, NULL
+    FROM trace_files f
+    WHERE json_type(json_extract(f.header, '$.deviceProperties')) IS DISTINCT FROM 'ARRAY' AND f.gpu_arch IS NOT NULL
+)
+SELECT d.trace_id, d.trace, d.device, d.gpu_arch AS arch,
+       coalesce(d.warps, a.max_warps_per_sm) AS max_warps_per_sm, a.max_blocks_per_sm,
+       coalesce(d.registers, a.registers_per_sm) AS registers_per_sm, a.register_alloc_unit,
+       coalesce(d.shared_memory, a.shared_memory_per_sm) AS shared_memory_per_sm,
+       a.reserved_shared_memory_per_block,
+       CASE WHEN d.registers IS NOT NULL THEN 'deviceProperties' ELSE 'gpu_arch_limits' END AS source
+FROM devices d JOIN gpu_arch_limits a ON a.arch = d.gpu_arch;
+
+-- The blocks per SM each distinct launch shape allows, by each limit (CUDA's occupancy
+-- calculator); the kernels view turns the least of them into occupancy and its limiter.
+CREATE OR REPLACE VIEW _kernel_occupancy AS
+WITH shapes AS (
+    SELECT DISTINCT trace_id, device, block, registers_per_thread, shared_memory_bytes
+    FROM kernel_rows WHERE block IS NOT NULL AND registers_per_thread IS NOT NULL
+), sized AS (
+    SELECT s.*, l.max_warps_per_sm, l.max_blocks_per_sm,
+           CAST(ceil(s.block[1] * coalesce(s.block[2], 1) * coalesce(s.block[3], 1) / 32.0) AS INTEGER) AS warps_per_block,
+           CAST(ceil(greatest(s.registers_per_thread, 1) * 32.0 / l.register_alloc_unit) AS INTEGER) * l.register_alloc_unit
+             AS registers_per_warp,
+           l.registers_per_sm, l.shared_memory_per_sm,
+           coalesce(s.shared_memory_bytes, 0) + l.reserved_shared_memory_per_block AS shared_per_block
+    FROM shapes s
+    JOIN device_limits l ON l.trace_id = s.trace_id AND (l.device = s.device OR l.device IS NULL)
+    QUALIFY row_number() OVER (PARTITION BY s.trace_id, s.device, s.block, s.registers_per_thread, s.shared_memory_bytes
+                               ORDER BY l.device IS NULL, l.device) = 1
+), limits AS (
+    SELECT *, (registers_per_sm // registers_per_warp) // warps_per_block AS by_registers,
+           CASE WHEN shared_per_block > 0 THEN shared_memory_per_sm // shared_per_block ELSE max_blocks_per_sm END
+             AS by_shared_memory,
+           max_warps_per_sm // warps_per_block AS by_threads
+    FROM sized WHERE warps_per_block > 0
+)
+SELECT *, least(by_registers, by_shared_memory, by_threads, max_blocks_per_sm) AS blocks FROM limits;
+
 -- @view kernels: one row per GPU kernel execution.
 --   trace: trace name
 --   name: kernel name as the profiler recorded it
@@ -106,6 +166,12 @@ LEFT JOIN cpu_op_rows o ON o.trace_id = r.trace_id AND o.op_id = r.cpu_op_id;
 --                 and for every other class
 --   gemm_class: math_unit of GEMMs, NULL for every other class (kept for older queries)
 --   rule: the classification rule that matched
+--   theoretical_occupancy_pct: the occupancy its launch allows: resident warps per SM over the
+--                 SM's maximum, from its registers per thread, shared memory per block and threads
+--                 per block against the device's limits (deviceProperties, else gpu_arch_limits),
+--                 as CUDA's occupancy calculator computes it; NULL without those (AMD, CPU)
+--   occupancy_limiter: what caps it: 'registers', 'shared_memory', 'threads' (warps per block
+--                 against warps per SM) or 'blocks' (the SM's block limit)
 --   cpu_op_id, cpu_op: the CPU op of the runtime call that launched it (matched by correlation; see
 --                      runtime.cpu_op); NULL when the trace holds no launch for it
 --   cpu_op_path: op_path of that op, e.g. 'aten::matmul → aten::bmm'
@@ -115,9 +181,17 @@ CREATE OR REPLACE VIEW kernels AS
 SELECT t.trace, k.name, k.ts_ns / 1000.0 AS ts_us, k.dur_ns / 1000.0 AS dur_us, k.device, k.stream,
        k.correlation, k.external_id, k.grid, k.block, k.registers_per_thread,
        k.shared_memory_bytes, k.blocks_per_sm, k.warps_per_sm, k.est_occupancy_pct,
-       c.kernel_class, c.math_unit, c.gemm_class, c.rule, k.cpu_op_id, k.cpu_op, k.cpu_op_path, k.step
+       c.kernel_class, c.math_unit, c.gemm_class, c.rule,
+       100.0 * o.blocks * o.warps_per_block / o.max_warps_per_sm AS theoretical_occupancy_pct,
+       CASE WHEN o.blocks IS NULL THEN NULL
+            WHEN o.blocks = o.by_registers THEN 'registers' WHEN o.blocks = o.by_shared_memory THEN 'shared_memory'
+            WHEN o.blocks = o.by_threads THEN 'threads' ELSE 'blocks' END AS occupancy_limiter,
+       k.cpu_op_id, k.cpu_op, k.cpu_op_path, k.step
 FROM kernel_rows k JOIN trace_files t USING (trace_id)
-LEFT JOIN kernel_classes c ON c.trace_id = k.trace_id AND c.name = k.name;
+LEFT JOIN kernel_classes c ON c.trace_id = k.trace_id AND c.name = k.name
+LEFT JOIN _kernel_occupancy o ON o.trace_id = k.trace_id AND o.device IS NOT DISTINCT FROM k.device
+     AND o.block IS NOT DISTINCT FROM k.block AND o.registers_per_thread IS NOT DISTINCT FROM k.registers_per_thread
+     AND o.shared_memory_bytes IS NOT DISTINCT FROM k.shared_memory_bytes;
 
 -- @view gpu_busy: how long each GPU was busy, per trace, step and device.
 --   trace: trace name
@@ -221,3 +295,61 @@ FROM cpu_ops o
 LEFT JOIN cpu_ops p ON p.trace = o.trace AND p.op_id = o.parent_id
 WHERE o.name ILIKE '%cudnn%attention%'
   AND (p.name IS NULL OR NOT (p.name ILIKE '%cudnn%attention%'));
+
+-- @view gemm_math: each CPU op that ran GEMM kernels with input shapes recorded (record_shapes):
+-- its FLOPs and bytes from `Input Dims`, its kernels' GPU time, and what the device's Tensor
+-- Cores could do with it (the roofline: the slower of computing at peak and moving its bytes at
+-- the memory's bandwidth).
+--   trace, step: trace name and step of the launch
+--   cpu_op_id, cpu_op: the op (aten::mm, bmm, addmm, baddbmm), cpu_op_path: its chain of ops
+--   math_unit: tensor_core or simt, of its GEMM kernels (the slowest one's when they differ)
+--   kernels, gemm_us: its GEMM kernels and their GPU time, microseconds
+--   batch, m, n, k: the GEMM's shape; dtype: its first input's dtype (float, c10::BFloat16, ...)
+--   flops: 2 * batch * m * n * k; bytes: the inputs read and the output written once
+--   achieved_tflops: flops over gemm_us
+--   tensor_core_tflops: the device's dense Tensor Core peak for this dtype (TF32 for float),
+--                       NULL for a GPU or dtype tracekit has no figure for (see gpu_specs)
+--   roofline_us: max(flops at that peak, bytes at the device's memory bandwidth), microseconds:
+--                the least time Tensor Cores could take
+--   pct_of_peak: achieved_tflops over tensor_core_tflops, percent
+CREATE OR REPLACE VIEW gemm_math AS
+WITH ops AS (
+    SELECT k.trace, k.step, k.cpu_op_id, any_value(k.cpu_op) AS cpu_op, any_value(k.cpu_op_path) AS cpu_op_path,
+           arg_max(k.math_unit, k.dur_us) AS math_unit, count(*) AS kernels, sum(k.dur_us) AS gemm_us
+    FROM kernels k
+    WHERE k.kernel_class = 'gemm' AND k.cpu_op IN ('aten::mm', 'aten::bmm', 'aten::addmm', 'aten::baddbmm')
+    GROUP BY k.trace, k.step, k.cpu_op_id
+), shaped AS (
+    SELECT g.*, t.device_name,
+           -- addmm and baddbmm take the bias first; mm and bmm the two factors.
+           CASE WHEN g.cpu_op IN ('aten::addmm', 'aten::baddbmm') THEN 1 ELSE 0 END AS a,
+           o.input_dims AS dims, o.input_types AS types
+    FROM ops g
+    JOIN cpu_ops o ON o.trace = g.trace AND o.op_id = g.cpu_op_id
+    JOIN traces t ON t.trace = g.trace
+), sized AS (
+    SELECT s.*,
+           CASE WHEN s.cpu_op IN ('aten::bmm', 'aten::baddbmm')
+                THEN TRY_CAST(json_extract(s.dims, '$[' || s.a || '][0]') AS BIGINT) ELSE 1 END AS batch,
+           TRY_CAST(json_extract(s.dims, '$[' || s.a || '][' || (CASE WHEN s.cpu_op IN ('aten::bmm', 'aten::baddbmm') THEN 1 ELSE 0 END) || ']') AS BIGINT) AS m,
+           TRY_CAST(json_extract(s.dims, '$[' || s.a || '][' || (CASE WHEN s.cpu_op IN ('aten::bmm', 'aten::baddbmm') THEN 2 ELSE 1 END) || ']') AS BIGINT) AS k,
+           TRY_CAST(json_extract(s.dims, '$[' || (s.a + 1) || '][' || (CASE WHEN s.cpu_op IN ('aten::bmm', 'aten::baddbmm') THEN 2 ELSE 1 END) || ']') AS BIGINT) AS n,
+           json_extract_string(s.types, '$[' || s.a || ']') AS dtype
+    FROM shaped s
+), costed AS (
+    SELECT z.*, 2.0 * batch * m * n * k AS flops,
+           (batch * m * k + batch * k * n + batch * m * n)
+             * CASE dtype WHEN 'double' THEN 8 WHEN 'float' THEN 4 WHEN 'c10::BFloat16' THEN 2 WHEN 'c10::Half' THEN 2 END
+             AS bytes,
+           CASE dtype WHEN 'float' THEN sp.tf32_tflops WHEN 'c10::BFloat16' THEN sp.bf16_tflops
+                      WHEN 'c10::Half' THEN sp.fp16_tflops END AS tensor_core_tflops,
+           sp.memory_tb_s
+    FROM sized z
+    LEFT JOIN gpu_specs sp ON regexp_matches(z.device_name, sp.name_pattern)
+    QUALIFY row_number() OVER (PARTITION BY z.trace, z.step, z.cpu_op_id ORDER BY length(sp.name_pattern) DESC NULLS LAST) = 1
+)
+SELECT trace, step, cpu_op_id, cpu_op, cpu_op_path, math_unit, kernels, gemm_us, batch, m, n, k, dtype, flops, bytes,
+       flops / gemm_us / 1e6 AS achieved_tflops, tensor_core_tflops,
+       greatest(flops / (tensor_core_tflops * 1e6), bytes / (memory_tb_s * 1e6)) AS roofline_us,
+       100.0 * flops / gemm_us / 1e6 / tensor_core_tflops AS pct_of_peak
+FROM costed;
