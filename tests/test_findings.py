@@ -205,3 +205,25 @@ def test_low_occupancy_names_the_limiter_and_kineto_gap(found):
     assert row["saving_us_per_step"] is None or row["saving_us_per_step"] != row["saving_us_per_step"]
     simt = found[(found["trace"] == "fp32_naive") & (found["rule"] == "low_occupancy")]
     assert not simt.empty and set(simt["severity"]) == {"low"}  # CUDA-core GEMMs: not by design
+
+
+def test_launch_bound_finds_the_training_steps(found):
+    row = _one(found, "train_fp32_train_sdpa_default", "launch_bound")
+    assert row["title"] == "The GPU is busy 16% of each step: 2.8 ms of 17.9 ms"
+    assert row["detail"].startswith("196 kernels per step over 7 steady step(s)")
+    assert "CUDA graph" in row["fix"] and row["severity"] == "high"
+    assert row["saving_us_per_step"] == pytest.approx(17882.0 - 2789.9, rel=1e-3)
+    assert [e["name"] for e in row["evidence"]] == [f"ProfilerStep#{n}" for n in range(1, 8)]
+    # One big attention call per step is not launch-bound, however short the step.
+    assert found[(found["rule"] == "launch_bound") & found["trace"].str.startswith("samples_")].empty
+
+
+def test_cold_start_names_cudnn_plan_and_torch_compile(found):
+    cudnn = _one(found, "samples_sdpa_cudnn", "cold_start")
+    assert cudnn["title"].endswith(": cuDNN") and cudnn["severity"] == "high"
+    assert "aten::_scaled_dot_product_cudnn_attention alone spends" in cudnn["detail"]
+    flex = _one(found, "samples_flex", "cold_start")
+    assert flex["title"].endswith(": torch.compile") and "dynamo alone spends" in flex["detail"]
+    assert "dynamic=False" in flex["fix"]
+    # sdpa_default dispatched to cuDNN after sdpa_cudnn cached the plan: its first call is cheap.
+    assert found[(found["trace"] == "samples_sdpa_default") & (found["rule"] == "cold_start")].empty

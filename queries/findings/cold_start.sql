@@ -1,0 +1,73 @@
+-- cold_start: a first step that costs far more than the steady ones, and what it spent it on
+-- why: the first call pays one-time costs (cuDNN building its execution plan, torch.compile tracing and compiling, Triton autotuning, cuBLAS and cuDNN handles, the allocator's first allocations); they distort a benchmark that times it, and come back whenever shapes change
+-- fix: warm up before measuring; keep shapes static so plans and compiled graphs are reused (torch.compile(dynamic=False), cuDNN caches a plan per shape); cache compiled artifacts across runs (Inductor's FX graph cache)
+-- saving: not per step (NULL): a one-time cost; the detail says how much the first step costs over a steady one and which op spent it
+-- params:
+--   trace = NULL: only this trace
+--   min_ms = 5: report a first step that costs at least this many milliseconds more than the median steady step
+--   max_evidence = 20: at most this many ops named in the evidence
+WITH first AS (
+    SELECT trace, min(step) AS step, count(*) AS steps FROM steps GROUP BY trace HAVING count(*) >= 2
+), spans AS (
+    SELECT f.trace, f.step AS cold_step,
+           max(s.dur_us) FILTER (WHERE s.step = f.step) AS cold_us,
+           median(s.dur_us) FILTER (WHERE s.step <> f.step) AS steady_us
+    FROM first f JOIN steps s USING (trace)
+    WHERE $trace IS NULL OR f.trace = $trace
+    GROUP BY f.trace, f.step
+), costly AS (
+    SELECT * FROM spans WHERE cold_us - steady_us >= CAST($min_ms AS DOUBLE) * 1000
+), ops AS (
+    -- Each op name's CPU time in the cold step against its mean in a steady step.
+    SELECT o.trace, o.name, any_value(lower(o.cat)) AS cat, min(o.depth) AS depth, any_value(c.cold_us - c.steady_us) AS step_excess_us,
+           sum(o.dur_us) FILTER (WHERE o.step = c.cold_step) AS cold_op_us,
+           coalesce(sum(o.dur_us) FILTER (WHERE o.step <> c.cold_step)
+                    / nullif(count(DISTINCT o.step) FILTER (WHERE o.step <> c.cold_step), 0), 0) AS steady_op_us,
+           arg_min(o.op_id, o.ts_us) FILTER (WHERE o.step = c.cold_step) AS first_op_id,
+           min(o.ts_us) FILTER (WHERE o.step = c.cold_step) AS first_ts_us,
+           arg_min(o.dur_us, o.ts_us) FILTER (WHERE o.step = c.cold_step) AS first_dur_us
+    FROM cpu_ops o JOIN costly c ON c.trace = o.trace
+    WHERE NOT regexp_full_match(o.name, 'ProfilerStep#\d+')
+    GROUP BY o.trace, o.name
+), excess AS (
+    SELECT *, cold_op_us - steady_op_us AS excess_us,
+           -- torch.compile and autotuning mark their work with record_function ranges; a library's
+           -- first call is an aten op (a range of the user's that happens to say cudnn is not).
+           CASE WHEN regexp_matches(lower(name), 'dynamo|inductor|compile_fx|torch-compiled|compiledfunction|aot_') THEN 'torch.compile'
+                WHEN regexp_matches(lower(name), 'autotun') THEN 'Triton autotuning'
+                WHEN cat <> 'user_annotation' AND regexp_matches(lower(name), 'cudnn') THEN 'cuDNN'
+                WHEN cat <> 'user_annotation' AND regexp_matches(lower(name), 'cublas') THEN 'cuBLAS' END AS cause
+    FROM ops WHERE cold_op_us IS NOT NULL
+), named AS (
+    -- The cause: the known one with the most excess (its outermost op has the most), else the
+    -- deepest op that alone accounts for half the step's excess.
+    SELECT trace,
+           coalesce(arg_max(cause, excess_us) FILTER (WHERE cause IS NOT NULL AND excess_us >= 0.25 * step_excess_us), 'first-call work') AS cause,
+           coalesce(arg_max(name, excess_us) FILTER (WHERE cause IS NOT NULL AND excess_us >= 0.25 * step_excess_us),
+                    arg_max(name, depth * 1e12 + excess_us) FILTER (WHERE excess_us >= 0.5 * step_excess_us)) AS op,
+           coalesce(max(excess_us) FILTER (WHERE cause IS NOT NULL AND excess_us >= 0.25 * step_excess_us),
+                    arg_max(excess_us, depth * 1e12 + excess_us) FILTER (WHERE excess_us >= 0.5 * step_excess_us)) AS op_excess_us,
+           to_json(list(struct_pack(source := 'cpu_ops', trace := trace, name := name,
+                                    ts_ns := CAST(round(first_ts_us * 1000) AS BIGINT),
+                                    dur_ns := CAST(round(first_dur_us * 1000) AS BIGINT), cpu_op_id := first_op_id)
+                        ORDER BY excess_us DESC, name)[1:CAST($max_evidence AS INTEGER)]) AS evidence
+    FROM excess
+    WHERE excess_us >= 0.05 * step_excess_us
+    GROUP BY trace
+)
+SELECT c.trace, 'cold_start' AS rule,
+       CASE WHEN c.cold_us - c.steady_us >= 100000 THEN 'high'
+            WHEN c.cold_us - c.steady_us >= 10000 THEN 'medium' ELSE 'low' END AS severity,
+       format('The first step takes {:.1f} ms against {:.3f} ms for a steady one: {}',
+              c.cold_us / 1000, c.steady_us / 1000, n.cause) AS title,
+       format('Step {} costs {:.1f} ms more than the median steady step; {} alone spends {:.1f} ms more than in a steady step',
+              c.cold_step, (c.cold_us - c.steady_us) / 1000, coalesce(n.op, 'no single op'),
+              coalesce(n.op_excess_us, 0) / 1000) AS detail,
+       CASE n.cause
+            WHEN 'torch.compile' THEN 'warm up before measuring, keep shapes static (torch.compile(dynamic=False)) so it compiles once, and keep Inductor''s FX graph cache on across runs'
+            WHEN 'Triton autotuning' THEN 'warm up before measuring; keep autotuning results across runs (Inductor''s cache) and shapes static'
+            WHEN 'cuDNN' THEN 'warm up before measuring: cuDNN builds and caches an execution plan per shape on the first call; keep shapes static'
+            ELSE 'warm up before measuring, and keep shapes static so the one-time work is not repeated' END AS fix,
+       CAST(NULL AS DOUBLE) AS saving_us_per_step,
+       n.evidence
+FROM costly c JOIN named n USING (trace);
