@@ -5,6 +5,7 @@ import click
 from tracekit.errors import TracekitError
 
 DEFAULT_HTML = "report.html"
+FORMATS = ("html", "markdown")
 
 
 @click.command()
@@ -12,8 +13,9 @@ DEFAULT_HTML = "report.html"
               help="Database [default: ./tracekit.duckdb, else the bundled sample traces].")
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
               help=f"Write to this file [default: {DEFAULT_HTML} for html, standard output for markdown].")
-@click.option("-f", "--format", "fmt", type=click.Choice(["html", "markdown"]), default="html",
-              show_default=True, help="html: one self-contained page; markdown: table and findings.")
+@click.option("-f", "--format", "fmt", type=click.Choice(FORMATS),
+              help="html: one self-contained page; markdown: table and findings "
+                   "[default: html, or what -o's extension says: .html, .md].")
 def report(db, output, fmt):
     """Write a report comparing the loaded traces: table, charts and findings.
 
@@ -21,9 +23,11 @@ def report(db, output, fmt):
     With no --db and no tracekit.duckdb here, it reports on the bundled sample traces.
     """
     from tracekit.cli import database_to_read
+    from tracekit.output_format import format_for_output
     from tracekit.report import render
     from tracekit.report.data import load
 
+    fmt = format_for_output(fmt, output, default="html", allowed=FORMATS)
     path, is_samples = database_to_read(db, "reporting on")
     data = load(None if is_samples else path)
     text = render(data, fmt)
