@@ -2,6 +2,7 @@
 a start without pandas."""
 
 import fcntl
+import json
 import os
 import pty
 import re
@@ -118,7 +119,6 @@ def test_line_mode_reads_like_duckdbs():
 @pytest.mark.parametrize("fmt", ["table", "csv", "json", "line", "markdown"])
 def test_columns_chooses_and_orders_the_columns(sample_db, fmt):
     full = invoke("query", "summary", "--db", sample_db, "-f", "json").stdout
-    import json
     want = [{"gpu_us_per_step": r["gpu_us_per_step"], "trace": r["trace"]} for r in json.loads(full)]
     result = invoke("query", "summary", "--db", sample_db, "-f", fmt, "--columns", "gpu_us_per_step, trace")
     assert result.exit_code == 0, result.output

@@ -12,7 +12,7 @@ import io
 
 from tracekit.cells import json_value, text
 from tracekit.errors import TracekitError
-from tracekit.rows import Rows, records  # noqa: F401  (records: the API's DataFrame as row dicts)
+from tracekit.rows import records  # noqa: F401  (the API's DataFrames as row dicts, for tests and scripts)
 from tracekit.table_fit import table
 
 FORMATS = ("table", "line", "csv", "tsv", "json", "ndjson", "markdown", "html", "parquet")

@@ -8,9 +8,8 @@ from pathlib import Path
 import click
 
 from tracekit.errors import TracekitError
+from tracekit.render import FORMATS  # light: the renderer imports neither duckdb nor pandas
 
-# The formats of tracekit.render (listed here so that --help needs no import of it).
-FORMATS = ("table", "line", "csv", "tsv", "json", "ndjson", "markdown", "html", "parquet")
 # Loads shorter than this finish before a progress bar would help.
 PROGRESS_AFTER_S = 1.0
 
