@@ -46,6 +46,11 @@ def place(base_db, tmp_path, monkeypatch):
     (tmp_path / "old.csv").write_text("a,b\n1,2\n")
     (tmp_path / "page.html").write_text("<!DOCTYPE html>\n<html><body>old report</body></html>\n")
     duckdb.sql("COPY (SELECT 1 AS x) TO '" + str(tmp_path / "old.parquet") + "' (FORMAT parquet)")
+    # The same contents under names whose extension says no format, so -f decides what is written
+    # (a name like trace.json picks json itself: -f csv with it is refused as a mismatch first).
+    for name, neutral in (("trace.json", "trace.out"), ("page.html", "page.out"), ("old.parquet", "old.bin"),
+                          ("old.csv", "old.txt")):
+        shutil.copy(tmp_path / name, tmp_path / neutral)
     monkeypatch.chdir(tmp_path)
     return tmp_path
 
@@ -98,17 +103,17 @@ REFUSED = [
     (["query", "summary", "-f", "csv"], "someone.duckdb", "holds a DuckDB database, not csv"),
     (["query", "summary", "-f", "csv"], "trace.json.gz", "holds gzip data, not csv"),
     (["query", "summary", "-f", "csv"], "plot.png", "holds a PNG image, not csv"),
-    (["query", "summary", "-f", "csv"], "trace.json", "holds JSON, not csv"),
-    (["query", "summary", "-f", "markdown"], "page.html", "holds HTML, not markdown"),
-    (["query", "summary", "-f", "json"], "old.parquet", "holds a Parquet file, not json"),
-    (["query", "summary", "-f", "parquet"], "old.csv", "holds text, not parquet"),
+    (["query", "summary", "-f", "csv"], "trace.out", "holds JSON, not csv"),
+    (["query", "summary", "-f", "markdown"], "page.out", "holds HTML, not markdown"),
+    (["query", "summary", "-f", "json"], "old.bin", "holds a Parquet file, not json"),
+    (["query", "summary", "-f", "parquet"], "old.txt", "holds text, not parquet"),
     (["query", "--list", "-f", "table"], "someone.duckdb", "holds a DuckDB database, not table"),
     (["export", "--trace", "naive"], "packed.json", "holds gzip data, not a JSON trace"),
     (["export", "--trace", "naive"], "someone.duckdb", "holds a DuckDB database, not a JSON trace"),
     (["export", "--trace", "naive"], "plot.png", "holds a PNG image, not a JSON trace"),
     (["export", "--trace", "naive"], "plain.json.gz", "holds JSON, not a .json.gz trace"),
     (["report"], "someone.duckdb", "holds a DuckDB database, not html"),
-    (["report"], "trace.json", "holds JSON, not html"),
+    (["report", "-f", "html"], "trace.out", "holds JSON, not html"),
     (["report", "-f", "markdown"], "plot.png", "holds a PNG image, not markdown"),
 ]
 
@@ -138,13 +143,13 @@ def test_force_overwrites_a_file_of_another_format(place, command, existing):
 # (command, existing file of the same format it writes)
 SAME_FORMAT = [
     (["query", "summary", "-f", "csv"], "old.csv"),
-    (["query", "summary", "-f", "table"], "old.csv"),         # plain text is anyone's
+    (["query", "summary", "-f", "table"], "old.txt"),         # plain text is anyone's
     (["query", "summary", "-f", "json"], "trace.json"),
-    (["query", "summary", "-f", "json"], "old.csv"),
+    (["query", "summary", "-f", "json"], "old.txt"),
     (["query", "summary", "-f", "parquet"], "old.parquet"),
     (["export", "--trace", "naive"], "trace.json"),
     (["report"], "page.html"),
-    (["report", "-f", "markdown"], "old.csv"),
+    (["report", "-f", "markdown"], "old.txt"),
 ]
 
 

@@ -11,8 +11,6 @@ import re
 from dataclasses import dataclass, field
 from importlib import resources
 
-import pandas as pd
-
 from tracekit.errors import QueryError
 from tracekit.named_queries import run_sql
 
@@ -84,6 +82,8 @@ def run_findings(con, *, trace=None, rule=None, params=None):
     unknown = sorted(set(given) - known)
     if unknown:
         raise QueryError(f"no finding rule takes {', '.join(unknown)} (they take: {', '.join(sorted(known))})")
+    import pandas as pd  # the engine's rows are DataFrames; the CLI's query path must not pay for pandas
+
     frames = []
     for r in selected:
         bound = {key: given.get(key, default) for key, (default, _) in r.params.items()}

@@ -86,19 +86,29 @@ def _friendly(exc, sql):
     if "read-only" in message.lower() or "read only" in message.lower():
         return QueryError("the database is opened read-only: `tracekit query` never changes it "
                           f"(load traces with `tracekit load`) — {first}")
+    return QueryError(f"{first} — in SQL: {_shown(sql)}")
+
+
+def _shown(sql):
     shown = " ".join(sql.split())
-    shown = shown if len(shown) <= 300 else shown[:297] + "..."
-    return QueryError(f"{first} — in SQL: {shown}")
+    return shown if len(shown) <= 300 else shown[:297] + "..."
+
+
+def _execute(con, sql, params):
+    """Runs one SELECT statement. Whatever `con` allows, the SQL may only read: anything but one
+    SELECT is refused unrun (every path that runs a user's SQL comes through here)."""
+    check_read_only(sql)
+    try:
+        return con.execute(sql, params) if params else con.execute(sql)
+    except duckdb.Error as exc:
+        raise _friendly(exc, sql) from None
 
 
 def run_sql(con, sql, params=None):
-    """Runs one SELECT statement and returns a pandas DataFrame; errors become QueryError.
-
-    Whatever `con` allows, the SQL may only read: anything but one SELECT is refused unrun."""
-    check_read_only(sql)
+    """Runs one SELECT statement and returns a pandas DataFrame; errors become QueryError."""
+    relation = _execute(con, sql, params)
+    json_columns = [d[0] for d in relation.description or [] if str(d[1]) == "JSON"]
     try:
-        relation = con.execute(sql, params) if params else con.execute(sql)
-        json_columns = [d[0] for d in relation.description or [] if str(d[1]) == "JSON"]
         frame = relation.df()
     except duckdb.Error as exc:
         raise _friendly(exc, sql) from None
@@ -110,6 +120,39 @@ def run_sql(con, sql, params=None):
 
 def run_named(con, name, params=None):
     """Runs the named query `name` with `params` (a dict of text values) and returns a DataFrame."""
+    return run_sql(con, *named_sql(name, params))
+
+
+def named_sql(name, params=None):
+    """(SQL, bound parameters or None) of the named query `name` with `params` (text values)."""
     query = get_query(name)
-    bound = _bind(query, params or {})
-    return run_sql(con, query.sql, bound or None)
+    return query.sql, _bind(query, params or {}) or None
+
+
+def fetch_rows(con, sql, params=None):
+    """Runs one SQL statement and returns its Rows, every value as DuckDB gives it (no pandas)."""
+    from tracekit.rows import Rows
+
+    cursor = _execute(con, sql, params)
+    try:
+        return Rows.from_cursor(cursor)
+    except duckdb.Error as exc:
+        raise _friendly(exc, sql) from None
+
+
+def write_parquet(con, sql, params, path, columns=None):
+    """Runs the SQL and writes its rows (only `columns`, when given) to the Parquet file `path`,
+    types and values exact; returns the number of rows."""
+    from tracekit.parquet_out import write_relation
+    from tracekit.rows import check_columns
+
+    try:
+        relation = con.sql(sql, params=params)
+        if relation is None:
+            raise QueryError(f"the SQL returns no rows to write — in SQL: {_shown(sql)}")
+        if columns:
+            check_columns(relation.columns, columns)
+            relation = relation.project(", ".join('"' + c.replace('"', '""') + '"' for c in columns))
+        return write_relation(relation, path)
+    except duckdb.Error as exc:
+        raise _friendly(exc, sql) from None

@@ -1,143 +1,126 @@
-"""One renderer for every output format: table, csv, json, markdown, parquet."""
+"""One renderer for every output format of rows: table, line, csv, tsv, json, ndjson, markdown,
+html (and parquet, which is a file: tracekit.parquet_out).
 
+It takes a Rows (column names, rows of plain Python values) and imports neither pandas nor numpy,
+so `tracekit query` starts fast. Every value goes through tracekit.cells: numbers exact in every
+format, JSON strict.
+"""
+
+import csv
+import html
 import io
-import json
-import math
 
-import duckdb
-import numpy as np
-import pandas as pd
-
+from tracekit.cells import json_value, text
 from tracekit.errors import TracekitError
+from tracekit.rows import records  # noqa: F401  (the API's DataFrames as row dicts, for tests and scripts)
+from tracekit.table_fit import table
 
-FORMATS = ("table", "csv", "json", "markdown", "parquet")
-# Kernel names run to hundreds of characters; a terminal table shows their start.
-TABLE_CELL_CHARS = 60
-
-
-def _plain(value):
-    """A cell as a JSON-ready Python value (numpy scalars, arrays, NaN, timestamps)."""
-    if value is None:
-        return None
-    if isinstance(value, (np.ndarray, list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    if isinstance(value, pd.Timestamp):
-        return value.isoformat()
-    if value is pd.NaT or value is pd.NA:
-        return None  # a NULL integer arrives as pandas' NA: unknown, printed as null or blank
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    return value
+FORMATS = ("table", "line", "csv", "tsv", "json", "ndjson", "markdown", "html", "parquet")
 
 
-def records(frame):
-    """The frame as a list of row dicts of plain Python values."""
-    columns = list(frame.columns)
-    return [{c: _plain(v) for c, v in zip(columns, row)} for row in frame.itertuples(index=False, name=None)]
+def as_table(rows, width=None):
+    """An aligned text table fitted to `width` characters (None: every value whole)."""
+    return table(rows, width)
 
 
-def _text(value, limit=None):
-    value = _plain(value)
-    if value is None:
-        text = ""
-    elif isinstance(value, float):
-        if value.is_integer() and abs(value) < 1e15:
-            text = str(int(value))
-        else:
-            text = f"{value:.6g}" if abs(value) >= 1e-4 else f"{value:.3e}"
-    elif isinstance(value, (list, dict)):
-        text = json.dumps(value, separators=(",", ":"))
-    else:
-        text = str(value)
-    text = text.replace("\n", " ")
-    if limit and len(text) > limit:
-        text = text[: limit - 1] + "…"
-    return text
+def as_line(rows):
+    """One `column = value` line per column and a blank line between rows, as DuckDB's `.mode line`."""
+    name_width = max((len(c) for c in rows.columns), default=0)
+    blocks = ["\n".join(_name_value(c.rjust(name_width), v) for c, v in zip(rows.columns, row))
+              for row in rows.rows]
+    return "\n".join(block + "\n" for block in blocks)
 
 
-def _is_numeric(series):
-    return pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series)
+def _name_value(name, value):
+    return f"{name} =" if value is None else f"{name} = {text(value)}"  # NULL: nothing after the =
 
 
-def as_table(frame, cell_chars=TABLE_CELL_CHARS):
-    columns = list(frame.columns)
-    cells = [[_text(v, cell_chars) for v in row] for row in frame.itertuples(index=False, name=None)]
-    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
-    numeric = [_is_numeric(frame[c]) for c in columns]
-
-    def line(values):
-        return "  ".join(v.rjust(w) if num else v.ljust(w)
-                         for v, w, num in zip(values, widths, numeric)).rstrip()
-
-    rule = "  ".join("-" * w for w in widths)
-    count = f"{len(cells)} row{'s' if len(cells) != 1 else ''}"
-    if cell_chars and any(len(_text(v)) > cell_chars for row in frame.itertuples(index=False, name=None) for v in row):
-        count += f"; values cut at {cell_chars} characters, -f csv, json or markdown show them whole"
-    footer = f"({count})"
-    return "\n".join([line(columns), rule] + [line(r) for r in cells] + [footer]) + "\n"
-
-
-def as_markdown(frame):
-    columns = list(frame.columns)
-    numeric = [_is_numeric(frame[c]) for c in columns]
-    head = "| " + " | ".join(columns) + " |"
-    align = "|" + "|".join("---:" if n else "---" for n in numeric) + "|"
-    rows = ["| " + " | ".join(_text(v).replace("|", "\\|") for v in row) + " |"
-            for row in frame.itertuples(index=False, name=None)]
-    return "\n".join([head, align] + rows) + "\n"
-
-
-def as_csv(frame):
+def _delimited(rows, delimiter):
     out = io.StringIO()
-    plain = pd.DataFrame(records(frame), columns=frame.columns)
-    for column in plain.columns:
-        if plain[column].map(lambda v: isinstance(v, (list, dict))).any():
-            plain[column] = plain[column].map(lambda v: json.dumps(v) if v is not None else None)
-    plain.to_csv(out, index=False)
+    writer = csv.writer(out, delimiter=delimiter, lineterminator="\n")
+    writer.writerow(rows.columns)
+    writer.writerows([text(v) for v in row] for row in rows.rows)
     return out.getvalue()
 
 
-def as_json(frame):
-    return json.dumps(records(frame), ensure_ascii=False, default=str) + "\n"
+def as_csv(rows):
+    return _delimited(rows, ",")
 
 
-def write_parquet(frame, path):
-    con = duckdb.connect()
-    try:
-        con.register("result_frame", frame)
-        con.execute("COPY (SELECT * FROM result_frame) TO ? (FORMAT parquet)", [str(path)])
-    except duckdb.Error as exc:
-        raise TracekitError(f"{path}: cannot write parquet ({str(exc).splitlines()[0]})") from None
-    finally:
-        con.close()
+def as_tsv(rows):
+    """Tab-separated; a value holding a tab, newline or quote is quoted as in CSV."""
+    return _delimited(rows, "\t")
 
 
-def render(frame, fmt):
-    """The frame as text in `fmt` (every format but parquet, which needs a file)."""
+def _json_object(columns, row):
+    return "{" + ", ".join(f"{json_value(c)}: {json_value(v)}" for c, v in zip(columns, row)) + "}"
+
+
+def as_json(rows):
+    """One JSON array of row objects, a row per line."""
+    if not rows.rows:
+        return "[]\n"
+    return "[\n" + ",\n".join(_json_object(rows.columns, row) for row in rows.rows) + "\n]\n"
+
+
+def as_ndjson(rows):
+    """One JSON object per line (newline-delimited JSON), nothing for no rows."""
+    return "".join(_json_object(rows.columns, row) + "\n" for row in rows.rows)
+
+
+def as_markdown(rows):
+    numeric = rows.numeric()
+
+    def cell(value):
+        return text(value).replace("|", "\\|").replace("\r\n", " ").replace("\n", " ")
+
+    head = "| " + " | ".join(cell(c) for c in rows.columns) + " |"
+    align = "|" + "|".join("---:" if n else "---" for n in numeric) + "|"
+    body = ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows.rows]
+    return "\n".join([head, align] + body) + "\n"
+
+
+def as_html(rows):
+    """A standalone HTML page holding the rows as one table, numbers right-aligned."""
+    numeric = rows.numeric()
+
+    def cells(values, tag):
+        return "".join(f"<{tag}{' class=n' if num else ''}>{html.escape(text(v))}</{tag}>"
+                       for v, num in zip(values, numeric))
+
+    lines = ["<!doctype html>", '<meta charset="utf-8">', "<title>tracekit query</title>",
+             "<style>table{border-collapse:collapse;font:13px system-ui,sans-serif}"
+             "th,td{border:1px solid #ccc;padding:2px 6px;text-align:left}.n{text-align:right}</style>",
+             "<table>", f"<thead><tr>{cells(rows.columns, 'th')}</tr></thead>", "<tbody>"]
+    lines += [f"<tr>{cells(row, 'td')}</tr>" for row in rows.rows]
+    return "\n".join(lines + ["</tbody>", "</table>"]) + "\n"
+
+
+_TEXT_FORMATS = {"line": as_line, "csv": as_csv, "tsv": as_tsv, "json": as_json, "ndjson": as_ndjson,
+                 "markdown": as_markdown, "html": as_html}
+
+
+def render(rows, fmt, width=None):
+    """`rows` as text in `fmt` (every format but parquet, which needs a file); `width` fits a table."""
     if fmt == "table":
-        return as_table(frame)
-    if fmt == "markdown":
-        return as_markdown(frame)
-    if fmt == "csv":
-        return as_csv(frame)
-    if fmt == "json":
-        return as_json(frame)
+        return as_table(rows, width)
+    if fmt in _TEXT_FORMATS:
+        return _TEXT_FORMATS[fmt](rows)
     if fmt == "parquet":
         raise TracekitError("parquet is binary: give a file with -o FILE")
     raise TracekitError(f"unknown format {fmt!r} (choose from {', '.join(FORMATS)})")
 
 
-def write(frame, fmt, path):
-    """Writes the frame in `fmt` to `path`."""
+def write(rows, fmt, path):
+    """Writes `rows` in `fmt` to `path`, every value whole."""
     if fmt == "parquet":
-        write_parquet(frame, path)
+        from tracekit.parquet_out import write_rows
+        write_rows(rows, path)
         return
+    content = render(rows, fmt)
     try:
-        with open(path, "w", encoding="utf-8") as handle:
-            handle.write(render(frame, fmt))
+        with open(path, "w", encoding="utf-8", newline="") as handle:
+            handle.write(content)
     except OSError as exc:
         raise TracekitError(f"{path}: cannot write ({exc.strerror})") from None
+

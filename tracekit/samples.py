@@ -44,12 +44,12 @@ def _fingerprint():
 
 def sample_database():
     """Path of a database holding the sample traces, building it on first use."""
+    target = _cache_dir() / f"samples-{_fingerprint()}.duckdb"
+    if target.exists():
+        return target  # the loader is imported only to build it: `tracekit query` starts faster
     from tracekit.database import connect
     from tracekit.loader import load_file
 
-    target = _cache_dir() / f"samples-{_fingerprint()}.duckdb"
-    if target.exists():
-        return target
     handle, scratch = tempfile.mkstemp(dir=target.parent, prefix=".samples-", suffix=".duckdb")
     os.close(handle)
     os.unlink(scratch)

@@ -8,18 +8,31 @@ from pathlib import Path
 import click
 
 from tracekit.errors import TracekitError
+from tracekit.render import FORMATS  # light: the renderer imports neither duckdb nor pandas
 
-FORMATS = ("table", "csv", "json", "markdown", "parquet")
 # Loads shorter than this finish before a progress bar would help.
 PROGRESS_AFTER_S = 1.0
 
 
+def _column_list(ctx, param, value):
+    if value is None:
+        return None
+    names = [name.strip() for name in value.split(",")]
+    if not all(names):
+        raise click.BadParameter("give column names separated by commas, as in --columns trace,step")
+    return names
+
+
 def output_options(command):
     """The options every command that prints rows shares."""
+    command = click.option("--columns", callback=_column_list, metavar="A,B,...",
+                           help="Only these columns of the result, in this order.")(command)
     command = click.option("-o", "--output", type=click.Path(dir_okay=False),
-                           help="Write to this file instead of standard output.")(command)
-    command = click.option("-f", "--format", "fmt", type=click.Choice(FORMATS), default="table",
-                           show_default=True, help="Output format (parquet needs -o).")(command)
+                           help="Write to this file instead of standard output; its extension (.csv .tsv .json "
+                                ".ndjson .md .html .parquet) picks the format unless -f gives it.")(command)
+    command = click.option("-f", "--format", "fmt", type=click.Choice(FORMATS),
+                           help="Output format [default: table, or what -o's extension says]; "
+                                "parquet needs -o.")(command)
     command = click.option("--force", is_flag=True,
                            help="Let -o replace an existing file that holds another format.")(command)
     return command
@@ -33,13 +46,38 @@ def check_output_file(output, fmt, force, database=None):
         check_output(output, kind, what=fmt, database=database, force=force)
 
 
-def emit(frame, fmt, output):
+def output_format(fmt, output):
+    """The format -f and -o ask for together (see tracekit.output_format)."""
+    from tracekit.output_format import format_for_output
+    return format_for_output(fmt, output, default="table", allowed=FORMATS)
+
+
+def terminal_width():
+    """The width a table is fitted to: COLUMNS, else the terminal's. None, so that nothing is cut,
+    when standard output is not a terminal (a pipe, a file) and COLUMNS is unset."""
+    import os
+    import shutil
+
+    columns = os.environ.get("COLUMNS", "").strip()
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    try:
+        on_terminal = sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        on_terminal = False
+    return shutil.get_terminal_size().columns if on_terminal else None
+
+
+def emit(rows, fmt, output, columns=None):
+    """Prints `rows` (a tracekit.rows.Rows) in `fmt`, or writes them to the file `output`."""
     from tracekit.render import render, write
+    if columns:
+        rows = rows.select(columns)
     if output:
-        write(frame, fmt, output)
-        click.echo(f"wrote {len(frame)} row(s) to {output}", err=True)
+        write(rows, fmt, output)
+        click.echo(f"wrote {len(rows.rows)} row(s) to {output}", err=True)
     else:
-        click.echo(render(frame, fmt), nl=False)
+        click.echo(render(rows, fmt, terminal_width()), nl=False)
 
 
 # A file's share of its bar spent reading its bytes; the rest is deriving the tables and the commit.
@@ -195,36 +233,47 @@ def _params(pairs):
 @click.option("--allow-files", is_flag=True,
               help="Let --sql read your own files (CSV, Parquet, JSON) to join with the traces; it still never writes.")
 @output_options
-def query(name, sql, db, params, list_queries, allow_files, fmt, force, output):
+def query(name, sql, db, params, list_queries, allow_files, fmt, force, output, columns):
     """Run a named query (queries/*.sql) or --sql SQL, read-only, and print the rows.
 
     With no --db and no tracekit.duckdb here, it runs on the bundled sample traces.
     --sql is one SELECT that sees the trace database and nothing else (see --allow-files).
+    A table fits the terminal (or COLUMNS); piped, it shows every value whole.
     """
     from tracekit.cli import database_to_read
     from tracekit.database import connect_for_queries
-    from tracekit.named_queries import named_queries, run_named, run_sql
+    from tracekit.named_queries import fetch_rows, named_sql, write_parquet
 
+    fmt = output_format(fmt, output)
     if list_queries:
-        import pandas as pd
-        rows = [{"query": q.name, "question": q.question,
-                 "params": ", ".join(f"{k}={d if d is not None else 'NULL'}" for k, (d, _) in q.params.items())}
-                for q in named_queries().values()]
         check_output_file(output, fmt, force)
-        emit(pd.DataFrame(rows), fmt, output)
+        emit(_query_list(), fmt, output, columns)
         return
     if (name is None) == (sql is None):
         raise click.UsageError("give a query NAME or --sql SQL (tracekit query --list shows the names)")
     if sql is not None and params:
         raise click.UsageError("-p parameters go with a named query, not --sql")
+    sql, bound = named_sql(name, _params(params)) if name else (sql, None)
     path, _ = database_to_read(db, "running on")
     check_output_file(output, fmt, force, database=path)
     con = connect_for_queries(path, allow_files=allow_files)
     try:
-        frame = run_named(con, name, _params(params)) if name else run_sql(con, sql)
+        if fmt == "parquet":
+            count = write_parquet(con, sql, bound, output, columns)
+            click.echo(f"wrote {count} row(s) to {output}", err=True)
+            return
+        rows = fetch_rows(con, sql, bound)
     finally:
         con.close()
-    emit(frame, fmt, output)
+    emit(rows, fmt, output, columns)
+
+
+def _query_list():
+    from tracekit.named_queries import named_queries
+    from tracekit.rows import Rows
+    return Rows(["query", "question", "params"],
+                [(q.name, q.question, ", ".join(f"{k}={d if d is not None else 'NULL'}" for k, (d, _) in q.params.items()))
+                 for q in named_queries().values()])
 
 
 @click.command()

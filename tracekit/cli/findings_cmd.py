@@ -2,7 +2,7 @@
 
 import click
 
-from tracekit.cli.analysis_cmd import check_output_file, emit, output_options
+from tracekit.cli.analysis_cmd import check_output_file, emit, output_format, output_options
 
 
 @click.command()
@@ -15,7 +15,7 @@ from tracekit.cli.analysis_cmd import check_output_file, emit, output_options
 @click.option("--evidence/--no-evidence", default=False, show_default=True,
               help="Include the evidence column (the events each finding rests on, as JSON).")
 @output_options
-def findings(db, params, rule, list_rules, evidence, fmt, force, output):
+def findings(db, params, rule, list_rules, evidence, fmt, force, output, columns):
     """Explain the traces: what each rule finds, with the fix and the GPU time per step it would save.
 
     Ranked by saving (largest first); findings whose saving cannot be estimated come last.
@@ -24,14 +24,16 @@ def findings(db, params, rule, list_rules, evidence, fmt, force, output):
     from tracekit.cli import database_to_read
     from tracekit.database import connect_for_queries
     from tracekit.findings_engine import rules, run_findings
+    from tracekit.rows import Rows
 
+    fmt = output_format(fmt, output)
     if list_rules:
         import pandas as pd
         rows = [{"rule": r.rule, "detects": r.detects, "fix": r.fix, "saving": r.saving,
                  "params": ", ".join(f"{k}={d if d is not None else 'NULL'}" for k, (d, _) in r.params.items())}
                 for r in rules().values()]
         check_output_file(output, fmt, force)
-        emit(pd.DataFrame(rows), fmt, output)
+        emit(Rows.from_frame(pd.DataFrame(rows)), fmt, output, columns)
         return
     path, _ = database_to_read(db, "explaining")
     check_output_file(output, fmt, force, database=path)
@@ -40,7 +42,7 @@ def findings(db, params, rule, list_rules, evidence, fmt, force, output):
         frame = run_findings(con, rule=rule, params=dict(params))
     finally:
         con.close()
-    emit(frame if evidence else frame.drop(columns=["evidence"]), fmt, output)
+    emit(Rows.from_frame(frame if evidence else frame.drop(columns=["evidence"])), fmt, output, columns)
 
 
 COMMANDS = [findings]

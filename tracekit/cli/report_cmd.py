@@ -5,6 +5,7 @@ import click
 from tracekit.errors import TracekitError
 
 DEFAULT_HTML = "report.html"
+FORMATS = ("html", "markdown")
 
 
 @click.command()
@@ -12,8 +13,9 @@ DEFAULT_HTML = "report.html"
               help="Database [default: ./tracekit.duckdb, else the bundled sample traces].")
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
               help=f"Write to this file [default: {DEFAULT_HTML} for html, standard output for markdown].")
-@click.option("-f", "--format", "fmt", type=click.Choice(["html", "markdown"]), default="html",
-              show_default=True, help="html: one self-contained page; markdown: table and findings.")
+@click.option("-f", "--format", "fmt", type=click.Choice(FORMATS),
+              help="html: one self-contained page; markdown: table and findings "
+                   "[default: html, or what -o's extension says: .html, .md].")
 @click.option("--force", is_flag=True, help="Let -o replace an existing file that holds another format.")
 def report(db, output, fmt, force):
     """Write a report comparing the loaded traces: table, charts and findings.
@@ -22,10 +24,12 @@ def report(db, output, fmt, force):
     With no --db and no tracekit.duckdb here, it reports on the bundled sample traces.
     """
     from tracekit.cli import database_to_read
+    from tracekit.output_format import format_for_output
     from tracekit.output_guard import HTML, TEXT, check_output
     from tracekit.report import render
     from tracekit.report.data import load
 
+    fmt = format_for_output(fmt, output, default="html", allowed=FORMATS)
     path, is_samples = database_to_read(db, "reporting on")
     target = output or (DEFAULT_HTML if fmt == "html" else None)
     if target:

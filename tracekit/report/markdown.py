@@ -1,6 +1,7 @@
 """The report for a terminal or a pull request: the comparative table and the findings."""
 
 from tracekit.render import as_markdown
+from tracekit.rows import Rows
 from tracekit.report.table import display_frame
 
 
@@ -9,7 +10,7 @@ def markdown(data, findings):
     lines = ["# tracekit report", "",
              f"{len(data.summary)} trace(s) from {data.source or 'a tracekit database'}; per-step figures "
              "are means over the steady steps (all but the first).", "",
-             "## Variants, fastest first", "", as_markdown(display_frame(data)).rstrip(), "",
+             "## Variants, fastest first", "", as_markdown(Rows.from_frame(display_frame(data))).rstrip(), "",
              "## Findings", ""]
     for finding in findings:
         lines.append(f"- **{finding.title}**")

@@ -1,0 +1,169 @@
+"""`tracekit query`'s table on a terminal (COLUMNS or the tty's width), `-f line`, `--columns`, and
+a start without pandas."""
+
+import fcntl
+import json
+import os
+import pty
+import re
+import struct
+import subprocess
+import sys
+import termios
+
+import pytest
+
+from test_query_formats import duckdb_rows, invoke, same
+from tracekit.cells import text
+from tracekit.named_queries import named_queries, named_sql
+
+QUERIES = sorted(named_queries())
+WIDE = ["summary", "occupancy", "gemm_classes", "top_kernels", "memcpy"]
+
+
+def read_table(output):
+    """(header, rows of cells, footer) of a table, cut into columns at the dashes of its rule line."""
+    lines = output.rstrip("\n").splitlines()
+    spans = [m.span() for m in re.finditer(r"-+", lines[1])]
+
+    def cells(line):
+        return [line[start:end + (0 if i < len(spans) - 1 else len(line))].strip()
+                for i, (start, end) in enumerate(spans)]
+    return cells(lines[0]), [cells(line) for line in lines[2:-1]], lines[-1]
+
+
+@pytest.mark.parametrize("width", [60, 100, 160])
+@pytest.mark.parametrize("name", WIDE)
+def test_a_table_fits_the_width_numbers_whole_text_cut_columns_left_out(sample_db, name, width):
+    sql, params = named_sql(name)
+    columns, expected = duckdb_rows(sample_db, sql, params)
+    result = invoke("query", name, "--db", sample_db, env={"COLUMNS": str(width)})
+    assert result.exit_code == 0, result.output
+    header, rows, footer = read_table(result.stdout)
+    assert all(len(line) <= width for line in result.stdout.splitlines()[:-1])
+    assert header == columns[:len(header)]          # the leading columns, in order
+    if len(header) < len(columns):
+        assert f"{len(header)} of {len(columns)} columns shown" in footer and "-f line shows all" in footer
+    cut = False
+    for cells, want in zip(rows, expected):
+        for cell, value in zip(cells, want):
+            if isinstance(value, str) and cell != value:
+                cut = True
+                assert cell.endswith("…") and value.startswith(cell[:-1])
+            else:
+                assert same(cell, value), (cell, value)    # numbers never cut
+    assert cut == ("long values cut with …" in footer)
+    assert footer.startswith(f"({len(expected)} row")
+
+
+@pytest.mark.parametrize("name", QUERIES)
+def test_without_a_terminal_or_columns_every_value_is_whole(sample_db, name):
+    sql, params = named_sql(name)
+    columns, expected = duckdb_rows(sample_db, sql, params)
+    header, rows, footer = read_table(invoke("query", name, "--db", sample_db).stdout)
+    assert header == columns and footer == f"({len(expected)} row{'s' if len(expected) != 1 else ''})"
+    assert rows == [[text(v) for v in row] for row in expected]
+
+
+def test_the_footer_names_what_was_left_out(sample_db):
+    footer = invoke("query", "summary", "--db", sample_db, env={"COLUMNS": "100"}).stdout.splitlines()[-1]
+    assert re.fullmatch(r"\(8 rows; \d+ of 14 columns shown to fit 100 columns; -f line shows all\)", footer)
+
+
+def test_a_terminal_is_measured_when_columns_is_unset(sample_db):
+    # A real pseudo-terminal 70 columns wide as standard output, COLUMNS unset.
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 70, 0, 0))
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    process = subprocess.Popen([sys.executable, "-m", "tracekit", "query", "occupancy", "--db", str(sample_db)],
+                               stdout=follower, stderr=subprocess.PIPE, env=env)
+    os.close(follower)
+    output = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:
+            break  # the terminal closed with the process
+        if not chunk:
+            break
+        output += chunk
+    os.close(leader)
+    assert process.wait(timeout=60) == 0, process.stderr.read()
+    lines = output.decode().replace("\r\n", "\n").splitlines()
+    assert lines[-1].startswith("(28 rows;") and "to fit 70 columns" in lines[-1]
+    assert max(len(line) for line in lines[:-1]) <= 70
+
+
+@pytest.mark.parametrize("name", QUERIES)
+def test_line_mode_shows_every_column_whole_as_duckdbs_mode_line(sample_db, name):
+    sql, params = named_sql(name)
+    columns, expected = duckdb_rows(sample_db, sql, params)
+    output = invoke("query", name, "--db", sample_db, "-f", "line", env={"COLUMNS": "40"}).stdout
+    blocks = [block for block in output.split("\n\n") if block.strip()]
+    assert len(blocks) == len(expected)
+    width = max(len(c) for c in columns)
+    for block, want in zip(blocks, expected):
+        lines = block.splitlines()
+        assert [line[:width].strip() for line in lines] == columns
+        assert all(line[width:width + 2] == " =" for line in lines)
+        assert [line[width + 3:] for line in lines] == [text(v) for v in want]
+
+
+def test_line_mode_reads_like_duckdbs():
+    from tracekit.render import as_line
+    from tracekit.rows import Rows
+
+    assert as_line(Rows(["a", "bbb"], [(1, "x"), (None, "y")])) == "  a = 1\nbbb = x\n\n  a =\nbbb = y\n"
+
+
+@pytest.mark.parametrize("fmt", ["table", "csv", "json", "line", "markdown"])
+def test_columns_chooses_and_orders_the_columns(sample_db, fmt):
+    full = invoke("query", "summary", "--db", sample_db, "-f", "json").stdout
+    want = [{"gpu_us_per_step": r["gpu_us_per_step"], "trace": r["trace"]} for r in json.loads(full)]
+    result = invoke("query", "summary", "--db", sample_db, "-f", fmt, "--columns", "gpu_us_per_step, trace")
+    assert result.exit_code == 0, result.output
+    if fmt == "json":
+        assert json.loads(result.stdout) == want
+    elif fmt == "csv":
+        assert result.stdout.splitlines()[0] == "gpu_us_per_step,trace"
+    elif fmt == "table":
+        assert read_table(result.stdout)[0] == ["gpu_us_per_step", "trace"]
+    for row in want:
+        assert row["trace"] in result.stdout and repr(row["gpu_us_per_step"]) in result.stdout
+
+
+def test_columns_works_for_parquet_too(sample_db, tmp_path):
+    out = tmp_path / "s.parquet"
+    assert invoke("query", "summary", "--db", sample_db, "--columns", "steps,trace", "-o", out).exit_code == 0
+    assert duckdb_rows(":memory:", f"SELECT * FROM '{out}'")[0] == ["steps", "trace"]
+
+
+@pytest.mark.parametrize("args, code, message", [
+    (["--columns", "trace,nope"], 1, "--columns: no column 'nope' in the result (its columns: trace, variant,"),
+    (["--columns", "trace,nope", "-o", "x.parquet"], 1, "--columns: no column 'nope'"),
+    (["--columns", "trace,,steps"], 2, "give column names separated by commas"),
+])
+def test_a_bad_columns_list_is_one_line_error(sample_db, tmp_path, monkeypatch, args, code, message):
+    monkeypatch.chdir(tmp_path)
+    result = invoke("query", "summary", "--db", sample_db, *args)
+    assert result.exit_code == code and message in result.output
+    assert len(result.output.strip().splitlines()) == 1 and not (tmp_path / "x.parquet").exists()
+
+
+def test_query_never_imports_pandas(sample_db, tmp_path):
+    # pandas takes longer to import than all the rest of `tracekit query`; only parquet may use it.
+    runs = [["query", "summary", "--db", str(sample_db), "-f", fmt]
+            for fmt in ("table", "line", "csv", "tsv", "json", "ndjson", "markdown", "html")]
+    runs += [["query", "--list"], ["query", "--sql", "SELECT 42", "--db", str(sample_db)],
+             ["query", "memcpy", "--db", str(sample_db), "-o", str(tmp_path / "m.csv")]]
+    script = (
+        "import sys\n"
+        "from click.testing import CliRunner\n"
+        "from tracekit.cli import cli\n"
+        f"for args in {runs!r}:\n"
+        "    result = CliRunner().invoke(cli, args)\n"
+        "    assert result.exit_code == 0, result.output\n"
+        "print(sorted(m for m in ('pandas', 'numpy', 'torch') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
