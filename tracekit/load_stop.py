@@ -3,7 +3,7 @@ and leave no doubt about which files were committed.
 
 A stop interrupts the DuckDB query each load is running (the read of the events through the FIFOs,
 a derive statement), no file starts after it, and no COMMIT begins after it. A COMMIT already under
-way is let finish (it takes milliseconds: the events and tables are written by then), so a file is
+way is let finish (a fraction of a second: the events and tables are written by then), so a file is
 either wholly in the database, and its load says so, or not in it at all.
 """
 

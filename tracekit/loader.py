@@ -19,6 +19,7 @@ from tracekit.class_tables import store_classes
 from tracekit.database import split_statements, sql_resource, worker_connection
 from tracekit.errors import DiskFullError, LoadInterrupted, TraceFileError, TracekitError
 from tracekit.event_read import TRUNCATED, FastReadRefused, lenient_insert, read_exact, read_fast, read_lenient
+# LoadResult, what load_file returns, is imported from here too.
 from tracekit.load_publish import (LoadResult, Publisher, already_loaded, commit, file_error, publish, quietly,  # noqa: F401
                                    rollback)
 from tracekit.load_stop import LoadStop, disk_full_folder
@@ -173,8 +174,8 @@ def _load_file(con, path, replace, lenient, progress, slot, stop):
     except TracekitError as exc:
         if stop.requested and getattr(exc, "unsettled", None) is None:
             raise LoadInterrupted(path) from None  # the stop ended it (DuckDB's interrupt error), not the file
-        if isinstance(exc, DiskFullError):
-            stop.request(exc)  # the files after it would meet the same full disk
+        if isinstance(exc, DiskFullError) or getattr(exc, "unsettled", None) is not None:
+            stop.request(exc)  # the files after it would meet the same full disk, or DuckDB has given up
         raise
 
 

@@ -78,10 +78,15 @@ class _Progress:
             self.finished += 1
         self.advance(str(path), 1.0)
 
-    def close(self):
-        if self.bar is not None:
-            self.bar.update(self.total - self.shown)
-            self.bar.__exit__(None, None, None)
+    def close(self, finished=True):
+        """Fills the bar to its end, or, for a load that was stopped part way, rubs it out."""
+        if self.bar is None:
+            return
+        if not finished:
+            click.echo("\r\033[K\033[?25h", nl=False, err=True)  # the bar rubbed out, the cursor shown again
+            return
+        self.bar.update(self.total - self.shown)
+        self.bar.__exit__(None, None, None)
 
 
 class _FileProgress:
@@ -149,13 +154,13 @@ def _load_each(paths, db, replace, lenient, stop):
     outcomes = []
     try:
         for path, outcome in load_files(con, files, replace=replace, lenient=lenient, progress=progress, stop=stop):
-            progress.clear_line()
             outcomes.append((path, outcome))
             if not stops(outcome):
+                progress.clear_line()
                 _report(path, outcome, progress)
-            progress.file_done(path)
+                progress.file_done(path)
     finally:
-        progress.close()
+        progress.close(finished=not stop.requested)
         con.close()
     return files, outcomes, created
 

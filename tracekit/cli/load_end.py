@@ -10,8 +10,9 @@ INTERRUPTED_STATUS = 130
 
 
 def stops(outcome):
-    """Whether `outcome` is a file the stop kept out of the database (or left in doubt)."""
-    return isinstance(outcome, (LoadInterrupted, DiskFullError))
+    """Whether `outcome` is a file the stop kept out of the database, or the one that stopped the
+    load (a full disk, a COMMIT DuckDB gave up on): the load's last line speaks of it."""
+    return isinstance(outcome, (LoadInterrupted, DiskFullError)) or getattr(outcome, "unsettled", None) is not None
 
 
 def settle(db, outcomes):
@@ -44,12 +45,13 @@ def settle(db, outcomes):
 
 
 def stop_line(outcomes, reason):
-    """(the line, the exit status) of a load stopped by `reason`: a signal's name or a DiskFullError."""
+    """(the line, the exit status) of a load stopped by `reason`: a signal's name, or the error
+    (a full disk) after which nothing more could load."""
+    by_signal = isinstance(reason, str)
+    status = INTERRUPTED_STATUS if by_signal else 1
     first = next((i for i, (_, outcome) in enumerate(outcomes) if stops(outcome)), None)
-    disk_full = isinstance(reason, DiskFullError)
-    status = 1 if disk_full else INTERRUPTED_STATUS
     if first is None:
-        why = f"Error: {reason.problem}" if disk_full else "interrupted"
+        why = "interrupted" if by_signal else f"Error: {reason.problem}"
         return f"{why}: every file was done, as listed above", status
     path, outcome = outcomes[first]
     later = outcomes[first + 1:]
@@ -60,10 +62,11 @@ def stop_line(outcomes, reason):
     if getattr(outcome, "unsettled", None) is not None:
         after = f"; nothing of {others} was loaded" if rest else ""
         return f"Error: {outcome}: whether it was loaded is unknown, the database cannot be read now{after}", status
-    if disk_full:
-        return f"Error: {path}: {reason.problem}: nothing of it was loaded{nor}; free some space and load again", status
+    if not by_signal:
+        advice = "; free some space and load again" if isinstance(reason, DiskFullError) else ""
+        return f"Error: {path}: {reason.problem}: nothing of it was loaded{nor}{advice}", status
     before = outcomes[first - 1][1] if first else None
-    if not outcome.started and getattr(before, "status", None) == "loaded":
+    if not getattr(outcome, "started", True) and getattr(before, "status", None) == "loaded":
         return f"{outcomes[first - 1][0]} was loaded; stopped before the rest ({_files(rest + 1)})", status
     return f"interrupted: nothing of {path} was loaded{nor}", status
 
