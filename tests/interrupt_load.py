@@ -7,6 +7,7 @@ POINT, for the file whose name is FILE:
   read       half of its bytes have been read (DuckDB is parsing them)
   derive     half of its derive statements have run
   commit     its trace is published and its COMMIT comes next (the signal is handled first)
+  committing its COMMIT has begun (the signal comes 5 ms into it, from another thread)
   committed  its COMMIT is done
 The time the signal was sent goes to the file named by $INTERRUPT_LOG, so a test can tell how long
 the load took to end after it.
@@ -37,8 +38,8 @@ def install(point, name, sig):
         if os.path.basename(str(path)) == name and once.acquire(blocking=False):
             _send(sig, wait_s)
 
-    progress, deriving, publish = (analysis_cmd._FileProgress.__call__, analysis_cmd._FileProgress.deriving,
-                                   loader.publish)
+    progress, deriving, publish, commit = (analysis_cmd._FileProgress.__call__, analysis_cmd._FileProgress.deriving,
+                                           loader.publish, loader.commit)
 
     def on_read(self, position):
         progress(self, position)
@@ -56,8 +57,13 @@ def install(point, name, sig):
             fire(path, wait_s=0.1)
         return result
 
+    def on_commit(con, path, *args):
+        if point == "committing":
+            threading.Timer(0.005, fire, args=(path,)).start()
+        return commit(con, path, *args)
+
     analysis_cmd._FileProgress.__call__, analysis_cmd._FileProgress.deriving = on_read, on_derive
-    loader.publish = on_publish
+    loader.publish, loader.commit = on_publish, on_commit
 
 
 if __name__ == "__main__":

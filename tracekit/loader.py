@@ -23,7 +23,7 @@ from tracekit.event_read import TRUNCATED, FastReadRefused, lenient_insert, read
 from tracekit.load_publish import (LoadResult, Publisher, already_loaded, commit, file_error, publish, quietly,  # noqa: F401
                                    rollback)
 from tracekit.load_stop import LoadStop, disk_full_folder
-from tracekit.scratch import remove_stale_scratch
+from tracekit.scratch import remove_stale_scratch, remove_stale_spill
 from tracekit.tracefile import expected_size
 
 TRACE_SUFFIXES = (".json.gz", ".json", ".gz")
@@ -80,7 +80,9 @@ def load_files(con, paths, *, replace=False, lenient=False, workers=None, progre
     """
     paths = list(paths)
     stop = stop or LoadStop()
-    remove_stale_scratch()  # the FIFO folders of loads killed with kill -9
+    # What loads killed with kill -9 left behind: their FIFO folders, DuckDB's spill files.
+    remove_stale_scratch()
+    remove_stale_spill(con.execute("SELECT current_setting('temp_directory')").fetchone()[0])
     biggest = max((expected_size(p) for p in paths if Path(p).is_file()), default=0)
     if workers is None:
         small = biggest < PARALLEL_BELOW_BYTES

@@ -3,15 +3,19 @@ so that the folders a killed process (kill -9) left behind are found and removed
 
 A folder is `tracekit-pid<PID>-<random>` in the system's temp folder ($TMPDIR). It is stale when no
 process <PID> runs: /tmp is taken to be shared by processes of one PID namespace (one machine or
-one container), as it is unless a container mounts the host's /tmp.
+one container), as it is unless a container mounts the host's /tmp. DuckDB names the files it
+spills beside a database (`DB.tmp/duckdb_temp_<PID>_...`) the same way, and removes a killed
+process's only when it spills again: the next load removes them.
 """
 
 import os
 import re
 import shutil
 import tempfile
+from pathlib import Path
 
 _STALE_NAME = re.compile(r"tracekit-pid(\d+)-")
+_DUCKDB_SPILL = re.compile(r"duckdb_temp_(\d+)_")
 
 
 def scratch_prefix(purpose=""):
@@ -38,6 +42,29 @@ def remove_stale_scratch(folder=None):
             continue
         shutil.rmtree(entry.path, ignore_errors=True)
         removed.append(entry.path)
+    return removed
+
+
+def remove_stale_spill(temp_directory):
+    """Removes the files DuckDB processes that no longer run spilled into `temp_directory` (a
+    database's `DB.tmp`), and the folder if that empties it; returns the files' paths."""
+    folder = Path(temp_directory)
+    if folder.name == ".tmp" or not folder.is_dir():
+        return []  # an in-memory database's default, under the working directory: not a database's own
+    removed = []
+    for entry in os.scandir(folder):
+        owner = _DUCKDB_SPILL.match(entry.name)
+        if owner is not None and int(owner.group(1)) != os.getpid() and not _running(int(owner.group(1))):
+            try:
+                os.unlink(entry.path)
+                removed.append(entry.path)
+            except OSError:
+                pass
+    if removed:
+        try:
+            folder.rmdir()  # DuckDB makes it again when it spills
+        except OSError:
+            pass  # a running process's spill files are in it
     return removed
 
 
