@@ -52,7 +52,12 @@ _LOCK_HOLDER = re.compile(r"lock is held in (\S+) \(PID (\d+)\)")
 
 
 def _friendly(exc, path):
+    from tracekit.load_stop import disk_full_folder
+
     message = str(exc)
+    full = disk_full_folder(exc, Path(path).resolve().parent)
+    if full is not None:
+        return DatabaseError(f"{path}: the disk is full (no space left in {full})")
     if "Could not set lock" in message or "Conflicting lock" in message:
         holder = _LOCK_HOLDER.search(message)
         by = f" by {Path(holder.group(1)).name} (PID {holder.group(2)})" if holder else ""

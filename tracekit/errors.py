@@ -8,6 +8,10 @@ class TracekitError(Exception):
 class TraceFileError(TracekitError):
     """A trace file cannot be read as a trace."""
 
+    # The LoadResult of a COMMIT that failed where the database could not then be asked whether it
+    # went through (DuckDB gives up on a database whose disk filled up): reopened, it will say.
+    unsettled = None
+
     def __init__(self, path, problem):
         self.path = str(path)
         self.problem = problem
@@ -24,3 +28,20 @@ class QueryError(TracekitError):
 
 class CaptureError(TracekitError):
     """Nothing could be captured."""
+
+
+class LoadInterrupted(TraceFileError):
+    """A load stopped (Ctrl-C, SIGTERM, or a full disk met by another file) before its file was
+    committed: nothing of the file is in the database. `started`: whether its load had begun."""
+
+    def __init__(self, path, started=True):
+        self.started = started
+        super().__init__(path, "interrupted: nothing of it was loaded")
+
+
+class DiskFullError(TraceFileError):
+    """The disk filled up while a file loaded. `folder` is where space ran out."""
+
+    def __init__(self, path, folder):
+        self.folder = folder
+        super().__init__(path, f"the disk is full (no space left in {folder})")

@@ -19,6 +19,8 @@ import re
 import tempfile
 import threading
 
+from tracekit.scratch import scratch_prefix
+
 # A trace is cut into at least this many pieces (both cores parse one), of MIN_PIECE_BYTES to
 # MAX_PIECE_BYTES each. Measured on 1 GB: 64 MB pieces read 0.7 s faster than 16 MB ones but
 # hold 0.3 GB more and take as long in all; smaller pieces cost a folder of 30 MB traces 20%.
@@ -121,7 +123,7 @@ class FifoFeed:
         self.cancelled = threading.Event()
         self.error = self.result = None
         self.exhausted = False
-        self.folder = tempfile.mkdtemp(prefix="tracekit-")
+        self.folder = tempfile.mkdtemp(prefix=scratch_prefix())
         self.fifos, self.writers = [], []
 
     def run(self, read):

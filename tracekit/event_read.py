@@ -16,6 +16,7 @@ import duckdb
 
 from tracekit.errors import TraceFileError, TracekitError
 from tracekit.event_chunks import ChunkCutter, FifoFeed, piece_bytes
+from tracekit.scratch import scratch_prefix
 from tracekit.tracefile import EventLines, expected_size, stream_events
 
 # A 1 MB kernel name is valid; one event bigger than this is not a trace we can use (DuckDB
@@ -199,7 +200,7 @@ def read_lenient(con, path, progress):
 
 def _run_on_fifo(con, path, statement, params, lenient, progress, lines):
     """Runs `statement`, which reads $fifo, while a thread streams the trace's events into it."""
-    with tempfile.TemporaryDirectory(prefix="tracekit-") as folder:
+    with tempfile.TemporaryDirectory(prefix=scratch_prefix()) as folder:
         fifo = os.path.join(folder, "events.json")
         os.mkfifo(fifo)
         writer = _FifoWriter(path, fifo, lenient, progress, lines)

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tracekit.errors import TraceFileError, TracekitError
+from tracekit.scratch import scratch_prefix
 from tracekit.trace_lookup import trace_row
 
 NS_ROUNDING_ENV = "HTA_DISABLE_NS_ROUNDING"
@@ -266,7 +267,7 @@ def analyze(name, path):
     cannot parse the file at all; a failed analysis is a failed Run in the result."""
     result = TraceResult(name)
     started = time.monotonic()
-    with _hta_session(), tempfile.TemporaryDirectory(prefix="tracekit-hta-") as folder:
+    with _hta_session(), tempfile.TemporaryDirectory(prefix=scratch_prefix("hta-")) as folder:
         from hta.trace_analysis import TraceAnalysis
         staged = stage(path, folder)
         try:
@@ -294,7 +295,7 @@ def diff(control_name, control_path, test_name, test_path):
     default is the first step only, which in a capture is the cold call)."""
     result = TraceResult(control_name, test_trace=test_name)
     started = time.monotonic()
-    with _hta_session(), tempfile.TemporaryDirectory(prefix="tracekit-hta-") as folder:
+    with _hta_session(), tempfile.TemporaryDirectory(prefix=scratch_prefix("hta-")) as folder:
         from hta.trace_diff import TraceDiff
         labeled = {}
         for label, path in (("control", control_path), ("test", test_path)):

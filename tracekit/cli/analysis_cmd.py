@@ -126,10 +126,15 @@ class _Progress:
             self.finished += 1
         self.advance(str(path), 1.0)
 
-    def close(self):
-        if self.bar is not None:
-            self.bar.update(self.total - self.shown)
-            self.bar.__exit__(None, None, None)
+    def close(self, finished=True):
+        """Fills the bar to its end, or, for a load that was stopped part way, rubs it out."""
+        if self.bar is None:
+            return
+        if not finished:
+            click.echo("\r\033[K\033[?25h", nl=False, err=True)  # the bar rubbed out, the cursor shown again
+            return
+        self.bar.update(self.total - self.shown)
+        self.bar.__exit__(None, None, None)
 
 
 class _FileProgress:
@@ -157,26 +162,23 @@ def load(paths, db, replace, lenient):
 
     Each file loads in one transaction: it loads completely or leaves the database
     as it was. Files with content already loaded are skipped (see --replace).
+    Ctrl-C or SIGTERM stops the load at once, saying what was loaded (exit 130).
     """
-    from tracekit.database import connect
-    from tracekit.loader import expand_paths, load_files
+    from tracekit.cli.load_end import loaded_any, remove_database, settle, stop_line
+    from tracekit.load_stop import LoadStop
 
-    files = expand_paths(paths)
-    created = not Path(db).exists()
-    con = connect(db)
-    progress = _Progress(files)
-    failed = []
-    try:
-        for path, outcome in load_files(con, files, replace=replace, lenient=lenient, progress=progress):
-            progress.clear_line()
-            if not _report(path, outcome, progress):
-                failed.append(path)
-            progress.file_done(path)
-    finally:
-        progress.close()
-        con.close()
-    if created and len(failed) == len(files):
-        _remove_database(db)  # nothing loaded: leave no empty database behind
+    stop = LoadStop()
+    with stop.on_signals():
+        files, outcomes, created = _load_each(paths, db, replace, lenient, stop)
+        for path, result in settle(db, outcomes):
+            _report(path, result, None)  # its COMMIT went through after all: its line was held back
+        if created and not loaded_any(outcomes):
+            remove_database(db)  # nothing loaded: leave no empty database behind
+    if stop.requested:
+        line, status = stop_line(outcomes, stop.reason)
+        click.echo(line, err=True)
+        click.get_current_context().exit(status)
+    failed = [path for path, outcome in outcomes if isinstance(outcome, TracekitError)]
     if len(failed) == 1 and len(files) == 1:
         click.get_current_context().exit(1)  # its one error line has been printed
     if failed:
@@ -184,6 +186,31 @@ def load(paths, db, replace, lenient):
         loaded = len(files) - len(failed)
         where = f"the other {loaded} are in {db}" if loaded else "nothing was loaded"
         raise TracekitError(f"{len(failed)} of {len(files)} files failed to load ({names}); {where}")
+
+
+def _load_each(paths, db, replace, lenient, stop):
+    """Loads the files, printing a line for each; returns (files, [(path, outcome)], whether the
+    database was created). A file the stop kept out gets no line: the load's last line sums them up."""
+    from tracekit.cli.load_end import stops
+    from tracekit.database import connect
+    from tracekit.loader import expand_paths, load_files
+
+    files = expand_paths(paths)
+    created = not Path(db).exists()
+    con = connect(db)
+    progress = _Progress(files)
+    outcomes = []
+    try:
+        for path, outcome in load_files(con, files, replace=replace, lenient=lenient, progress=progress, stop=stop):
+            outcomes.append((path, outcome))
+            if not stops(outcome):
+                progress.clear_line()
+                _report(path, outcome, progress)
+                progress.file_done(path)
+    finally:
+        progress.close(finished=not stop.requested)
+        con.close()
+    return files, outcomes, created
 
 
 def _report(path, outcome, progress):
@@ -210,12 +237,6 @@ def _dropped_note(result):
     reasons = [f"{count} {why} (the last {result.cut_bytes} bytes)" if why == TRUNCATED else f"{count} with {why}"
                for why, count in result.dropped.items()]
     return f"; dropped {total} event{'s' if total != 1 else ''}: {', '.join(reasons)}"
-
-
-def _remove_database(db):
-    for leftover in (Path(db), Path(f"{db}.wal")):
-        if leftover.exists():
-            leftover.unlink()
 
 
 def _params(pairs):
