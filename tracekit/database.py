@@ -155,15 +155,13 @@ def _prepare(con):
     con.execute("SET enable_progress_bar = false")
     for statement in split_statements(_MACROS):
         con.execute(statement)
-    _create_findings_view(con)
 
 
 def _create_findings_view(con):
-    """The `findings` view: every finding rule with its default thresholds. A TEMP view, made on
-    each connection from the rules this tracekit ships, so an older database gets today's rules."""
+    """The `findings` view: every finding rule with its default thresholds, made from the rules
+    this tracekit ships whenever it opens the database to write, as the other views are."""
     from tracekit.findings_engine import view_sql
-    if "trace_files" in _relations(con):
-        con.execute(f"CREATE OR REPLACE TEMP VIEW findings AS {view_sql()}")
+    con.execute(f"CREATE OR REPLACE VIEW findings AS {view_sql()}")
 
 
 def _check_schema(con, path):
@@ -228,6 +226,7 @@ def ensure_schema(con, path=None):
         sync_knowledge(con)
         for statement in split_statements(sql_resource("views.sql")):
             con.execute(statement)
+        _create_findings_view(con)
         sync_rules(con)
         con.execute("INSERT OR REPLACE INTO schema_info VALUES ('schema_version', ?), ('tracekit_version', ?)",
                     [SCHEMA_VERSION, __version__])

@@ -353,3 +353,21 @@ SELECT trace, step, cpu_op_id, cpu_op, cpu_op_path, math_unit, kernels, gemm_us,
        greatest(flops / (tensor_core_tflops * 1e6), bytes / (memory_tb_s * 1e6)) AS roofline_us,
        100.0 * flops / gemm_us / 1e6 / tensor_core_tflops AS pct_of_peak
 FROM costed;
+
+-- @view findings: what the finding rules (queries/findings/*.sql) see, with their default
+-- thresholds (made by tracekit from the rule files; `tracekit findings` runs them with yours).
+--   trace: trace name; rule: the rule's id (hidden_copy, simt_gemm, ...)
+--   severity: high, medium, low or info
+--   title, detail: the finding in words, computed from the trace
+--   fix: what to change
+--   saving_us_per_step: the time per steady step the fix would save, microseconds (NULL: not
+--                       estimated; each rule's header says how it estimates)
+--   evidence: JSON list of the events it rests on (source, trace, name, ts_ns, dur_ns and a key
+--             back to kernels, memcpy, cpu_ops or steps)
+
+-- @view gpu_specs (a table): what tracekit knows of each GPU's peaks, one row per GPU with its source.
+--   name_pattern: regular expression matched against traces.device_name (the longest match wins)
+--   tf32_tflops, bf16_tflops, fp16_tflops: dense Tensor Core peaks; memory_tb_s: memory bandwidth
+
+-- @view gpu_arch_limits (a table): the per-SM limits of each architecture (CUDA's technical
+-- specifications per compute capability), with its source; see device_limits.
