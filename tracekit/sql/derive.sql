@@ -178,23 +178,29 @@ SELECT o.* EXCLUDE (orphan, step), CASE WHEN o.ts_ns < s.end_ns THEN s.step END
 FROM (SELECT * FROM linked WHERE orphan) o ASOF LEFT JOIN _steps s ON o.ts_ns >= s.ts_ns;
 
 -- The chain of op names above each op that launched GPU work, outermost first. Record-function
--- ranges and ProfilerStep#N (an Operator in 2021's Kineto) are steps and labels, not ops: left out.
+-- ranges and ProfilerStep#N (an Operator in 2021's Kineto) are steps and labels, not ops: left
+-- out. The walk up reads a narrow copy of the tree, keeps one row per op (USING KEY) and stops
+-- 64 ops up, marking the cut with '… → ': a recursion that kept every level would hold ops x
+-- depth growing paths (a trace of 250 nested copies of the same ops ran out of memory that way).
+CREATE OR REPLACE TEMP TABLE _tree AS
+SELECT op_id, parent_id, name,
+       CASE WHEN lower(cat) IN ('cpu_op', 'operator') AND NOT regexp_full_match(name, 'ProfilerStep#\d+')
+            THEN name END AS label
+FROM cpu_op_rows WHERE trace_id = $trace_id;
+
 CREATE OR REPLACE TEMP TABLE _paths AS
-WITH RECURSIVE up(start_id, at_id, parent_id, op_path) AS (
-    SELECT o.op_id, o.op_id, o.parent_id, o.name
-    FROM cpu_op_rows o
-    WHERE o.trace_id = $trace_id AND o.op_id IN (
-        SELECT cpu_op_id FROM _gpu_linked WHERE cpu_op_id IS NOT NULL
-        UNION SELECT cpu_op_id FROM runtime_rows
-        WHERE trace_id = $trace_id AND cpu_op_id IS NOT NULL)
-    UNION ALL
-    SELECT up.start_id, p.op_id, p.parent_id,
-           CASE WHEN lower(p.cat) IN ('cpu_op', 'operator') AND NOT regexp_full_match(p.name, 'ProfilerStep#\d+')
-                THEN p.name || ' → ' || up.op_path
-                ELSE up.op_path END
-    FROM up JOIN cpu_op_rows p ON p.trace_id = $trace_id AND p.op_id = up.parent_id
+WITH RECURSIVE up(start_id, parent_id, op_path, levels) USING KEY (start_id) AS (
+    SELECT op_id, parent_id, name, 1
+    FROM _tree
+    WHERE op_id IN (SELECT cpu_op_id FROM _gpu_linked WHERE cpu_op_id IS NOT NULL
+                    UNION SELECT cpu_op_id FROM runtime_rows WHERE trace_id = $trace_id AND cpu_op_id IS NOT NULL)
+    UNION
+    SELECT up.start_id, p.parent_id,
+           CASE WHEN p.label IS NOT NULL THEN p.label || ' → ' || up.op_path ELSE up.op_path END, up.levels + 1
+    FROM up JOIN _tree p ON p.op_id = up.parent_id
+    WHERE up.levels < 64
 )
-SELECT start_id AS op_id, op_path FROM up WHERE parent_id IS NULL;
+SELECT start_id AS op_id, CASE WHEN parent_id IS NULL THEN op_path ELSE '… → ' || op_path END AS op_path FROM up;
 
 UPDATE cpu_op_rows SET op_path = p.op_path
 FROM _paths p
@@ -261,5 +267,6 @@ DROP TABLE _launch;
 DROP TABLE _launch_by_external;
 DROP TABLE _gpu;
 DROP TABLE _gpu_linked;
+DROP TABLE _tree;
 DROP TABLE _paths;
 DROP TABLE _gpu_ops;
