@@ -213,12 +213,39 @@ FROM _gpu_linked g
 LEFT JOIN (SELECT op_id, name FROM _ops) o ON o.op_id = g.cpu_op_id
 LEFT JOIN _paths p ON p.op_id = g.cpu_op_id;
 
+-- The FLOPs of each GEMM op whose input shapes the trace records (record_shapes): 2 * batch * m
+-- * n * k from `Input Dims` (addmm and baddbmm take the bias first). A kernel carries them when
+-- it is the only kernel its op launched; an op that split its GEMM over several kernels (split-K
+-- and its reduction) leaves them NULL rather than guess each kernel's share.
+CREATE OR REPLACE TEMP TABLE _op_flops AS
+WITH gemms AS (
+    SELECT op_id, name, a[2] AS dims, a[3] AS types,
+           CASE WHEN name IN ('aten::addmm', 'aten::baddbmm') THEN 1 ELSE 0 END AS x,
+           name IN ('aten::bmm', 'aten::baddbmm') AS batched
+    FROM _ops
+    WHERE name IN ('aten::mm', 'aten::bmm', 'aten::addmm', 'aten::baddbmm')
+      AND op_id IN (SELECT cpu_op_id FROM _gpu_ops WHERE op = 'kernel')
+), shaped AS (
+    SELECT op_id, json_extract_string(types, '$[' || x || ']') AS dtype,
+           CASE WHEN batched THEN TRY_CAST(json_extract(dims, '$[' || x || '][0]') AS DOUBLE) ELSE 1 END AS b,
+           TRY_CAST(json_extract(dims, '$[' || x || '][' || (CASE WHEN batched THEN 1 ELSE 0 END) || ']') AS DOUBLE) AS m,
+           TRY_CAST(json_extract(dims, '$[' || x || '][' || (CASE WHEN batched THEN 2 ELSE 1 END) || ']') AS DOUBLE) AS k,
+           TRY_CAST(json_extract(dims, '$[' || (x + 1) || '][' || (CASE WHEN batched THEN 2 ELSE 1 END) || ']') AS DOUBLE) AS n
+    FROM gemms
+)
+SELECT s.op_id, 2 * s.b * s.m * s.n * s.k AS flops, s.dtype
+FROM shaped s
+JOIN (SELECT cpu_op_id, count(*) AS kernels FROM _gpu_ops WHERE op = 'kernel' GROUP BY cpu_op_id) c
+  ON c.cpu_op_id = s.op_id
+WHERE c.kernels = 1 AND s.b * s.m * s.n * s.k > 0;
+
 INSERT INTO kernel_rows
-SELECT $trace_id, name, ts_ns, dur_ns, device, stream, correlation, launch_external_id, grid, block,
-       registers_per_thread, shared_memory_bytes, blocks_per_sm, warps_per_sm,
+SELECT $trace_id, g.name, g.ts_ns, g.dur_ns, g.device, g.stream, g.correlation, g.launch_external_id, g.grid, g.block,
+       g.registers_per_thread, g.shared_memory_bytes, g.blocks_per_sm, g.warps_per_sm,
        -- Kineto writes 0 when it could not compute occupancy (a kernel that ran had some).
-       nullif(est_occupancy_pct, 0), cpu_op_id, step, cpu_op, cpu_op_path
-FROM _gpu_ops WHERE op = 'kernel';
+       nullif(g.est_occupancy_pct, 0), g.cpu_op_id, g.step, g.cpu_op, g.cpu_op_path, f.flops, f.dtype
+FROM _gpu_ops g LEFT JOIN _op_flops f ON f.op_id = g.cpu_op_id
+WHERE g.op = 'kernel';
 
 INSERT INTO transfer_rows
 SELECT $trace_id, op, name,
@@ -270,3 +297,4 @@ DROP TABLE _gpu_linked;
 DROP TABLE _tree;
 DROP TABLE _paths;
 DROP TABLE _gpu_ops;
+DROP TABLE _op_flops;
