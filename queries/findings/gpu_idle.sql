@@ -23,10 +23,10 @@ WITH busy AS (
     WHERE $trace IS NULL OR b.trace = $trace
 ), launches AS (
     -- The runtime call that queued each GPU op (one call queues a whole CUDA graph).
-    SELECT r.trace, r.correlation, r.pid, r.tid, r.ts_us, r.ts_us + r.dur_us AS end_us
+    SELECT r.trace, r.correlation, r.pid, r.tid, r.step, r.ts_us, r.ts_us + r.dur_us AS end_us
     FROM runtime r
     WHERE r.correlation IS NOT NULL AND ($trace IS NULL OR r.trace = $trace)
-    QUALIFY row_number() OVER (PARTITION BY r.trace, r.correlation ORDER BY r.ts_us, r.name) = 1
+    QUALIFY row_number() OVER (PARTITION BY r.trace, r.correlation ORDER BY r.ts_us, r.tid, r.name) = 1
 ), gaps AS (
     -- Idle time before a GPU op, when it and the op before it both belong to steady steps.
     SELECT o.trace, o.device, o.idle_from_us AS gap_start_us, o.ts_us - o.idle_from_us AS gap_us, w.steps,
@@ -39,10 +39,10 @@ WITH busy AS (
     LEFT JOIN launches l ON l.trace = o.trace AND l.correlation = o.correlation
     WHERE o.ts_us - o.idle_from_us >= CAST($min_gap_us AS DOUBLE)
 ), last_launch AS (
-    SELECT l.trace, r.step, max(l.ts_us) AS last_launch_us
-    FROM launches l JOIN runtime r ON r.trace = l.trace AND r.correlation = l.correlation AND r.ts_us = l.ts_us
+    SELECT l.trace, l.step, max(l.ts_us) AS last_launch_us
+    FROM launches l
     WHERE EXISTS (SELECT 1 FROM busy b WHERE b.trace = l.trace AND b.correlation = l.correlation)
-    GROUP BY l.trace, r.step
+    GROUP BY l.trace, l.step
 ), waits AS (
     -- CPU calls that wait for the GPU: syncs, and the calls of copies that block (to the host, or from pageable memory).
     SELECT r.trace, r.name, r.ts_us, r.dur_us, r.correlation, r.cpu_op,
@@ -54,31 +54,56 @@ WITH busy AS (
     WHERE ($trace IS NULL OR r.trace = $trace)
       AND (regexp_matches(r.name, '^(cuda|hip)(Device|Stream|Event)Synchronize|^cu(Ctx|Stream|Event)Synchronize')
            OR m.kind = 'DtoH' OR m.name LIKE '%Pageable%')
+), wait_sweep AS (
+    -- The latest wait to start at or before each gap's start: a sort, not a gaps-by-waits join.
+    SELECT x.*, max(x.wait_ts_us) OVER (PARTITION BY x.trace ORDER BY x.ts_us, x.is_gap
+                                        ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS last_wait_us
+    FROM (SELECT trace, ts_us, 0 AS is_gap, ts_us AS wait_ts_us, CAST(NULL AS INTEGER) AS device FROM waits
+          UNION ALL
+          SELECT trace, gap_start_us, 1, CAST(NULL AS DOUBLE), device FROM gaps) x
 ), split AS (
-    -- A wait the CPU was in when the GPU ran out of work (the latest to start, on any thread) owns
-    -- the part of the gap it held the CPU back by: without it, the CPU would have gone on that much
-    -- earlier. The rest of the gap is the CPU's own time to the next launch. Work that was queued
-    -- before the gap began waited on the GPU's side, not on the CPU.
+    -- A wait the CPU was in when the GPU ran out of work owns the part of the gap it held the CPU
+    -- back by: without it, the CPU would have gone on that much earlier. The rest of the gap is the
+    -- CPU's own time to the next launch. Work queued before the gap began waited on the GPU's side.
     SELECT g.*, w.name AS wait_name, w.kind AS wait_kind, w.ends_step, w.ts_us AS wait_ts_us, w.dur_us AS wait_dur_us,
            w.correlation AS wait_correlation, w.cpu_op AS wait_op,
            CASE WHEN g.launch_us IS NULL OR g.launch_end_us <= g.gap_start_us OR w.ts_us IS NULL THEN 0
                 ELSE least(g.gap_us, g.gap_start_us - w.ts_us) END AS wait_us,
            greatest(g.gap_start_us, coalesce(w.ts_us + w.dur_us, g.gap_start_us)) AS cpu_from_us
     FROM gaps g
-    LEFT JOIN waits w ON w.trace = g.trace AND w.ts_us <= g.gap_start_us AND g.gap_start_us <= w.ts_us + w.dur_us
-    QUALIFY row_number() OVER (PARTITION BY g.trace, g.device, g.gap_start_us ORDER BY w.ts_us DESC, w.correlation) = 1
+    JOIN wait_sweep s ON s.is_gap = 1 AND s.trace = g.trace AND s.ts_us = g.gap_start_us AND s.device IS NOT DISTINCT FROM g.device
+    LEFT JOIN waits w ON w.trace = g.trace AND w.ts_us = s.last_wait_us AND g.gap_start_us <= w.ts_us + w.dur_us
+    QUALIFY row_number() OVER (PARTITION BY g.trace, g.device, g.gap_start_us ORDER BY w.dur_us DESC, w.correlation) = 1
+), probes AS (
+    -- When the CPU's own part of a gap is, the launching thread's time from the wait (or the gap's
+    -- start) to the launch, look at its midpoint.
+    SELECT s.trace, s.device, s.gap_start_us, s.pid, s.tid, (s.cpu_from_us + greatest(s.launch_us, s.cpu_from_us)) / 2 AS probe_us
+    FROM split s WHERE s.gap_us > s.wait_us AND s.launch_end_us > s.gap_start_us
+), op_sweep AS (
+    -- CPU ops of one nesting depth never overlap on a thread, so the one open at a probe, if any,
+    -- is the latest of that depth to start before it: found by a sort per thread and depth.
+    SELECT x.*, max(x.op_ts_us) OVER (PARTITION BY x.trace, x.pid, x.tid, x.depth ORDER BY x.ts_us, x.is_probe
+                                      ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS last_op_us
+    FROM (SELECT c.trace, c.pid, c.tid, c.depth, c.ts_us, 0 AS is_probe, c.ts_us AS op_ts_us,
+                 CAST(NULL AS INTEGER) AS device, CAST(NULL AS DOUBLE) AS gap_start_us
+          FROM cpu_ops c JOIN (SELECT DISTINCT trace, pid, tid FROM probes) t USING (trace, pid, tid)
+          UNION ALL
+          SELECT p.trace, p.pid, p.tid, d.depth, p.probe_us, 1, CAST(NULL AS DOUBLE), p.device, p.gap_start_us
+          FROM probes p JOIN (SELECT DISTINCT trace, pid, tid, depth FROM cpu_ops) d USING (trace, pid, tid)) x
+), open_ops AS (
+    SELECT s.trace, s.device, s.gap_start_us, c.name, c.cat, c.depth, c.op_id, c.ts_us, c.dur_us
+    FROM op_sweep s
+    JOIN cpu_ops c ON c.trace = s.trace AND c.pid = s.pid AND c.tid = s.tid AND c.depth = s.depth AND c.ts_us = s.last_op_us
+    WHERE s.is_probe = 1 AND s.ts_us <= c.ts_us + c.dur_us
 ), busy_cpu AS (
-    -- What the launching thread did between the wait (or the gap's start) and the launch, at its
-    -- midpoint: the outermost CPU op open (a record_function range where no op was, ProfilerStep#N
-    -- aside); data loading where any op open says so.
-    SELECT s.trace, s.device, s.gap_start_us, c.name, c.op_id, c.ts_us, c.dur_us,
-           bool_or(c.name ILIKE '%dataloader%') OVER (PARTITION BY s.trace, s.device, s.gap_start_us) AS loading
-    FROM split s JOIN cpu_ops c ON c.trace = s.trace AND c.pid = s.pid AND c.tid = s.tid
-                               AND c.ts_us <= (s.cpu_from_us + greatest(s.launch_us, s.cpu_from_us)) / 2
-                               AND (s.cpu_from_us + greatest(s.launch_us, s.cpu_from_us)) / 2 <= c.ts_us + c.dur_us
-    WHERE c.name NOT LIKE 'ProfilerStep#%' AND s.gap_us > s.wait_us
-    QUALIFY row_number() OVER (PARTITION BY s.trace, s.device, s.gap_start_us
-                               ORDER BY c.cat = 'cpu_op' DESC, CASE WHEN c.cat = 'cpu_op' THEN c.depth ELSE -c.depth END, c.op_id) = 1
+    -- What the launching thread was doing: the outermost CPU op open (a record_function range where
+    -- no op was, ProfilerStep#N aside); data loading where any op open says so.
+    SELECT o.trace, o.device, o.gap_start_us, o.name, o.op_id, o.ts_us, o.dur_us,
+           bool_or(o.name ILIKE '%dataloader%') OVER (PARTITION BY o.trace, o.device, o.gap_start_us) AS loading
+    FROM open_ops o
+    WHERE o.name NOT LIKE 'ProfilerStep#%'
+    QUALIFY row_number() OVER (PARTITION BY o.trace, o.device, o.gap_start_us
+                               ORDER BY o.cat = 'cpu_op' DESC, CASE WHEN o.cat = 'cpu_op' THEN o.depth ELSE -o.depth END, o.op_id) = 1
 ), causes AS (
     -- Each gap's parts, by cause, each with the event it is explained by and the gap's span to draw.
     SELECT s.trace, s.device, s.steps, s.gap_start_us, s.gap_us, s.wait_us AS idle_us, s.wait_kind AS cause, s.ends_step,
