@@ -5,7 +5,7 @@
 -- params:
 --   trace = NULL: only this trace
 --   min_gap_us = 50: ignore gaps shorter than this; a launch costs the CPU 5-20 us, so shorter gaps are launch latency, not a stall (the training captures in tests/data/h200 idle 11-14 ms of a 17-19 ms step in gaps of 50 us or more)
---   step_end_syncs = 0: 1 also counts a gap that starts in a sync with nothing launched after it in its step (a loop that syncs at the end of each step to time it, as tracekit capture does, or to log loss.item()); left out by default, as host_sync leaves those syncs out
+--   step_end_syncs = 0: 1 also counts the idle a sync with nothing launched after it in its step held back (a loop that syncs at the end of each step to time it, as tracekit capture does, or to log loss.item()); left out by default, as host_sync leaves those syncs out; the CPU's own time after such a sync counts either way
 --   max_evidence = 20: at most this many gaps named in the evidence
 WITH busy AS (
     SELECT 'kernels' AS source, trace, device, step, name, correlation, ts_us, ts_us + dur_us AS end_us FROM kernels
