@@ -18,6 +18,10 @@ class DatabaseError(TracekitError):
     """The database cannot be opened or changed."""
 
 
+class DatabaseLocked(DatabaseError):
+    """Another process (a load, most often) holds the database's lock."""
+
+
 class QueryError(TracekitError):
     """A named query is unknown or an SQL statement failed."""
 

@@ -2,7 +2,9 @@
 
 A named query's file starts with a header comment: the question on the first line,
 more description, then `columns:` (each output column with its unit) and
-`params:` (`name = default: meaning`). Parameters reach DuckDB as `$name`.
+`params:` (`name = default: meaning`). Parameters reach DuckDB as `$name`, never
+pasted into the SQL. A parameter whose default is a whole number takes whole numbers
+only; `trace` must name a loaded trace.
 """
 
 import json
@@ -14,8 +16,10 @@ import duckdb
 
 from tracekit.errors import QueryError
 from tracekit.sql_sandbox import check_read_only, is_refused_access, refused_access_message
+from tracekit.trace_lookup import trace_row
 
 _PARAM = re.compile(r"^(\w+)\s*=\s*(.*?):\s*(.*)$")
+_INTEGER = re.compile(r"^-?\d+$")
 _COLUMN = re.compile(r"^(\w+):\s*(.*)$")
 
 
@@ -75,7 +79,18 @@ def _bind(query, given):
     if unknown:
         accepted = ", ".join(query.params) or "none"
         raise QueryError(f"query {query.name!r} has no parameter {', '.join(unknown)} (it takes: {accepted})")
-    return {key: given.get(key, default) for key, (default, _) in query.params.items()}
+    return {key: _typed(key, given.get(key, default), default) for key, (default, _) in query.params.items()}
+
+
+def _typed(key, value, default):
+    """A parameter's value as the type its default has (a whole number, or text)."""
+    if value is None or default is None or not _INTEGER.match(default):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and _INTEGER.match(value.strip()):
+        return int(value)
+    raise QueryError(f"-p {key} must be an integer (got {value!r})")
 
 
 def _friendly(exc, sql):
@@ -94,8 +109,10 @@ def _friendly(exc, sql):
 def run_sql(con, sql, params=None):
     """Runs one SELECT statement and returns a pandas DataFrame; errors become QueryError.
 
-    Whatever `con` allows, the SQL may only read: anything but one SELECT is refused unrun."""
-    check_read_only(sql)
+    Whatever `con` allows, the SQL may only read: anything but one SELECT is refused unrun.
+    `params` (name -> value) are the SQL's `$name` parameters, each given exactly."""
+    statement = check_read_only(sql)
+    _check_params(statement.named_parameters, params or {})
     try:
         relation = con.execute(sql, params) if params else con.execute(sql)
         json_columns = [d[0] for d in relation.description or [] if str(d[1]) == "JSON"]
@@ -108,8 +125,31 @@ def run_sql(con, sql, params=None):
     return frame
 
 
+def _check_params(used, given):
+    """Refuses a parameter the SQL does not use, and a $name it uses that has no value."""
+    extra = sorted(set(given) - set(used))
+    if extra:
+        uses = ", ".join(f"${name}" for name in sorted(used)) or "no $parameters"
+        raise QueryError(f"-p {extra[0]}: the SQL has no ${extra[0]} (it uses {uses})")
+    missing = sorted(set(used) - set(given))
+    if missing:
+        raise QueryError(f"the SQL uses ${missing[0]}: give it a value with -p {missing[0]} VALUE")
+
+
+def run_sql_text(con, sql, params=None):
+    """run_sql on a SqlText (tracekit.sql_text): its errors name the file the SQL came from."""
+    try:
+        return run_sql(con, sql.text, params)
+    except QueryError as exc:
+        raise QueryError(sql.blame(str(exc))) from None
+
+
 def run_named(con, name, params=None):
-    """Runs the named query `name` with `params` (a dict of text values) and returns a DataFrame."""
+    """Runs the named query `name` with `params` (a dict of text values) and returns a DataFrame.
+
+    A `trace` that names no loaded trace is an error, not an empty result."""
     query = get_query(name)
     bound = _bind(query, params or {})
+    if bound.get("trace") is not None:
+        trace_row(con, bound["trace"])
     return run_sql(con, query.sql, bound or None)

@@ -215,6 +215,15 @@ class _HeaderReader:
         return bytes(self.raw[byte_pos:])
 
 
+def read_header(path):
+    """The top-level keys before a trace's event array ({} for a bare array); raises TraceFileError
+    for a file that is no Chrome/Kineto trace, reading only as far as the array's start."""
+    stream, _, handle = open_raw(path)
+    with handle:
+        header, _, _ = _HeaderReader(stream, path).read()
+    return header
+
+
 def _object_tail(text, pos):
     """Parses `text[pos:]` as what follows the array in `{"traceEvents": [...] ...}`.
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from tracekit.cli import wait_option
 from tracekit.errors import TracekitError
 
 FORMATS = ("table", "csv", "json", "markdown", "parquet")
@@ -114,11 +115,13 @@ class _FileProgress:
 @click.option("--replace", is_flag=True, help="Reload traces already loaded (same content or same file).")
 @click.option("--lenient", is_flag=True,
               help="Load what can be read from a truncated or partly malformed trace, and say what was dropped.")
+@wait_option
 def load(paths, db, replace, lenient):
     """Load trace files, folders or globs (.json, .json.gz) into a DuckDB database.
 
     Each file loads in one transaction: it loads completely or leaves the database
-    as it was. Files with content already loaded are skipped (see --replace).
+    as it was. Files with content already loaded are skipped (see --replace). The
+    last line names the database written to.
     """
     from tracekit.database import connect
     from tracekit.loader import expand_paths, load_files
@@ -127,18 +130,22 @@ def load(paths, db, replace, lenient):
     created = not Path(db).exists()
     con = connect(db)
     progress = _Progress(files)
-    failed = []
+    outcomes = []
     try:
         for path, outcome in load_files(con, files, replace=replace, lenient=lenient, progress=progress):
             progress.clear_line()
-            if not _report(path, outcome, progress):
-                failed.append(path)
+            _report(path, outcome, progress)
+            outcomes.append((path, outcome))
             progress.file_done(path)
+        held = con.execute("SELECT count(*) FROM trace_files").fetchone()[0]
     finally:
         progress.close()
         con.close()
+    failed = [path for path, outcome in outcomes if isinstance(outcome, TracekitError)]
     if created and len(failed) == len(files):
         _remove_database(db)  # nothing loaded: leave no empty database behind
+    if len(failed) < len(files):
+        click.echo(_database_line(db, [o for _, o in outcomes if not isinstance(o, TracekitError)], held))
     if len(failed) == 1 and len(files) == 1:
         click.get_current_context().exit(1)  # its one error line has been printed
     if failed:
@@ -148,17 +155,24 @@ def load(paths, db, replace, lenient):
         raise TracekitError(f"{len(failed)} of {len(files)} files failed to load ({names}); {where}")
 
 
+def _database_line(db, results, held):
+    """'into /abs/tracekit.duckdb: 8 loaded, 1 skipped; it holds 9 traces'."""
+    loaded = sum(result.status == "loaded" for result in results)
+    skipped = len(results) - loaded
+    counts = ", ".join(part for part in (f"{loaded} loaded" if loaded else "",
+                                         f"{skipped} skipped" if skipped else "") if part)
+    return f"{'into' if loaded else 'nothing new for'} {Path(db).resolve()}: {counts}; it holds {held} trace{'s' if held != 1 else ''}"
+
+
 def _report(path, outcome, progress):
-    """Prints one line about a file's load; returns False when it failed."""
+    """Prints one line about a file's load."""
     if isinstance(outcome, TracekitError):
         click.echo(f"Error: {outcome}", err=True)
-        return False
-    if outcome.status == "skipped":
+    elif outcome.status == "skipped":
         click.echo(f"skipped {path}: {outcome.message}")
-        return True
-    click.echo(f"loaded {outcome.trace}: {outcome.events} events, {outcome.kernels} kernels "
-               f"from {path} in {outcome.seconds:.2f} s{_dropped_note(outcome)}")
-    return True
+    else:
+        click.echo(f"loaded {outcome.trace}: {outcome.events} events, {outcome.kernels} kernels "
+                   f"from {path} in {outcome.seconds:.2f} s{_dropped_note(outcome)}")
 
 
 def _dropped_note(result):
@@ -181,29 +195,38 @@ def _remove_database(db):
 
 
 def _params(pairs):
-    return {name: value for name, value in pairs}
+    params = {}
+    for name, value in pairs:
+        if name in params:
+            raise click.UsageError(f"-p {name} is given twice")
+        params[name] = value
+    return params
 
 
 @click.command()
 @click.argument("name", required=False)
-@click.option("--sql", help="Run this SQL instead of a named query.")
+@click.option("--sql", metavar="SQL|-|@FILE",
+              help="Run this SQL instead of a named query: the SQL itself, - to read it from standard input, "
+                   "or @FILE.sql to read it from a file.")
 @click.option("--db", type=click.Path(dir_okay=False),
               help="Database [default: ./tracekit.duckdb, else the bundled sample traces].")
 @click.option("-p", "--param", "params", nargs=2, multiple=True, metavar="NAME VALUE",
-              help="A parameter of the named query ($NAME in its SQL).")
+              help="A parameter: $NAME in the named query's SQL or in --sql's (repeatable).")
 @click.option("--list", "list_queries", is_flag=True, help="List the named queries and exit.")
 @click.option("--allow-files", is_flag=True,
               help="Let --sql read your own files (CSV, Parquet, JSON) to join with the traces; it still never writes.")
 @output_options
+@wait_option
 def query(name, sql, db, params, list_queries, allow_files, fmt, force, output):
-    """Run a named query (queries/*.sql) or --sql SQL, read-only, and print the rows.
+    """Run a named query (queries/*.sql), an .sql file or --sql SQL, read-only, and print the rows.
 
     With no --db and no tracekit.duckdb here, it runs on the bundled sample traces.
-    --sql is one SELECT that sees the trace database and nothing else (see --allow-files).
+    --sql is one SELECT that sees the trace database and nothing else (see --allow-files);
+    -p NAME VALUE gives its $NAME, as text DuckDB casts to the type the SQL needs.
     """
     from tracekit.cli import database_to_read
     from tracekit.database import connect_for_queries
-    from tracekit.named_queries import named_queries, run_named, run_sql
+    from tracekit.named_queries import named_queries, run_named, run_sql_text
 
     if list_queries:
         import pandas as pd
@@ -213,25 +236,48 @@ def query(name, sql, db, params, list_queries, allow_files, fmt, force, output):
         check_output_file(output, fmt, force)
         emit(pd.DataFrame(rows), fmt, output)
         return
-    if (name is None) == (sql is None):
-        raise click.UsageError("give a query NAME or --sql SQL (tracekit query --list shows the names)")
-    if sql is not None and params:
-        raise click.UsageError("-p parameters go with a named query, not --sql")
+    sql_text = _sql_to_run(name, sql)
+    params = _params(params)
     path, _ = database_to_read(db, "running on")
     check_output_file(output, fmt, force, database=path)
     con = connect_for_queries(path, allow_files=allow_files)
     try:
-        frame = run_named(con, name, _params(params)) if name else run_sql(con, sql)
+        frame = run_named(con, name, params) if sql_text is None else run_sql_text(con, sql_text, params)
     finally:
         con.close()
     emit(frame, fmt, output)
 
 
+def _sql_to_run(name, sql):
+    """The SqlText to run (from --sql, stdin, an @file or an .sql path), or None for a named query."""
+    from tracekit.sql_text import looks_like_sql_file, read_sql_file, sql_from
+
+    if name is not None and sql is not None:
+        raise click.UsageError("give a query NAME or --sql SQL, not both")
+    if name is None and sql is None:
+        raise click.UsageError("give a query NAME or --sql SQL (tracekit query --list shows the names)")
+    if sql is not None:
+        return sql_from(sql, click.get_text_stream("stdin"))
+    return read_sql_file(name) if looks_like_sql_file(name) else None
+
+
 @click.command()
-def schema():
-    """Print the documented views (the SQL contract) and their columns."""
-    from tracekit.database import schema_doc
-    click.echo(schema_doc(), nl=False)
+@click.option("--db", type=click.Path(dir_okay=False),
+              help="Database [default: ./tracekit.duckdb, else the bundled sample traces].")
+@wait_option
+def schema(db):
+    """Print every table and view a query can read: the documented views (the SQL contract) with
+    their columns, the hta_* tables once `tracekit hta` ran, and the storage tables."""
+    from tracekit.cli import database_to_read
+    from tracekit.database import connect_for_queries
+    from tracekit.schema_listing import schema_text
+
+    path, _ = database_to_read(db, "listing")
+    con = connect_for_queries(path)
+    try:
+        click.echo(schema_text(con), nl=False)
+    finally:
+        con.close()
 
 
 COMMANDS = [load, query, schema]
