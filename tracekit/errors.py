@@ -28,3 +28,13 @@ class QueryError(TracekitError):
 
 class CaptureError(TracekitError):
     """Nothing could be captured."""
+
+
+class LoadError(TracekitError):
+    """Some files of a load failed and the others loaded: `.results` holds the LoadResults of the
+    files loaded or skipped, `.failures` the (path, error) of each file that failed."""
+
+    def __init__(self, message, results, failures):
+        super().__init__(message)
+        self.results = results
+        self.failures = failures

@@ -42,6 +42,23 @@ def _block(name, about, columns):
     return "\n".join([f"{name}: {about}" if about else f"{name}:"] + lines)
 
 
+def relation_names(con):
+    """Every table and view a query can read, tracekit's private ones (`_...`) left out, sorted."""
+    return [name for name in sorted(_columns_by_relation(con)) if not name.startswith("_")]
+
+
+def describe(con, name):
+    """What `tracekit schema` says of one table or view; None when the database has no such one."""
+    relations = _columns_by_relation(con)
+    if name not in relations or name.startswith("_"):
+        return None
+    doc = schema_doc()
+    for block in doc.split("\n\n"):
+        if block.split(":")[0].split(" ")[0] == name:
+            return block.rstrip("\n") + "\n"
+    return _block(name, TABLE_DOCS.get(name, ""), relations[name]) + "\n"
+
+
 def schema_text(con):
     """Every relation a query on `con`'s database can read, documented where tracekit documents it."""
     doc = schema_doc()
@@ -55,6 +72,7 @@ def schema_text(con):
         parts += [_block(name, TABLE_DOCS.get(name, ""), relations[name]) for name in hta]
     if storage:
         parts.append(textwrap.fill("# Storage tables the views read (column TYPE): query the views above, "
-                                   "whose columns are the contract; these may change between versions.", _WIDTH))
+                                   "whose columns are the contract; these may change between versions.", _WIDTH,
+                                   subsequent_indent="# "))
         parts += [_block(name, "", relations[name]) for name in storage]
     return "\n\n".join(parts) + "\n"

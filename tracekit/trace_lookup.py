@@ -26,7 +26,7 @@ def file_for_trace(name, db=None):
         _, original = trace_row(con, name)
         if original and Path(original).is_file():
             return Path(original)
-        from tracekit.export import rebuild_trace
+        from tracekit.trace_export import rebuild_trace
         return rebuild_trace(con, name)
     finally:
         con.close()

@@ -220,7 +220,9 @@ def read_header(path):
     for a file that is no Chrome/Kineto trace, reading only as far as the array's start."""
     stream, _, handle = open_raw(path)
     with handle:
-        header, _, _ = _HeaderReader(stream, path).read()
+        header, raw, is_array = _HeaderReader(stream, path).read()
+    if is_array and raw[1:].lstrip()[:1] not in (b"{", b"]"):
+        raise TraceFileError(path, "not a trace: a JSON array of events holds objects, [{...}, ...]")
     return header
 
 

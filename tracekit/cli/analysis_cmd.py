@@ -123,48 +123,30 @@ def load(paths, db, replace, lenient):
     as it was. Files with content already loaded are skipped (see --replace). The
     last line names the database written to.
     """
-    from tracekit.database import connect
-    from tracekit.loader import expand_paths, load_files
+    from tracekit.load_batch import database_line, failure_summary, load_batch
+    from tracekit.loader import expand_paths
 
     files = expand_paths(paths)
-    created = not Path(db).exists()
-    con = connect(db)
     progress = _Progress(files)
-    outcomes = []
+
+    def reported(path, outcome):
+        progress.clear_line()
+        _report(path, outcome)
+        progress.file_done(path)
+
     try:
-        for path, outcome in load_files(con, files, replace=replace, lenient=lenient, progress=progress):
-            progress.clear_line()
-            _report(path, outcome, progress)
-            outcomes.append((path, outcome))
-            progress.file_done(path)
-        held = con.execute("SELECT count(*) FROM trace_files").fetchone()[0]
+        batch = load_batch(db, files, replace=replace, lenient=lenient, progress=progress, on_outcome=reported)
     finally:
         progress.close()
-        con.close()
-    failed = [path for path, outcome in outcomes if isinstance(outcome, TracekitError)]
-    if created and len(failed) == len(files):
-        _remove_database(db)  # nothing loaded: leave no empty database behind
-    if len(failed) < len(files):
-        click.echo(_database_line(db, [o for _, o in outcomes if not isinstance(o, TracekitError)], held))
-    if len(failed) == 1 and len(files) == 1:
+    if batch.results:
+        click.echo(database_line(batch))
+    if len(batch.failures) == 1 and len(batch.files) == 1:
         click.get_current_context().exit(1)  # its one error line has been printed
-    if failed:
-        names = ", ".join(Path(path).name for path in failed[:5]) + (", ..." if len(failed) > 5 else "")
-        loaded = len(files) - len(failed)
-        where = f"the other {loaded} are in {db}" if loaded else "nothing was loaded"
-        raise TracekitError(f"{len(failed)} of {len(files)} files failed to load ({names}); {where}")
+    if batch.failures:
+        raise TracekitError(failure_summary(batch))
 
 
-def _database_line(db, results, held):
-    """'into /abs/tracekit.duckdb: 8 loaded, 1 skipped; it holds 9 traces'."""
-    loaded = sum(result.status == "loaded" for result in results)
-    skipped = len(results) - loaded
-    counts = ", ".join(part for part in (f"{loaded} loaded" if loaded else "",
-                                         f"{skipped} skipped" if skipped else "") if part)
-    return f"{'into' if loaded else 'nothing new for'} {Path(db).resolve()}: {counts}; it holds {held} trace{'s' if held != 1 else ''}"
-
-
-def _report(path, outcome, progress):
+def _report(path, outcome):
     """Prints one line about a file's load."""
     if isinstance(outcome, TracekitError):
         click.echo(f"Error: {outcome}", err=True)
@@ -186,12 +168,6 @@ def _dropped_note(result):
     reasons = [f"{count} {why} (the last {result.cut_bytes} bytes)" if why == TRUNCATED else f"{count} with {why}"
                for why, count in result.dropped.items()]
     return f"; dropped {total} event{'s' if total != 1 else ''}: {', '.join(reasons)}"
-
-
-def _remove_database(db):
-    for leftover in (Path(db), Path(f"{db}.wal")):
-        if leftover.exists():
-            leftover.unlink()
 
 
 def _params(pairs):
@@ -257,7 +233,7 @@ def _sql_to_run(name, sql):
     if name is None and sql is None:
         raise click.UsageError("give a query NAME or --sql SQL (tracekit query --list shows the names)")
     if sql is not None:
-        return sql_from(sql, click.get_text_stream("stdin"))
+        return sql_from(sql)
     return read_sql_file(name) if looks_like_sql_file(name) else None
 
 

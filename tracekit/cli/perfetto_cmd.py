@@ -57,7 +57,7 @@ def export_command(db, trace_name, sql, findings, allow_files, output, force):
     """
     from tracekit.cli import database_to_read
     from tracekit.database import connect_for_queries
-    from tracekit.export import export
+    from tracekit.trace_export import export
     from tracekit.output_guard import JSON, check_output
     from tracekit.sql_text import sql_from
 
@@ -65,7 +65,7 @@ def export_command(db, trace_name, sql, findings, allow_files, output, force):
         raise click.UsageError("give --trace NAME or --sql SQL, not both")
     if trace_name is None and sql is None:
         raise click.UsageError("give --trace NAME or --sql SQL")
-    sql_text = sql_from(sql, click.get_text_stream("stdin")) if sql is not None else None
+    sql_text = sql_from(sql) if sql is not None else None
     path, _ = database_to_read(db, "exporting from")
     gzipped = output.endswith(".gz")
     check_output(output, "gzip" if gzipped else JSON, what="a .json.gz trace" if gzipped else "a JSON trace",

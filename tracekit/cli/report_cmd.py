@@ -2,6 +2,7 @@
 
 import click
 
+from tracekit.cli import wait_option
 from tracekit.errors import TracekitError
 
 DEFAULT_HTML = "report.html"
@@ -15,6 +16,7 @@ DEFAULT_HTML = "report.html"
 @click.option("-f", "--format", "fmt", type=click.Choice(["html", "markdown"]), default="html",
               show_default=True, help="html: one self-contained page; markdown: table and findings.")
 @click.option("--force", is_flag=True, help="Let -o replace an existing file that holds another format.")
+@wait_option
 def report(db, output, fmt, force):
     """Write a report comparing the loaded traces: table, charts and findings.
 
