@@ -84,6 +84,7 @@ def test_an_integer_parameter_is_bound_as_one(sample_db):
      "give --trace NAME or --sql SQL, not both"),
     (["open", "trace.json", "--trace", "naive"], "give a TRACE_FILE or --trace NAME, not both"),
     (["query", "memcpy", "-p", "trace", "naive", "-p", "trace", "flex"], "-p trace is given twice"),
+    (["query", "memcpy", "--list"], "give --list or a query, not both"),
 ])
 def test_two_alternatives_at_once_say_give_one_not_both(sample_db, args, message):
     assert_error(invoke(*args, "--db", sample_db), message, exit_code=2)

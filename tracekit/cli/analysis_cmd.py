@@ -204,6 +204,8 @@ def query(name, sql, db, params, list_queries, allow_files, fmt, force, output):
     from tracekit.database import connect_for_queries
     from tracekit.named_queries import named_queries, run_named, run_sql_text
 
+    if list_queries and (name is not None or sql is not None):
+        raise click.UsageError("give --list or a query, not both")
     if list_queries:
         import pandas as pd
         rows = [{"query": q.name, "question": q.question,
