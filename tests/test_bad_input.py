@@ -276,7 +276,7 @@ def test_a_locked_database_is_a_clear_error_and_a_killed_load_corrupts_nothing(d
     try:
         assert holder.stdout.readline().strip() == "ready"
         for args in (["load", str(SAMPLE_TRACES / "sdpa_flash.json.gz")], ["query", "summary"]):
-            second = subprocess.run([sys.executable, "-m", "tracekit", *args, "--db", str(db)],
+            second = subprocess.run([sys.executable, "-m", "tracekit", *args, "--db", str(db), "--wait", "0"],
                                     capture_output=True, text=True, timeout=60)
             assert second.returncode == 1
             assert second.stdout == "" and "Traceback" not in second.stderr

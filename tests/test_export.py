@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from conftest import SAMPLE_TRACES
 from tracekit.cli import cli
 from tracekit.database import connect
-from tracekit.export import export
+from tracekit.trace_export import export
 from tracekit.loader import load_file
 
 VARIANTS = sorted(p.name[: -len(".json.gz")] for p in SAMPLE_TRACES.glob("*.json.gz"))

@@ -6,7 +6,11 @@ imported by the capture half alone.
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "load", "query", "findings", "diff"]
+__all__ = ["__version__", "load", "query", "findings", "diff", "report", "export", "schema", "hta",
+           "hta_diff", "open"]
+# The API's names, and the function of tracekit.api each stands for (open is not the builtin's).
+_API = {"load": "load", "query": "query", "findings": "findings", "diff": "diff", "report": "report",
+        "export": "export", "schema": "schema", "hta": "hta", "hta_diff": "hta_diff", "open": "open_trace"}
 
 
 def _serve_source_checkout():
@@ -23,7 +27,12 @@ _serve_source_checkout()
 
 def __getattr__(name):
     # Lazy, so `import tracekit` (and `tracekit capture` on a GPU box without duckdb) stays light.
-    if name in ("load", "query", "findings", "diff"):
+    if name == "report":
+        # The report package, which calls api.report: Python makes tracekit.report the package
+        # once it is imported, so it is the callable one either way.
+        from importlib import import_module
+        return import_module("tracekit.report")
+    if name in _API:
         from tracekit import api
-        return getattr(api, name)
+        return getattr(api, _API[name])
     raise AttributeError(f"module 'tracekit' has no attribute {name!r}")

@@ -1,8 +1,18 @@
-"""The Python API: what the CLI does, one call each, returning pandas DataFrames."""
+"""The Python API: what the CLI does, one call each, returning what the command prints or writes.
 
+Each call waits, as the commands do, up to `wait` seconds for a database another process (a
+load) holds, with a warning when it starts to; its errors are TracekitErrors whose messages
+name this API's arguments (`lenient=True`), not the command line's flags.
+"""
+
+import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
-from tracekit.database import DEFAULT_DB, connect, connect_for_queries
+from tracekit.api_wording import speaks_python
+from tracekit.database import (DEFAULT_DB, DEFAULT_LOCK_WAIT_S, connect, connect_for_queries,
+                               waiting_for_lock)
+from tracekit.errors import LoadError, TracekitError
 
 
 def resolve_db(db=None):
@@ -15,11 +25,17 @@ def resolve_db(db=None):
     return sample_database(), True
 
 
-def query(name=None, *, sql=None, db=None, params=None, allow_files=False):
+def _waiting(wait):
+    return waiting_for_lock(wait, on_wait=lambda message: warnings.warn(message, stacklevel=4))
+
+
+@speaks_python
+def query(name=None, *, sql=None, db=None, params=None, allow_files=False, wait=DEFAULT_LOCK_WAIT_S):
     """Runs a named query (or `sql`, one SELECT) read-only and returns a DataFrame.
 
     With no `db` and no tracekit.duckdb in the working directory it runs on the
-    bundled sample traces: `tracekit.query("summary")`.
+    bundled sample traces: `tracekit.query("summary")`. `params` gives the query's
+    `$name` parameters, the named query's or those of `sql`.
 
     The query sees the trace database and nothing else, as `tracekit query` does:
     no other file, no ATTACH, no COPY. `allow_files=True` lets it read files too
@@ -30,47 +46,204 @@ def query(name=None, *, sql=None, db=None, params=None, allow_files=False):
     if (name is None) == (sql is None):
         raise ValueError("give a query name or sql=, not both")
     path, _ = resolve_db(db)
-    con = connect_for_queries(path, allow_files=allow_files)
+    with _waiting(wait):
+        con = connect_for_queries(path, allow_files=allow_files)
     try:
-        return run_named(con, name, params) if name is not None else run_sql(con, sql)
+        return run_named(con, name, params) if name is not None else run_sql(con, sql, params)
     finally:
         con.close()
 
 
-def load(paths, *, db=DEFAULT_DB, replace=False, lenient=False):
-    """Loads trace files, folders or globs into `db`; returns one LoadResult per file."""
-    from tracekit.loader import expand_paths, load_files
+@speaks_python
+def load(paths, *, db=DEFAULT_DB, replace=False, lenient=False, wait=DEFAULT_LOCK_WAIT_S):
+    """Loads trace files, folders or globs into `db`; returns a LoadResult per file loaded or skipped.
+
+    Every file that can load does, each in one transaction. When some fail, it raises
+    LoadError after loading the others: its message names each bad file and why, its
+    `.results` are the LoadResults of the good ones, its `.failures` the (path, error)
+    of the bad. One file that fails raises its own error. `lenient=True` loads what can
+    be read from a truncated or partly malformed trace.
+    """
+    from tracekit.load_batch import failure_summary, load_batch
+    from tracekit.loader import expand_paths
+
     if isinstance(paths, (str, Path)):
         paths = [paths]
-    con = connect(db)
+    files = expand_paths([str(p) for p in paths])
+    with _waiting(wait):
+        batch = load_batch(db, files, replace=replace, lenient=lenient)
+    if len(batch.failures) == 1 and len(batch.files) == 1:
+        raise batch.failures[0][1]
+    if batch.failures:
+        raise LoadError(failure_summary(batch, with_reasons=True), batch.results, batch.failures)
+    return batch.results
+
+
+@speaks_python
+def report(db=None, *, fmt="html", output=None, force=False, wait=DEFAULT_LOCK_WAIT_S):
+    """The report `tracekit report` writes, as text (html, or markdown with fmt="markdown");
+    also written to `output` when given (never over a file of another kind unless `force`)."""
+    from tracekit.output_guard import HTML, TEXT, check_output
+    from tracekit.report import render
+    from tracekit.report.data import load as report_data
+
+    path, is_samples = resolve_db(db)
+    if output is not None:
+        check_output(output, HTML if fmt == "html" else TEXT, what=fmt, database=path, force=force)
+    with _waiting(wait):
+        text = render(report_data(None if is_samples else path), fmt)
+    if output is not None:
+        _write_text(output, text)
+    return text
+
+
+@dataclass
+class Exported:
+    """What export() wrote: the trace file, its events, and the slices moved off overlaps."""
+
+    path: Path
+    events: int
+    moved_slices: int
+
+
+@speaks_python
+def export(output, *, trace=None, sql=None, db=None, findings=False, allow_files=False, force=False,
+           wait=DEFAULT_LOCK_WAIT_S):
+    """Writes a Chrome JSON trace (.json or .json.gz) of loaded trace `trace`, or of the events
+    `sql` selects, as `tracekit export` does; returns an Exported."""
+    from tracekit.trace_export import export as export_trace
+    from tracekit.output_guard import JSON, check_output
+
+    if (trace is None) == (sql is None):
+        raise ValueError("give trace= or sql=, not both")
+    path, _ = resolve_db(db)
+    gzipped = str(output).endswith(".gz")
+    check_output(output, "gzip" if gzipped else JSON, what="a .json.gz trace" if gzipped else "a JSON trace",
+                 database=path, force=force)
+    with _waiting(wait):
+        con = connect_for_queries(path, allow_files=allow_files)
     try:
-        results = []
-        for _, outcome in load_files(con, expand_paths([str(p) for p in paths]), replace=replace, lenient=lenient):
-            if isinstance(outcome, Exception):
-                raise outcome
-            results.append(outcome)
-        return results
+        written, count, moved = export_trace(con, output, trace=trace, sql=sql, findings=findings)
+    finally:
+        con.close()
+    return Exported(Path(written), count, moved)
+
+
+@speaks_python
+def schema(db=None, *, wait=DEFAULT_LOCK_WAIT_S):
+    """What `tracekit schema` prints: every table and view a query can read, with its columns."""
+    from tracekit.schema_listing import schema_text
+
+    path, _ = resolve_db(db)
+    with _waiting(wait):
+        con = connect_for_queries(path)
+    try:
+        return schema_text(con)
     finally:
         con.close()
 
 
-def findings(*, db=None, trace=None, rule=None, params=None):
+@speaks_python
+def hta(traces=None, *, db=DEFAULT_DB, wait=DEFAULT_LOCK_WAIT_S):
+    """Runs HTA's analyses on loaded traces (all of them by default) into the hta_* tables, as
+    `tracekit hta` does; returns a DataFrame with a row per trace and analysis: status ok,
+    failed or not analysed, rows stored, why, seconds."""
+    from tracekit.hta_tables import run_all
+
+    if isinstance(traces, str):
+        traces = [traces]
+    skipped = []
+    with _waiting(wait):
+        con = connect(_existing(db))
+    try:
+        results = run_all(con, traces or (), on_error=lambda name, exc: skipped.append((name, exc)))
+    finally:
+        con.close()
+    if not any(result.stored for result in results):
+        raise TracekitError("nothing stored: HTA could not analyse any trace"
+                            + "".join(f"; {name}: {exc}" for name, exc in skipped))
+    return _hta_frame(results, skipped)
+
+
+@speaks_python
+def hta_diff(control, test, *, db=DEFAULT_DB, wait=DEFAULT_LOCK_WAIT_S):
+    """HTA's TraceDiff of two loaded traces into hta_trace_diff, as `tracekit hta diff` does;
+    returns the rows it stored as a DataFrame."""
+    from tracekit.hta_tables import run_diff
+
+    with _waiting(wait):
+        con = connect(_existing(db))
+    try:
+        result = run_diff(con, control, test)
+    finally:
+        con.close()
+    if not result.stored:
+        failed = "; ".join(run.message for run in result.runs if not run.ok)
+        raise TracekitError(f"nothing stored: HTA's trace diff of {control} and {test} failed: {failed}")
+    return result.frames["hta_trace_diff"]
+
+
+@speaks_python
+def open_trace(trace_file=None, *, trace=None, db=None, port=9001, browser=True, timeout=None):
+    """`tracekit.open()`: serves a trace file (or loaded trace `trace`) to ui.perfetto.dev until the UI has fetched
+    it, as `tracekit open` does; returns the URL it gave the UI."""
+    from tracekit.perfetto_server import open_in_perfetto
+    from tracekit.trace_lookup import file_for_trace
+
+    if (trace_file is None) == (trace is None):
+        raise ValueError("give trace_file or trace=, not both")
+    if trace is not None:
+        trace_file = file_for_trace(trace, resolve_db(db)[0])
+    return open_in_perfetto(trace_file, port=port, browser=browser, timeout=timeout)
+
+
+def _existing(db):
+    """HTA writes tables, so unlike a query there is no falling back to the read-only samples."""
+    if not Path(db).is_file():
+        raise TracekitError(f"{db}: no database: load traces first (tracekit load TRACE... --db {db})")
+    return db
+
+
+def _hta_frame(results, skipped):
+    import pandas as pd
+    rows = [{"trace": r.trace, "analysis": run.analysis, "status": "ok" if run.ok else "failed",
+             "rows": run.rows, "message": run.message or None, "seconds": round(run.seconds, 3)}
+            for r in results for run in r.runs if run.analysis != "parse" or not run.ok]
+    rows += [{"trace": name, "analysis": None, "status": "not analysed", "rows": 0, "message": str(exc),
+              "seconds": 0.0} for name, exc in skipped]
+    return pd.DataFrame(rows, columns=["trace", "analysis", "status", "rows", "message", "seconds"])
+
+
+def _write_text(output, text):
+    try:
+        with Path(output).open("w", encoding="utf-8") as handle:
+            handle.write(text)
+    except OSError as exc:
+        raise TracekitError(f"{output}: cannot write ({exc.strerror})") from None
+
+
+@speaks_python
+def findings(*, db=None, trace=None, rule=None, params=None, wait=DEFAULT_LOCK_WAIT_S):
     """What the finding rules see (as `tracekit findings`): a DataFrame of trace, rule, severity,
     title, detail, fix, saving_us_per_step and evidence (a list of the events each rests on),
     ranked by saving. `params` sets rules' thresholds by name."""
     from tracekit.findings_engine import run_findings
+
     path, _ = resolve_db(db)
-    con = connect_for_queries(path)
+    with _waiting(wait):
+        con = connect_for_queries(path)
     try:
         return run_findings(con, trace=trace, rule=rule, params=params)
     finally:
         con.close()
 
 
-def diff(a, b, *, db=None, by="class", fail_on=(), top=10):
-    """Compares trace `b` against baseline `a` (as `tracekit diff`); returns a tracekit.compare.DiffResult
-    with per-step figures and intervals, the attribution, the findings' change and the verdict.
-    `a` and `b` are trace names in `db`, or two trace files, loaded into a temporary database."""
+@speaks_python
+def diff(a, b, *, db=None, by="class", fail_on=(), top=10, wait=DEFAULT_LOCK_WAIT_S):
+    """Compares trace `b` against baseline `a` (as `tracekit diff`); returns a
+    tracekit.compare.DiffResult with per-step figures and intervals, the attribution, the findings'
+    change and the verdict. `a` and `b` are trace names in `db`, or two trace files, loaded into a
+    temporary database."""
     import tempfile
 
     from tracekit.compare import diff as run_diff
@@ -85,7 +258,8 @@ def diff(a, b, *, db=None, by="class", fail_on=(), top=10):
             finally:
                 con.close()
     path, _ = resolve_db(db)
-    con = connect_for_queries(path)
+    with _waiting(wait):
+        con = connect_for_queries(path)
     try:
         return run_diff(con, a, b, by=by, fail_on=fail_on, top=top)
     finally:

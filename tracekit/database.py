@@ -1,13 +1,16 @@
 """Opening tracekit databases: creating the schema, read-only access, and clear errors."""
 
+import contextvars
 import re
+import time
+from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
 
 import duckdb
 
 from tracekit import __version__
-from tracekit.errors import DatabaseError
+from tracekit.errors import DatabaseError, DatabaseLocked
 
 DEFAULT_DB = "tracekit.duckdb"
 # 2: trace_files.vendor and gpu_arch, gpu_busy_rows.
@@ -61,8 +64,7 @@ def _friendly(exc, path):
     if "Could not set lock" in message or "Conflicting lock" in message:
         holder = _LOCK_HOLDER.search(message)
         by = f" by {Path(holder.group(1)).name} (PID {holder.group(2)})" if holder else ""
-        return DatabaseError(f"{path}: database is locked{by}, another tracekit load perhaps;"
-                             " wait for it to finish")
+        return DatabaseLocked(f"{path}: database is locked{by}, another tracekit load perhaps")
     if "No such file or directory" in message and not Path(path).parent.is_dir():
         return DatabaseError(f"{path}: its folder {Path(path).parent} does not exist")
     if "not a valid DuckDB database" in message or "Unable to open" in message or "database file" in message.lower():
@@ -85,12 +87,57 @@ def _refuse_other_files(path):
         raise DatabaseError(f"{path}: not a DuckDB database file, it holds {holds} (use another --db)")
 
 
+# How long an open waits for a database another process holds (a load, most often), and whom it
+# tells that it waits: set for a whole command or API call by waiting_for_lock.
+DEFAULT_LOCK_WAIT_S = 30  # the API's wait, as the CLI's --wait
+_LOCK_WAIT = contextvars.ContextVar("tracekit_lock_wait", default=(0.0, None))
+_LOCK_POLL_S = (0.05, 0.5)  # the first retry comes soon, later ones every half second
+
+
+@contextmanager
+def waiting_for_lock(seconds, on_wait=None):
+    """Within this block an open of a database that another process holds waits up to `seconds`
+    for it, calling `on_wait(message)` once when it starts to wait; then it fails as before."""
+    token = _LOCK_WAIT.set((max(float(seconds), 0.0), on_wait))
+    try:
+        yield
+    finally:
+        _LOCK_WAIT.reset(token)
+
+
+def _opened_when_free(open_once):
+    """`open_once()`, tried again while another process holds the database, up to the wait set by
+    waiting_for_lock. DuckDB lets one process write, or several read, never both: a load's lock
+    keeps readers out until its last commit (there is no older snapshot to read meanwhile)."""
+    limit, on_wait = _LOCK_WAIT.get()
+    started, pause, told = time.monotonic(), _LOCK_POLL_S[0], False
+    while True:
+        try:
+            return open_once()
+        except DatabaseLocked as exc:
+            waited = time.monotonic() - started
+            if limit <= 0:
+                raise DatabaseLocked(f"{exc}; wait for it to finish (or give --wait SECONDS)") from None
+            if waited >= limit:
+                raise DatabaseLocked(f"{exc}; still locked after waiting {limit:g} s "
+                                     "(--wait SECONDS waits longer)") from None
+            if on_wait is not None and not told:
+                on_wait(f"{exc}; waiting up to {limit:g} s for it (--wait SECONDS)")
+                told = True
+            time.sleep(min(pause, limit - waited))
+            pause = _LOCK_POLL_S[1]
+
+
 def connect(path=DEFAULT_DB, *, read_only=False):
     """Opens (creating when writable) a tracekit database, with the schema in place."""
     path = str(path)
     if read_only and path != ":memory:" and not Path(path).exists():
         raise DatabaseError(f"{path}: no such database; create it with `tracekit load TRACE... --db {path}`")
     _refuse_other_files(path)
+    return _opened_when_free(lambda: _connect_once(path, read_only))
+
+
+def _connect_once(path, read_only):
     try:
         con = duckdb.connect(path, read_only=read_only)
     except duckdb.Error as exc:
@@ -117,12 +164,16 @@ def connect_for_queries(path, *, allow_files=False):
     The database is attached to a DuckDB instance of its own, so the locked configuration never
     reaches another connection this process holds to the same file (DuckDB shares one instance
     between the connections to a path)."""
-    from tracekit.sql_sandbox import lock_down
-
     path = str(path)
     if not Path(path).exists():
         raise DatabaseError(f"{path}: no such database; create it with `tracekit load TRACE... --db {path}`")
     _refuse_other_files(path)
+    return _opened_when_free(lambda: _attach_for_queries(path, allow_files))
+
+
+def _attach_for_queries(path, allow_files):
+    from tracekit.sql_sandbox import lock_down
+
     con = duckdb.connect(":memory:")
     try:
         quoted = path.replace("'", "''")

@@ -22,6 +22,10 @@ class DatabaseError(TracekitError):
     """The database cannot be opened or changed."""
 
 
+class DatabaseLocked(DatabaseError):
+    """Another process (a load, most often) holds the database's lock."""
+
+
 class QueryError(TracekitError):
     """A named query is unknown or an SQL statement failed."""
 
@@ -45,3 +49,13 @@ class DiskFullError(TraceFileError):
     def __init__(self, path, folder):
         self.folder = folder
         super().__init__(path, f"the disk is full (no space left in {folder})")
+
+
+class LoadError(TracekitError):
+    """Some files of a load failed and the others loaded: `.results` holds the LoadResults of the
+    files loaded or skipped, `.failures` the (path, error) of each file that failed."""
+
+    def __init__(self, message, results, failures):
+        super().__init__(message)
+        self.results = results
+        self.failures = failures

@@ -81,6 +81,17 @@ TABLES = {
         ("ran_at", "TIMESTAMP", None)],
 }
 
+# What each table holds, for `tracekit schema`.
+TABLE_DOCS = {
+    "hta_kernel_breakdown": "HTA's kernel breakdown: a row per trace, kernel name and type (us)",
+    "hta_kernel_type_breakdown": "GPU busy time per trace and kernel type (COMPUTATION, COMMUNICATION, MEMORY)",
+    "hta_temporal_breakdown": "per trace: GPU idle, compute and non-compute time, and their shares",
+    "hta_idle_time": "per trace and stream: GPU idle time by category (host wait, kernel wait, other)",
+    "hta_launch_stats": "per kernel launch: CPU time of the launch call, GPU time, launch delay",
+    "hta_trace_diff": "tracekit hta diff: per op and kernel name, counts and time in trace and test_trace",
+    "hta_runs": "each HTA analysis of the latest run: ok or failed, and why",
+}
+
 
 @dataclass
 class Run:

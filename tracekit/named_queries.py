@@ -14,7 +14,9 @@ import duckdb
 
 from tracekit.errors import QueryError
 from tracekit.sql_sandbox import check_read_only, is_refused_access, refused_access_message
+from tracekit.trace_lookup import trace_row
 
+_INTEGER = re.compile(r"^-?\d+$")
 _PARAM = re.compile(r"^(\w+)\s*=\s*(.*?):\s*(.*)$")
 _COLUMN = re.compile(r"^(\w+):\s*(.*)$")
 
@@ -90,7 +92,18 @@ def _bind(query, given):
     if unknown:
         accepted = ", ".join(query.params) or "none"
         raise QueryError(f"query {query.name!r} has no parameter {', '.join(unknown)} (it takes: {accepted})")
-    return {key: given.get(key, default) for key, (default, _) in query.params.items()}
+    return {key: _typed(key, given.get(key, default), default) for key, (default, _) in query.params.items()}
+
+
+def _typed(key, value, default):
+    """A parameter's value as the type its default has (a whole number, or text)."""
+    if value is None or default is None or not _INTEGER.match(default):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and _INTEGER.match(value.strip()):
+        return int(value)
+    raise QueryError(f"-p {key} must be an integer (got {value!r})")
 
 
 def _friendly(exc, sql):
@@ -109,10 +122,26 @@ def _shown(sql):
     return shown if len(shown) <= 300 else shown[:297] + "..."
 
 
+def _checked(sql, params):
+    """Refuses, unrun, anything but one SELECT (whatever the connection allows, the SQL may only
+    read), a parameter the SQL does not use, and a $name it uses that has no value."""
+    statement = check_read_only(sql)
+    _check_params(statement.named_parameters, params or {})
+
+
+def _check_params(used, given):
+    extra = sorted(set(given) - set(used))
+    if extra:
+        uses = ", ".join(f"${name}" for name in sorted(used)) or "no $parameters"
+        raise QueryError(f"-p {extra[0]}: the SQL has no ${extra[0]} (it uses {uses})")
+    missing = sorted(set(used) - set(given))
+    if missing:
+        raise QueryError(f"the SQL uses ${missing[0]}: give it a value with -p {missing[0]} VALUE")
+
+
 def _execute(con, sql, params):
-    """Runs one SELECT statement. Whatever `con` allows, the SQL may only read: anything but one
-    SELECT is refused unrun (every path that runs a user's SQL comes through here)."""
-    check_read_only(sql)
+    """Runs one SELECT statement (every path that runs a user's SQL comes through _checked)."""
+    _checked(sql, params)
     try:
         return con.execute(sql, params) if params else con.execute(sql)
     except duckdb.Error as exc:
@@ -133,15 +162,29 @@ def run_sql(con, sql, params=None):
     return frame
 
 
+def run_sql_text(con, sql, params=None):
+    """run_sql on a SqlText (tracekit.sql_text): its errors name the file the SQL came from."""
+    try:
+        return run_sql(con, sql.text, params)
+    except QueryError as exc:
+        raise QueryError(sql.blame(str(exc))) from None
+
+
 def run_named(con, name, params=None):
-    """Runs the named query `name` with `params` (a dict of text values) and returns a DataFrame."""
-    return run_sql(con, *named_sql(name, params))
+    """Runs the named query `name` with `params` (a dict of text values) and returns a DataFrame.
+
+    A `trace` that names no loaded trace is an error, not an empty result."""
+    return run_sql(con, *named_sql(name, params, con))
 
 
-def named_sql(name, params=None):
-    """(SQL, bound parameters or None) of the named query `name` with `params` (text values)."""
+def named_sql(name, params=None, con=None):
+    """(SQL, bound parameters or None) of the named query `name` with `params` (text values); with
+    `con`, a `trace` that names no loaded trace there is an error."""
     query = get_query(name)
-    return query.sql, _bind(query, params or {}) or None
+    bound = _bind(query, params or {})
+    if con is not None and bound.get("trace") is not None:
+        trace_row(con, bound["trace"])
+    return query.sql, bound or None
 
 
 def fetch_rows(con, sql, params=None):
@@ -161,6 +204,7 @@ def write_parquet(con, sql, params, path, columns=None):
     from tracekit.parquet_out import write_relation
     from tracekit.rows import check_columns
 
+    _checked(sql, params)
     try:
         relation = con.sql(sql, params=params)
         if relation is None:

@@ -41,14 +41,18 @@ def _content_type(path):
     return "application/json" if Path(path).suffix == ".json" else "application/octet-stream"
 
 
-def _check_readable(path):
-    try:
-        with open(path, "rb"):
-            pass
-    except FileNotFoundError:
-        raise TraceFileError(path, "no such file") from None
-    except OSError as exc:
-        raise TraceFileError(path, f"cannot be read ({exc.strerror})") from None
+def _check_trace(path):
+    """Refuses a file that is missing, unreadable or not a Chrome/Kineto trace, before serving it:
+    the UI would only show its own error page for a README or a database."""
+    from tracekit.tracefile import read_header
+    read_header(path)
+
+
+def _size_text(size):
+    for unit in ("bytes", "KiB", "MiB"):
+        if size < 1024 or unit == "MiB":
+            return f"{size:.0f} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"
+        size /= 1024
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -75,6 +79,7 @@ class _Handler(BaseHTTPRequestHandler):
             return False
         # The reason names which header failed, never echoes what was sent.
         why = "its Host is not a loopback name with this port" if host not in hosts else f"its Origin is not {UI_ORIGIN}"
+        self.server.refused += 1
         self.send_error(403, f"Forbidden: only the Perfetto UI may fetch this trace ({why})")
         return True
 
@@ -143,6 +148,7 @@ class _Server(ThreadingHTTPServer):
         self.trace_path = trace_path
         self.log = log
         self.fetched = threading.Event()
+        self.refused = 0  # requests turned away: not the UI's, or not addressed to us
         super().__init__((HOST, port), _Handler)
 
     def server_bind(self):
@@ -165,7 +171,7 @@ class TraceServer:
 
     def __init__(self, path, port=DEFAULT_PORT, log=None):
         self.path = Path(path)
-        _check_readable(self.path)
+        _check_trace(self.path)
         try:
             self._server = _Server(self.path, port, log)
         except OSError as exc:
@@ -212,6 +218,13 @@ class TraceServer:
                 self._thread.join()
             self._server.server_close()
 
+    def refused_note(self):
+        """', refused 2 requests that were not the UI's' (or nothing when none was)."""
+        count = self._server.refused
+        if not count:
+            return ""
+        return f"; refused {count} request{'s' if count != 1 else ''} that {'were' if count != 1 else 'was'} not the UI's"
+
     def __enter__(self):
         return self
 
@@ -222,8 +235,9 @@ class TraceServer:
 def open_in_perfetto(path, *, port=DEFAULT_PORT, browser=True, echo=print, timeout=None):
     """Serve `path`, point ui.perfetto.dev at it, block until it has loaded; return the URL.
 
-    Ctrl-C stops serving cleanly (the URL is still returned). Raises TracekitError
-    if the UI has not fetched the file within `timeout` seconds.
+    Ctrl-C stops serving cleanly (the URL is still returned). Either way the last line
+    says what was served. Raises TracekitError if the UI has not fetched the file within
+    `timeout` seconds.
     """
     with TraceServer(path, port=port) as server:
         echo(server.url)
@@ -234,9 +248,11 @@ def open_in_perfetto(path, *, port=DEFAULT_PORT, browser=True, echo=print, timeo
         try:
             fetched = server.serve_until_fetched(timeout=timeout)
         except KeyboardInterrupt:
-            echo("Stopped before the UI loaded the trace.")
+            echo(f"Stopped before the UI loaded the trace: served nothing{server.refused_note()}.")
             return server.url
     if not fetched:
         raise TracekitError(f"the Perfetto UI did not fetch {server.path.name} within "
                             f"{timeout:g} s; open {server.url} in a browser and try again")
+    echo(f"Served {server.path} ({_size_text(server.path.stat().st_size)}) to ui.perfetto.dev "
+         f"and stopped{server.refused_note()}.")
     return server.url

@@ -31,7 +31,7 @@ def lock_down(con, *, allow_files=False):
 
 
 def check_read_only(sql):
-    """Raises QueryError unless `sql` is one SELECT statement."""
+    """Raises QueryError unless `sql` is one SELECT statement; returns that statement."""
     try:
         statements = duckdb.extract_statements(sql)
     except duckdb.Error as exc:
@@ -39,7 +39,9 @@ def check_read_only(sql):
     if not statements:
         raise QueryError("the SQL is empty: give a SELECT statement")
     if len(statements) > 1:
-        raise QueryError(f"the SQL holds {len(statements)} statements: a query runs one SELECT")
+        kinds = ", ".join(statement.type.name for statement in statements)
+        raise QueryError(f"the SQL holds {len(statements)} statements: a query runs one SELECT "
+                         f"(these are {kinds}: run them one at a time)")
     kind = statements[0].type.name
     if kind != "SELECT":
         # Named as written (DuckDB files INSTALL under LOAD), unless a WITH comes first.
@@ -47,6 +49,7 @@ def check_read_only(sql):
         shown = first if first.isalpha() and first != "WITH" else kind
         raise QueryError(f"{shown} is not allowed: a query is read-only, one SELECT "
                          f"(WITH, DESCRIBE and SHOW are SELECTs too) — in SQL: {_shown(sql)}")
+    return statements[0]
 
 
 def is_refused_access(exc):

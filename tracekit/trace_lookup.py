@@ -6,11 +6,12 @@ from tracekit.errors import TracekitError
 
 
 def trace_row(con, name):
+    """(trace, path) of loaded trace `name`; raises, naming the loaded traces, when there is none."""
     row = con.execute("SELECT trace, path FROM trace_files WHERE trace = ?", [name]).fetchone()
     if row is None:
         names = [r[0] for r in con.execute("SELECT trace FROM trace_files ORDER BY trace").fetchall()]
-        shown = ", ".join(names[:20]) + (" ..." if len(names) > 20 else "")
-        raise TracekitError(f"no trace named {name!r} in the database (loaded: {shown or 'none'})")
+        shown = ", ".join(names[:20]) + (f" and {len(names) - 20} more" if len(names) > 20 else "")
+        raise TracekitError(f"no trace named {name!r} (loaded: {shown or 'none'})")
     return row
 
 
@@ -25,7 +26,7 @@ def file_for_trace(name, db=None):
         _, original = trace_row(con, name)
         if original and Path(original).is_file():
             return Path(original)
-        from tracekit.export import rebuild_trace
+        from tracekit.trace_export import rebuild_trace
         return rebuild_trace(con, name)
     finally:
         con.close()

@@ -215,6 +215,17 @@ class _HeaderReader:
         return bytes(self.raw[byte_pos:])
 
 
+def read_header(path):
+    """The top-level keys before a trace's event array ({} for a bare array); raises TraceFileError
+    for a file that is no Chrome/Kineto trace, reading only as far as the array's start."""
+    stream, _, handle = open_raw(path)
+    with handle:
+        header, raw, is_array = _HeaderReader(stream, path).read()
+    if is_array and raw[1:].lstrip()[:1] not in (b"{", b"]"):
+        raise TraceFileError(path, "not a trace: a JSON array of events holds objects, [{...}, ...]")
+    return header
+
+
 def _object_tail(text, pos):
     """Parses `text[pos:]` as what follows the array in `{"traceEvents": [...] ...}`.
 

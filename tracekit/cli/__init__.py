@@ -5,6 +5,7 @@ command, so `tracekit query` never pays for (or needs) torch, and `tracekit
 capture` runs on a GPU machine without duckdb.
 """
 
+import functools
 import sys
 
 import click
@@ -50,8 +51,28 @@ def database_to_read(db, doing):
     return path, is_samples
 
 
+# How long a command waits for a database another process holds (tracekit.database.waiting_for_lock);
+# the API's default is tracekit.database.DEFAULT_LOCK_WAIT_S, the same.
+LOCK_WAIT_S = 30
+
+
+def wait_option(command):
+    """--wait SECONDS: how long the command waits, saying so on stderr, for a database that another
+    process (a load) holds, before it gives up."""
+    @functools.wraps(command)
+    def run(*args, wait, **kwargs):
+        from tracekit.database import waiting_for_lock
+        with waiting_for_lock(wait, on_wait=lambda message: click.echo(message, err=True)):
+            return command(*args, **kwargs)
+
+    return click.option("--wait", type=click.FloatRange(min=0), default=LOCK_WAIT_S, show_default=True,
+                        metavar="SECONDS",
+                        help="Wait this long for a database another process (a load) holds.")(run)
+
+
 # Each module holds one family of commands and lists them in COMMANDS.
-_COMMAND_MODULES = ("capture_cmd", "analysis_cmd", "findings_cmd", "diff_cmd", "perfetto_cmd", "hta_cmd", "report_cmd")
+_COMMAND_MODULES = ("capture_cmd", "analysis_cmd", "shell_cmd", "findings_cmd", "diff_cmd", "perfetto_cmd", "hta_cmd",
+                    "report_cmd")
 
 
 def _register():

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import click
 
-from tracekit.errors import TracekitError
+from tracekit.cli import wait_option
+from tracekit.errors import QueryError, TracekitError
 from tracekit.render import FORMATS  # light: the renderer imports neither duckdb nor pandas
 
 # Loads shorter than this finish before a progress bar would help.
@@ -157,73 +158,63 @@ class _FileProgress:
 @click.option("--replace", is_flag=True, help="Reload traces already loaded (same content or same file).")
 @click.option("--lenient", is_flag=True,
               help="Load what can be read from a truncated or partly malformed trace, and say what was dropped.")
+@wait_option
 def load(paths, db, replace, lenient):
     """Load trace files, folders or globs (.json, .json.gz) into a DuckDB database.
 
     Each file loads in one transaction: it loads completely or leaves the database
-    as it was. Files with content already loaded are skipped (see --replace).
-    Ctrl-C or SIGTERM stops the load at once, saying what was loaded (exit 130).
+    as it was. Files with content already loaded are skipped (see --replace). The
+    last line names the database written to. Ctrl-C or SIGTERM stops the load at once,
+    saying what was loaded (exit 130).
     """
-    from tracekit.cli.load_end import loaded_any, remove_database, settle, stop_line
+    from tracekit.cli.load_end import loaded_any, remove_database, settle, stop_line, stops
+    from tracekit.load_batch import database_line, failure_summary, load_batch
     from tracekit.load_stop import LoadStop
-
-    stop = LoadStop()
-    with stop.on_signals():
-        files, outcomes, created = _load_each(paths, db, replace, lenient, stop)
-        for path, result in settle(db, outcomes):
-            _report(path, result, None)  # its COMMIT went through after all: its line was held back
-        if created and not loaded_any(outcomes):
-            remove_database(db)  # nothing loaded: leave no empty database behind
-    if stop.requested:
-        line, status = stop_line(outcomes, stop.reason)
-        click.echo(line, err=True)
-        click.get_current_context().exit(status)
-    failed = [path for path, outcome in outcomes if isinstance(outcome, TracekitError)]
-    if len(failed) == 1 and len(files) == 1:
-        click.get_current_context().exit(1)  # its one error line has been printed
-    if failed:
-        names = ", ".join(Path(path).name for path in failed[:5]) + (", ..." if len(failed) > 5 else "")
-        loaded = len(files) - len(failed)
-        where = f"the other {loaded} are in {db}" if loaded else "nothing was loaded"
-        raise TracekitError(f"{len(failed)} of {len(files)} files failed to load ({names}); {where}")
-
-
-def _load_each(paths, db, replace, lenient, stop):
-    """Loads the files, printing a line for each; returns (files, [(path, outcome)], whether the
-    database was created). A file the stop kept out gets no line: the load's last line sums them up."""
-    from tracekit.cli.load_end import stops
-    from tracekit.database import connect
-    from tracekit.loader import expand_paths, load_files
+    from tracekit.loader import expand_paths
 
     files = expand_paths(paths)
     created = not Path(db).exists()
-    con = connect(db)
     progress = _Progress(files)
-    outcomes = []
-    try:
-        for path, outcome in load_files(con, files, replace=replace, lenient=lenient, progress=progress, stop=stop):
-            outcomes.append((path, outcome))
-            if not stops(outcome):
-                progress.clear_line()
-                _report(path, outcome, progress)
-                progress.file_done(path)
-    finally:
-        progress.close(finished=not stop.requested)
-        con.close()
-    return files, outcomes, created
+    stop = LoadStop()
+
+    def reported(path, outcome):
+        # A file the stop kept out gets no line: the load's last line sums them up.
+        if not stops(outcome):
+            progress.clear_line()
+            _report(path, outcome)
+            progress.file_done(path)
+
+    with stop.on_signals():
+        try:
+            batch = load_batch(db, files, replace=replace, lenient=lenient, progress=progress, on_outcome=reported,
+                               stop=stop, remove_if_empty=False)
+        finally:
+            progress.close(finished=not stop.requested)
+        for path, result in settle(db, batch.outcomes):
+            _report(path, result)  # its COMMIT went through after all: its line was held back
+        if created and not loaded_any(batch.outcomes):
+            remove_database(db)  # nothing loaded: leave no empty database behind
+    if stop.requested:
+        line, status = stop_line(batch.outcomes, stop.reason)
+        click.echo(line, err=True)
+        click.get_current_context().exit(status)
+    if batch.results:
+        click.echo(database_line(batch))
+    if len(batch.failures) == 1 and len(batch.files) == 1:
+        click.get_current_context().exit(1)  # its one error line has been printed
+    if batch.failures:
+        raise TracekitError(failure_summary(batch))
 
 
-def _report(path, outcome, progress):
-    """Prints one line about a file's load; returns False when it failed."""
+def _report(path, outcome):
+    """Prints one line about a file's load."""
     if isinstance(outcome, TracekitError):
         click.echo(f"Error: {outcome}", err=True)
-        return False
-    if outcome.status == "skipped":
+    elif outcome.status == "skipped":
         click.echo(f"skipped {path}: {outcome.message}")
-        return True
-    click.echo(f"loaded {outcome.trace}: {outcome.events} events, {outcome.kernels} kernels "
-               f"from {path} in {outcome.seconds:.2f} s{_dropped_note(outcome)}")
-    return True
+    else:
+        click.echo(f"loaded {outcome.trace}: {outcome.events} events, {outcome.kernels} kernels "
+                   f"from {path} in {outcome.seconds:.2f} s{_dropped_note(outcome)}")
 
 
 def _dropped_note(result):
@@ -240,50 +231,65 @@ def _dropped_note(result):
 
 
 def _params(pairs):
-    return {name: value for name, value in pairs}
+    params = {}
+    for name, value in pairs:
+        if name in params:
+            raise click.UsageError(f"-p {name} is given twice")
+        params[name] = value
+    return params
 
 
 @click.command()
 @click.argument("name", required=False)
-@click.option("--sql", help="Run this SQL instead of a named query.")
+@click.option("--sql", metavar="SQL|-|@FILE",
+              help="Run this SQL instead of a named query: the SQL itself, - to read it from standard input, "
+                   "or @FILE.sql to read it from a file.")
 @click.option("--db", type=click.Path(dir_okay=False),
               help="Database [default: ./tracekit.duckdb, else the bundled sample traces].")
 @click.option("-p", "--param", "params", nargs=2, multiple=True, metavar="NAME VALUE",
-              help="A parameter of the named query ($NAME in its SQL).")
+              help="A parameter: $NAME in the named query's SQL or in --sql's (repeatable).")
 @click.option("--list", "list_queries", is_flag=True, help="List the named queries and exit.")
 @click.option("--allow-files", is_flag=True,
               help="Let --sql read your own files (CSV, Parquet, JSON) to join with the traces; it still never writes.")
 @output_options
+@wait_option
 def query(name, sql, db, params, list_queries, allow_files, fmt, force, output, columns):
-    """Run a named query (queries/*.sql) or --sql SQL, read-only, and print the rows.
+    """Run a named query (queries/*.sql), an .sql file or --sql SQL, read-only, and print the rows.
 
     With no --db and no tracekit.duckdb here, it runs on the bundled sample traces.
-    --sql is one SELECT that sees the trace database and nothing else (see --allow-files).
+    --sql is one SELECT that sees the trace database and nothing else (see --allow-files);
+    -p NAME VALUE gives its $NAME, as text DuckDB casts to the type the SQL needs.
     A table fits the terminal (or COLUMNS); piped, it shows every value whole.
     """
     from tracekit.cli import database_to_read
     from tracekit.database import connect_for_queries
     from tracekit.named_queries import fetch_rows, named_sql, write_parquet
 
+    if list_queries and (name is not None or sql is not None):
+        raise click.UsageError("give --list or a query, not both")
     fmt = output_format(fmt, output)
     if list_queries:
         check_output_file(output, fmt, force)
         emit(_query_list(), fmt, output, columns)
         return
-    if (name is None) == (sql is None):
-        raise click.UsageError("give a query NAME or --sql SQL (tracekit query --list shows the names)")
-    if sql is not None and params:
-        raise click.UsageError("-p parameters go with a named query, not --sql")
-    sql, bound = named_sql(name, _params(params)) if name else (sql, None)
+    sql_text = _sql_to_run(name, sql)
+    params = _params(params)
     path, _ = database_to_read(db, "running on")
     check_output_file(output, fmt, force, database=path)
     con = connect_for_queries(path, allow_files=allow_files)
     try:
-        if fmt == "parquet":
-            count = write_parquet(con, sql, bound, output, columns)
-            click.echo(f"wrote {count} row(s) to {output}", err=True)
-            return
-        rows = fetch_rows(con, sql, bound)
+        sql, bound = (named_sql(name, params, con) if sql_text is None
+                      else (sql_text.text, params or None))
+        try:
+            if fmt == "parquet":
+                count = write_parquet(con, sql, bound, output, columns)
+                click.echo(f"wrote {count} row(s) to {output}", err=True)
+                return
+            rows = fetch_rows(con, sql, bound)
+        except QueryError as exc:
+            if sql_text is None:
+                raise
+            raise QueryError(sql_text.blame(str(exc))) from None
     finally:
         con.close()
     emit(rows, fmt, output, columns)
@@ -297,11 +303,36 @@ def _query_list():
                  for q in named_queries().values()])
 
 
+def _sql_to_run(name, sql):
+    """The SqlText to run (from --sql, stdin, an @file or an .sql path), or None for a named query."""
+    from tracekit.sql_text import looks_like_sql_file, read_sql_file, sql_from
+
+    if name is not None and sql is not None:
+        raise click.UsageError("give a query NAME or --sql SQL, not both")
+    if name is None and sql is None:
+        raise click.UsageError("give a query NAME or --sql SQL (tracekit query --list shows the names)")
+    if sql is not None:
+        return sql_from(sql)
+    return read_sql_file(name) if looks_like_sql_file(name) else None
+
+
 @click.command()
-def schema():
-    """Print the documented views (the SQL contract) and their columns."""
-    from tracekit.database import schema_doc
-    click.echo(schema_doc(), nl=False)
+@click.option("--db", type=click.Path(dir_okay=False),
+              help="Database [default: ./tracekit.duckdb, else the bundled sample traces].")
+@wait_option
+def schema(db):
+    """Print every table and view a query can read: the documented views (the SQL contract) with
+    their columns, the hta_* tables once `tracekit hta` ran, and the storage tables."""
+    from tracekit.cli import database_to_read
+    from tracekit.database import connect_for_queries
+    from tracekit.schema_listing import schema_text
+
+    path, _ = database_to_read(db, "listing")
+    con = connect_for_queries(path)
+    try:
+        click.echo(schema_text(con), nl=False)
+    finally:
+        con.close()
 
 
 COMMANDS = [load, query, schema]

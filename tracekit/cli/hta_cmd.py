@@ -4,6 +4,7 @@ from pathlib import Path
 
 import click
 
+from tracekit.cli import wait_option
 from tracekit.errors import TracekitError
 
 DB_HELP = "Database with the loaded traces [default: ./tracekit.duckdb]."
@@ -34,10 +35,29 @@ def _report(result):
             click.echo(f"{label}: {run.analysis} failed: {run.message}", err=True)
 
 
-@click.group(invoke_without_command=True)
+class _TraceListGroup(click.Group):
+    """Lets `--trace a b c` name several traces, as `--trace a --trace b --trace c` does: the words
+    after a --trace, up to the next option or a subcommand's name, are traces too."""
+
+    def parse_args(self, ctx, args):
+        spread, state = [], None  # state: "value" right after --trace, "list" after its value
+        for arg in args:
+            if state == "list" and not arg.startswith("-") and arg not in self.commands:
+                spread += ["--trace", arg]
+                continue
+            spread.append(arg)
+            if state == "value":
+                state = "list"
+            else:
+                state = "value" if arg == "--trace" else "list" if arg.startswith("--trace=") else None
+        return super().parse_args(ctx, spread)
+
+
+@click.group(cls=_TraceListGroup, invoke_without_command=True)
 @click.option("--db", type=click.Path(dir_okay=False), help=DB_HELP)
-@click.option("--trace", "traces", multiple=True, metavar="NAME",
-              help="Analyse this loaded trace (repeatable) [default: every loaded trace].")
+@click.option("--trace", "traces", multiple=True, metavar="NAME...",
+              help="Analyse these loaded traces: --trace a b, or --trace a --trace b [default: every loaded trace].")
+@wait_option
 @click.pass_context
 def hta(ctx, db, traces):
     """Run Holistic Trace Analysis on loaded traces and store its results as tables.
@@ -68,6 +88,7 @@ def hta(ctx, db, traces):
 @click.argument("control")
 @click.argument("test")
 @click.option("--db", type=click.Path(dir_okay=False), help=DB_HELP)
+@wait_option
 @click.pass_context
 def diff(ctx, control, test, db):
     """Compare two loaded traces with HTA's TraceDiff into hta_trace_diff.

@@ -2,7 +2,8 @@
 
 import click
 
-from tracekit.errors import TracekitError
+from tracekit.cli import wait_option
+from tracekit.errors import QueryError
 
 
 @click.command("open")
@@ -13,19 +14,24 @@ from tracekit.errors import TracekitError
 @click.option("--port", type=click.IntRange(1, 65535), default=9001, show_default=True,
               help="Loopback port. The Perfetto UI fetches local traces from 9001 only; another port is for scripts.")
 @click.option("--no-browser", is_flag=True, help="Print the URL instead of opening a browser.")
+@wait_option
 def open_command(trace_file, trace_name, db, port, no_browser):
     """Serve one trace to ui.perfetto.dev on 127.0.0.1 and open it there.
 
     Only that file is served, to the Perfetto UI's origin, until the UI has fetched
-    it (or Ctrl-C).
+    it (or Ctrl-C); then it says what it served. A file that is not a trace is refused.
     """
     from tracekit.perfetto_server import open_in_perfetto
 
-    if (trace_file is None) == (trace_name is None):
+    if trace_file is not None and trace_name is not None:
+        raise click.UsageError("give a TRACE_FILE or --trace NAME, not both")
+    if trace_file is None and trace_name is None:
         raise click.UsageError("give a TRACE_FILE or --trace NAME")
     if trace_name is not None:
+        from tracekit.cli import database_to_read
         from tracekit.trace_lookup import file_for_trace
-        trace_file = file_for_trace(trace_name, db)
+        path, _ = database_to_read(db, "opening from")
+        trace_file = file_for_trace(trace_name, path)
     open_in_perfetto(trace_file, port=port, browser=not no_browser, echo=click.echo)
 
 
@@ -33,13 +39,16 @@ def open_command(trace_file, trace_name, db, port, no_browser):
 @click.option("--db", type=click.Path(dir_okay=False),
               help="Database [default: ./tracekit.duckdb, else the bundled sample traces].")
 @click.option("--trace", "trace_name", help="Export this loaded trace, whole.")
-@click.option("--sql", help="Export the events this query selects (SELECT * FROM events WHERE ...).")
+@click.option("--sql", metavar="SQL|-|@FILE",
+              help="Export the events this query selects (SELECT * FROM events WHERE ...): the SQL itself, "
+                   "- to read it from standard input, or @FILE.sql.")
 @click.option("--findings", is_flag=True,
               help="Add a 'tracekit findings' track: Memcpys and their ops, SIMT GEMMs, cuDNN's plan build.")
 @click.option("--allow-files", is_flag=True, help="Let --sql read your own files too; it still never writes.")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
               help="The trace to write (.json or .json.gz).")
 @click.option("--force", is_flag=True, help="Let -o replace an existing file that holds another format.")
+@wait_option
 def export_command(db, trace_name, sql, findings, allow_files, output, force):
     """Write a Chrome JSON trace (for Perfetto, or to load again) from the database.
 
@@ -48,18 +57,25 @@ def export_command(db, trace_name, sql, findings, allow_files, output, force):
     """
     from tracekit.cli import database_to_read
     from tracekit.database import connect_for_queries
-    from tracekit.export import export
+    from tracekit.trace_export import export
     from tracekit.output_guard import JSON, check_output
+    from tracekit.sql_text import sql_from
 
-    if (trace_name is None) == (sql is None):
+    if trace_name is not None and sql is not None:
+        raise click.UsageError("give --trace NAME or --sql SQL, not both")
+    if trace_name is None and sql is None:
         raise click.UsageError("give --trace NAME or --sql SQL")
+    sql_text = sql_from(sql) if sql is not None else None
     path, _ = database_to_read(db, "exporting from")
     gzipped = output.endswith(".gz")
     check_output(output, "gzip" if gzipped else JSON, what="a .json.gz trace" if gzipped else "a JSON trace",
                  database=path, force=force)
     con = connect_for_queries(path, allow_files=allow_files)
     try:
-        written, count, moved = export(con, output, trace=trace_name, sql=sql, findings=findings)
+        written, count, moved = export(con, output, trace=trace_name, sql=sql_text and sql_text.text,
+                                       findings=findings)
+    except QueryError as exc:
+        raise QueryError(sql_text.blame(str(exc)) if sql_text else str(exc)) from None
     finally:
         con.close()
     note = f"; {moved} partially overlapping slice(s) moved to extra tracks" if moved else ""

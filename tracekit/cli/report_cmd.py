@@ -2,6 +2,7 @@
 
 import click
 
+from tracekit.cli import wait_option
 from tracekit.errors import TracekitError
 
 DEFAULT_HTML = "report.html"
@@ -17,6 +18,7 @@ FORMATS = ("html", "markdown")
               help="html: one self-contained page; markdown: table and findings "
                    "[default: html, or what -o's extension says: .html, .md].")
 @click.option("--force", is_flag=True, help="Let -o replace an existing file that holds another format.")
+@wait_option
 def report(db, output, fmt, force):
     """Write a report comparing the loaded traces: table, charts and findings.
 

@@ -1,5 +1,7 @@
 """`tracekit report`: one self-contained HTML page (or markdown) comparing the loaded traces.
 
+    import tracekit
+    html = tracekit.report()                             # the API: what `tracekit report` writes
     from tracekit.report import build_report
     html = build_report(db="tracekit.duckdb")            # or db=None: ./tracekit.duckdb, else the samples
     text = build_report(fmt="markdown")
@@ -7,6 +9,9 @@
 The numbers come from the named queries (summary, memcpy, gemm_classes, occupancy,
 cudnn_plan_time) and the public views; the findings are computed from them.
 """
+
+import sys
+import types
 
 from tracekit.errors import TracekitError
 
@@ -32,3 +37,15 @@ def build_report(db=None, fmt="html"):
     """The report of database `db` (./tracekit.duckdb, else the bundled sample traces) as text."""
     from tracekit.report.data import load
     return render(load(db), fmt)
+
+
+class _CallablePackage(types.ModuleType):
+    """Makes `tracekit.report(...)` the API's report() (tracekit.api.report): importing this
+    package sets the attribute tracekit.report to the package, which would hide the function."""
+
+    def __call__(self, *args, **kwargs):
+        from tracekit.api import report
+        return report(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallablePackage

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import duckdb
 
-from tracekit.errors import TracekitError
+from tracekit.errors import QueryError, TracekitError
 from tracekit.sql_sandbox import check_read_only, is_refused_access, refused_access_message
 from tracekit.track_layout import assign_lanes
 
@@ -66,8 +66,8 @@ def _select(con, sql, params=None):
         return columns, relation.fetchall()
     except duckdb.Error as exc:
         if is_refused_access(exc):
-            raise TracekitError(refused_access_message(exc)) from None
-        raise TracekitError(f"{str(exc).splitlines()[0]} — in SQL: {' '.join(sql.split())[:300]}") from None
+            raise QueryError(refused_access_message(exc)) from None
+        raise QueryError(f"{str(exc).splitlines()[0]} — in SQL: {' '.join(sql.split())[:300]}") from None
 
 
 def select_events(con, *, trace=None, sql=None):
@@ -84,7 +84,7 @@ def select_events(con, *, trace=None, sql=None):
                       for c, v in zip(columns, row)) for row in rows]
     missing = [c for c in ("trace", "name", "ph", "pid", "tid") if c not in columns]
     if missing:
-        raise TracekitError(f"the SQL must select events (SELECT * FROM events WHERE ...); "
+        raise QueryError(f"the SQL must select events (SELECT * FROM events WHERE ...); "
                             f"its result has no {', '.join(missing)} column")
     keep = [c for c in EVENT_COLUMNS if c in columns]
     index = [columns.index(c) for c in keep]

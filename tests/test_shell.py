@@ -1,0 +1,119 @@
+"""`tracekit shell`: statements and dot commands from piped input, the sandbox, and readline's
+history at a real terminal (a pty)."""
+
+import json
+import os
+import select
+import subprocess
+import sys
+import time
+
+import pytest
+from click.testing import CliRunner
+
+from conftest import db_rows
+from tracekit.cli import cli
+
+
+def shell(db, script, *args):
+    return CliRunner().invoke(cli, ["shell", "--db", str(db), *args], input=script)
+
+
+def test_statements_run_in_order_as_query_renders_them(sample_db):
+    script = ("SELECT trace, count(*) AS kernels\n"
+              "FROM kernels\n"
+              "GROUP BY ALL ORDER BY kernels DESC, trace LIMIT 2;\n"
+              "SELECT 1 AS one; SELECT 'two' AS two;\n"
+              "SELECT count(*) AS memcpys FROM memcpy\n")  # the last one may lack its ;
+    result = shell(sample_db, script)
+    assert result.exit_code == 0, result.output
+    top = CliRunner().invoke(cli, ["query", "--db", str(sample_db), "--sql",
+                                   "SELECT trace, count(*) AS kernels FROM kernels "
+                                   "GROUP BY ALL ORDER BY kernels DESC, trace LIMIT 2"])
+    assert result.output.startswith(top.output)  # the same renderer, the same table
+    memcpys = db_rows(sample_db, "SELECT count(*) FROM memcpy")[0][0]
+    tail = result.output[len(top.output):].split("\n(1 row)\n")
+    assert [part.split()[-1] for part in tail if part.strip()] == ["1", "two", str(memcpys)]
+
+
+def test_dot_commands(sample_db):
+    result = shell(sample_db, ".help\n.tables\n.schema kernels\n.schema trace_files\n.mode json\n"
+                              "SELECT 42 AS answer;\n.mode\n.quit\nSELECT 'never run' AS x;\n")
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert ".schema [NAME]" in out and ".quit" in out
+    listed = set(out.split(".quit")[1].split())
+    assert {"kernels", "traces", "memcpy", "cpu_ops", "trace_files", "event_rows"} <= listed
+    assert not any(name.startswith("_") for name in listed)
+    assert "kernels: one row per GPU kernel execution." in out and "  est_occupancy_pct:" in out
+    assert "trace_files:\n  trace_id INTEGER, trace VARCHAR" in out
+    assert '[\n{"answer": 42}\n]' in out and "output format: json" in out and "never run" not in out
+
+
+def test_errors_are_reported_and_the_shell_goes_on(sample_db):
+    script = ("DELETE FROM trace_files;\n"
+              "SELECT * FROM read_text('/etc/passwd');\n"
+              "SELECT no_such_column FROM kernels;\n"
+              ".schema nope\n.nope\n.mode xml\n"
+              "SELECT count(*) AS traces FROM traces;\n")
+    result = shell(sample_db, script)
+    assert result.exit_code == 1  # piped input: a failed statement makes the exit status 1
+    errors = [line for line in result.output.splitlines() if line.startswith("Error: ")]
+    assert [e.split(":")[1].strip() for e in errors] == [
+        "DELETE is not allowed", "the query reaches outside the trace database (/etc/passwd)",
+        "Binder Error", "no table or view named 'nope' (.tables lists them)",
+        "unknown command .nope (.help lists the commands)", "unknown format 'xml' (choose from table, csv, json, markdown)"]
+    assert "traces\n------\n     8\n(1 row)" in result.output
+    assert db_rows(sample_db, "SELECT count(*) FROM trace_files") == [(8,)]
+
+
+def test_allow_files_lets_the_shell_read_a_csv(sample_db, tmp_path):
+    budgets = tmp_path / "budgets.csv"
+    budgets.write_text("trace,budget_us\nnaive,100\n")
+    script = f"SELECT t.trace, b.budget_us FROM traces t JOIN '{budgets}' b USING (trace);\n"
+    assert "reaches outside the trace database" in shell(sample_db, script).output
+    allowed = shell(sample_db, script, "--allow-files", "-f", "json")
+    assert allowed.exit_code == 0 and json.loads(allowed.output) == [{"trace": "naive", "budget_us": 100}]
+
+
+def test_a_database_that_cannot_be_read_fails_before_any_prompt(tmp_path):
+    result = shell(tmp_path / "none.duckdb", "SELECT 1;\n")
+    assert result.exit_code == 1 and result.output.startswith(f"Error: {tmp_path / 'none.duckdb'}: no such database")
+
+
+def test_harlequin_when_it_is_not_installed(sample_db, monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    result = shell(sample_db, "", "--harlequin")
+    assert result.exit_code == 1
+    assert "harlequin is not installed (pip install harlequin)" in result.output
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs a pty")
+def test_at_a_terminal_it_prompts_and_keeps_a_readline_history(sample_db, tmp_path):
+    import pty
+
+    env = dict(os.environ, HOME=str(tmp_path))
+    main, secondary = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "tracekit", "shell", "--db", str(sample_db)],
+                            stdin=secondary, stdout=secondary, stderr=secondary, env=env, close_fds=True)
+    os.close(secondary)
+    try:
+        seen = _read_until(main, b"tracekit> ")
+        assert b"read-only" in seen
+        os.write(main, b"SELECT 6 * 7 AS answer;\n")
+        assert b"42" in _read_until(main, b"tracekit> ")
+        os.write(main, b".quit\n")
+        assert proc.wait(timeout=30) == 0
+    finally:
+        proc.kill()
+        os.close(main)
+    assert "SELECT 6 * 7 AS answer;" in (tmp_path / ".tracekit_history").read_text()
+
+
+def _read_until(fd, marker, timeout=30):
+    seen, deadline = b"", time.monotonic() + timeout
+    while marker not in seen.split(b"\n")[-1] and time.monotonic() < deadline:
+        if select.select([fd], [], [], 0.5)[0]:
+            seen += os.read(fd, 4096)
+    assert marker in seen, seen
+    return seen
