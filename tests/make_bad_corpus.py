@@ -10,6 +10,7 @@ the events that can be read); `ODD` cases are valid but unusual and must load.
 
 import gzip
 import json
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -192,9 +193,20 @@ def _recategorize(event):
         event["cat"] = "mystery_category"
 
 
+# Microseconds since 1970 (Chrome's clock, older Kineto): 16 digits before the point, too many for
+# a DOUBLE to keep the nanoseconds.
+EPOCH_OFFSET_US = 1_727_815_261_000_000
+
+
+def epoch_timestamps():
+    """The source text with every ts moved to the Unix epoch, digit for digit (no float on the way)."""
+    return re.sub(rb'"ts": (-?\d+)', lambda m: b'"ts": %d' % (int(m.group(1)) + EPOCH_OFFSET_US), source_bytes())
+
+
 def odd_cases():
     """(Case, file bytes) for valid but unusual traces that must load."""
     return [
+        (Case("epoch_timestamps.json", ""), epoch_timestamps()),
         (Case("odd_durations.json", ""), _odd_durations()),
         (Case("huge_kernel_name.json.gz", ""),
          _gzip(_with_event(lambda e: e.update(name="k" * (1 << 20))))),

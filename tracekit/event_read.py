@@ -22,8 +22,11 @@ from tracekit.tracefile import EventLines, expected_size, stream_events
 # reserves twice this per reader, within the load's memory limit).
 MAX_EVENT_BYTES = 64 << 20
 CHROME_PHASES = "BEXiICMstfbneOPNDSTpFRa"
-EVENT_COLUMNS = ("{ph: 'JSON', cat: 'VARCHAR', name: 'JSON', ts: 'JSON', dur: 'JSON', pid: 'VARCHAR',"
-                 " tid: 'VARCHAR', id: 'VARCHAR', bp: 'VARCHAR', s: 'VARCHAR', args: 'JSON'}")
+EVENT_COLUMNS = ('{"ph": "JSON", "cat": "VARCHAR", "name": "JSON", "ts": "JSON", "dur": "JSON", "pid": "VARCHAR",'
+                 ' "tid": "VARCHAR", "id": "VARCHAR", "bp": "VARCHAR", "s": "VARCHAR", "args": "JSON"}')
+# A JSON column holds a number as a DOUBLE, which has no room for the nanoseconds of an epoch
+# microsecond (1733221234567890.123); a DECIMAL read of the event's own text keeps them.
+EXACT_TIMES = '{"ts": "DECIMAL(38,3)", "dur": "DECIMAL(38,3)"}'
 
 # Each problem an event can have, as an SQL condition over the raw columns; strict loads stop at
 # the first ("an event has <problem>"), --lenient loads drop such events and count them.
@@ -143,7 +146,7 @@ class _FifoWriter(threading.Thread):
 
 
 _CONVERTED = ("$trace_id, {cat}, json_extract_string(name, '$'), json_extract_string(ph, '$'), "
-              "tk_ns(ts), tk_ns(dur), pid, tid, id, bp, s, args")
+              "tk_exact_ns(ts, ts_exact), tk_exact_ns(dur, dur_exact), pid, tid, id, bp, s, args")
 
 
 # A bad event as shown in its error: the short keys first and the name cut short (kernel names
@@ -156,7 +159,13 @@ _EXCERPT = ("left(to_json(struct_pack(ph := e.ph, ts := e.ts, dur := e.dur, cat 
 def _source(lines):
     # Only newline-delimited input lets DuckDB skip (ignore_errors) an event it cannot parse.
     form = "format = 'newline_delimited', ignore_errors = true" if lines else "format = 'array'"
-    return f"read_json($fifo, {form}, columns = {EVENT_COLUMNS}, maximum_object_size = {MAX_EVENT_BYTES})"
+    # Each event's text once (a broken line: NULL), typed twice: JSON columns for the checks,
+    # exact decimals for the times. A value that is not an object is no event.
+    objects = f"read_json_objects($fifo, {form}, maximum_object_size = {MAX_EVENT_BYTES})"
+    return (f"(SELECT unnest(e), n.ts AS ts_exact, n.dur AS dur_exact FROM (SELECT CASE WHEN json_type(json) <> 'OBJECT'"
+            f" THEN error('not a trace: traceEvents holds ' || left(json::VARCHAR, 40) || ', not an event object')"
+            f" ELSE json_transform(json, '{EVENT_COLUMNS}') END AS e, json_transform(json, '{EXACT_TIMES}') AS n"
+            f" FROM {objects}))")
 
 
 def _strict_sql():
