@@ -2,6 +2,7 @@
 read (fast, exact and --lenient), and the file's top-level keys (two traceEvents, big keys after
 the event array)."""
 
+import gzip
 import json
 from decimal import Decimal
 
@@ -9,7 +10,8 @@ import pytest
 
 import make_bad_corpus as corpus
 from conftest import db_rows, invoke_cli
-from tracekit import loader
+import trace_builder as tb
+from tracekit import array_end, loader, tracefile
 from tracekit.database import connect
 from tracekit.loader import load_file
 
@@ -47,3 +49,88 @@ def test_timestamps_keep_their_nanoseconds_at_every_magnitude_by_every_read(tmp_
     assert any(ts is not None and ts % 1000 for ts, _ in expected)  # there are nanoseconds to keep
     if magnitude == "epoch":
         assert min(ts for ts, _ in expected if ts is not None) > 1_700_000_000_000_000_000
+
+
+ODD = [case.name for case, _ in corpus.odd_cases()]
+
+
+def _events_in(path):
+    """How many events a trace file holds, read the plain way: every gzip layer undone, a byte
+    order mark dropped, json.loads (independent of the loader's own reading)."""
+    data = path.read_bytes()
+    while data[:2] == b"\x1f\x8b":
+        data = gzip.decompress(data)
+    trace = json.loads(data.decode("utf-8-sig"))
+    return len(trace["traceEvents"] if isinstance(trace, dict) else trace)
+
+
+@pytest.mark.parametrize("lenient", [False, True], ids=["strict", "lenient"])
+@pytest.mark.parametrize("name", ODD)
+def test_every_odd_but_valid_trace_loads_whole(corpus_dir, tmp_path, name, lenient):
+    db = tmp_path / "t.duckdb"
+    result = invoke_cli("load", corpus_dir / name, "--db", db, *(["--lenient"] if lenient else []))
+    assert result.exit_code == 0, result.output
+    trace = loader.trace_name_for(name)
+    events = _events_in(corpus_dir / name)
+    assert result.output.startswith(f"loaded {trace}: {events} events, 6 kernels from {corpus_dir / name} in ")
+    assert "dropped" not in result.output and "left out" not in result.output
+    assert db_rows(db, "SELECT trace, events, dropped_events FROM traces") == [(trace, events, 0)]
+
+
+def test_an_end_event_without_a_name_loads_as_written(corpus_dir, tmp_path):
+    db = tmp_path / "t.duckdb"
+    assert invoke_cli("load", corpus_dir / "begin_end_pairs.json", "--db", db).exit_code == 0
+    first_op = next(e for e in corpus.source_trace()["traceEvents"] if e.get("cat") == "cpu_op")
+    begin, end = db_rows(db, "SELECT name, ph, ts_ns FROM events WHERE ph IN ('B', 'E') ORDER BY ts_ns")
+    assert begin[:2] == (first_op["name"], "B") and end[:2] == (None, "E")
+    assert end[2] - begin[2] == round(first_op["dur"] * 1000)
+
+
+def _with_small_windows(monkeypatch, held=16 << 10, tail=1 << 20):
+    """Holds back `held` bytes while streaming and reads up to `tail` bytes after the array, so a
+    small file goes through what a big one does."""
+    monkeypatch.setattr(tracefile, "TAIL_BYTES", held)
+    monkeypatch.setattr(tracefile, "CHUNK_BYTES", 4 << 10)
+    monkeypatch.setattr(array_end, "MAX_TAIL_BYTES", tail)
+
+
+@pytest.mark.parametrize("lenient", [False, True], ids=["strict", "lenient"])
+def test_keys_after_the_array_bigger_than_the_held_back_tail_are_read(tmp_path, monkeypatch, lenient):
+    _with_small_windows(monkeypatch)
+    raw = corpus._after_array(corpus.source_bytes(), b'"blob": "' + b"x" * (200 << 10) + b'"')
+    path = tmp_path / "blob.json"
+    path.write_bytes(raw)
+    con = connect(tmp_path / "t.duckdb")
+    try:
+        result = load_file(con, path, lenient=lenient)
+        assert (result.status, result.events, result.dropped, result.truncated) == ("loaded", 242, {}, False)
+        header = json.loads(con.execute("SELECT header FROM trace_files").fetchone()[0])
+    finally:
+        con.close()
+    assert len(header["blob"]) == 200 << 10 and header["traceName"] == json.loads(raw)["traceName"]
+
+
+@pytest.mark.parametrize("lenient", [False, True], ids=["strict", "lenient"])
+def test_keys_after_the_array_past_the_limit_are_one_clear_error(tmp_path, monkeypatch, lenient):
+    _with_small_windows(monkeypatch)
+    path = tmp_path / "huge_blob.json"
+    path.write_bytes(corpus._after_array(corpus.source_bytes(), b'"blob": "' + b"x" * (2 << 20) + b'"'))
+    result = invoke_cli("load", path, "--db", tmp_path / "t.duckdb", *(["--lenient"] if lenient else []))
+    assert result.exit_code == 1
+    assert result.output == (f"Error: {path}: the traceEvents array does not end properly: over 1 MB follow its last"
+                             " event without ending the trace (tracekit reads keys after the array up to that size)\n")
+
+
+@pytest.mark.parametrize("layout", ["kineto", "minified"])
+def test_lists_of_objects_in_args_are_not_taken_for_the_end_of_the_array(tmp_path, monkeypatch, layout):
+    # Each event holds `}], "n": 2}`, which looks like the end of the array until the next event.
+    _with_small_windows(monkeypatch, held=2 << 10)
+    events = [tb.op(f"op{i}", 10 * i, 5) for i in range(300)]
+    for event in events:
+        event["args"]["parts"], event["args"]["n"] = [{"a": 1}, {"b": 2}], 2
+    path = tb.write(tmp_path, "lists", tb.trace(events), layout)
+    con = connect(tmp_path / "t.duckdb")
+    try:
+        assert load_file(con, path).events == 300
+    finally:
+        con.close()

@@ -34,7 +34,8 @@ EVENT_PROBLEMS = {
     "no ph": "ph IS NULL OR json_type(ph) = 'NULL'",
     "a ph that is not a Chrome phase letter": f"json_type(ph) <> 'VARCHAR' OR length(json_extract_string(ph, '$')) <> 1"
                                               f" OR strpos('{CHROME_PHASES}', json_extract_string(ph, '$')) = 0",
-    "no name": "name IS NULL OR json_type(name) = 'NULL'",
+    # Chrome's end event (E) may leave its name out: it closes the latest B of its thread.
+    "no name": "(name IS NULL OR json_type(name) = 'NULL') AND json_extract_string(ph, '$') <> 'E'",
     "a name that is not a string": "json_type(name) NOT IN ('VARCHAR', 'UBIGINT', 'BIGINT', 'DOUBLE')",
     "no ts": "(ts IS NULL OR json_type(ts) = 'NULL') AND json_extract_string(ph, '$') <> 'M'",
     "a ts that is not a number": "ts IS NOT NULL AND json_type(ts) <> 'NULL' AND NOT tk_is_number(ts)",
@@ -66,7 +67,7 @@ _TYPED_INSERT = ("INSERT INTO event_rows SELECT $trace_id, cat, name, ph,"
 # What the fast read refuses, checked on the stored rows (a check inside the read costs a third of
 # it): a refused file is read again by the exact read, which says which event is bad and why. The
 # typed read turns a name of true or {...} into text, so such names are refused here.
-_REFUSED = (f"ph IS NULL OR length(ph) <> 1 OR strpos('{CHROME_PHASES}', ph) = 0 OR name IS NULL"
+_REFUSED = (f"ph IS NULL OR length(ph) <> 1 OR strpos('{CHROME_PHASES}', ph) = 0 OR (name IS NULL AND ph <> 'E')"
             " OR name IN ('true', 'false') OR ((starts_with(name, '{') OR starts_with(name, '[')) AND json_valid(name))"
             " OR (ts_ns IS NULL AND ph <> 'M') OR abs(ts_ns) >= 4600000000000000000"
             " OR abs(dur_ns) >= 4600000000000000000 OR (args IS NOT NULL AND NOT starts_with(args, '{'))")

@@ -42,6 +42,7 @@ class LoadResult:
     dropped: dict = field(default_factory=dict)  # reason -> events dropped (--lenient)
     truncated: bool = False  # the event array never ended (loaded with --lenient)
     cut_bytes: int = 0  # bytes of the trace's cut-off end left out
+    junk_bytes: int = 0  # bytes after the end of the trace left out (--lenient)
     seconds: float = 0.0  # how long the load took
 
 
@@ -49,8 +50,10 @@ def expand_paths(patterns):
     """Files, folders (their trace files, recursively) and globs, in a stable order."""
     found = []
     for pattern in patterns:
-        matches = sorted(glob.glob(pattern, recursive=True)) if glob.has_magic(pattern) else [pattern]
-        if glob.has_magic(pattern) and not matches:
+        # A file that exists is that file, whatever its name holds (`rank[0].json` is no pattern).
+        is_glob = glob.has_magic(str(pattern)) and not os.path.lexists(pattern)
+        matches = sorted(glob.glob(pattern, recursive=True)) if is_glob else [pattern]
+        if is_glob and not matches:
             raise TraceFileError(pattern, "no file matches this pattern")
         for match in matches:
             path = Path(match)
@@ -304,7 +307,7 @@ def _load_events(con, path, replace, read, lenient, deriving, publisher, turn):
     if deriving is not None:
         deriving(len(statements) + 1, len(statements) + 1)
     return LoadResult(str(path), "loaded", name, events, kernels, dropped=dropped,
-                      truncated=not info.array_closed, cut_bytes=info.dropped_tail_bytes)
+                      truncated=not info.array_closed, cut_bytes=info.dropped_tail_bytes, junk_bytes=info.junk_bytes)
 
 
 def _insert_trace_file(con, trace_id, name, path, info, events, dropped):
