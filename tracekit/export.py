@@ -2,8 +2,11 @@
 
 Perfetto's JSON importer drops or moves complete (`X`) slices that partially
 overlap on one thread track, so slices that would are moved to an extra track
-of the same process, beside the original. Timestamps are written from the stored
-integer nanoseconds, so the microsecond values keep their nanosecond fraction.
+of the same process, beside the original; the file names those tracks, and a
+reload by tracekit puts the slices back (track_layout). Events are written in
+the order they were loaded, so events at one instant nest on reload as they did.
+Timestamps are written from the stored integer nanoseconds, so the microsecond
+values keep their nanosecond fraction.
 """
 
 import gzip
@@ -14,7 +17,7 @@ from pathlib import Path
 import duckdb
 
 from tracekit.errors import TracekitError
-from tracekit.track_layout import assign_lanes
+from tracekit.track_layout import OVERLAP_TRACKS_KEY, assign_lanes
 
 EVENT_COLUMNS = ("trace", "cat", "name", "ph", "ts_ns", "dur_ns", "pid", "tid", "id", "bp", "s", "args")
 # Metadata events that name and order tracks: kept for every track an export keeps.
@@ -67,10 +70,15 @@ def _select(con, sql, params=None):
         raise TracekitError(f"{str(exc).splitlines()[0]} — in SQL: {' '.join(sql.split())[:300]}") from None
 
 
+_TRACE_EVENTS = ("SELECT t.trace, e.cat, e.name, e.ph, e.ts_ns, e.dur_ns, e.pid, e.tid, e.id, e.bp, e.s, e.args"
+                 " FROM event_rows e JOIN trace_files t USING (trace_id) WHERE t.trace = $trace ORDER BY e.rowid")
+
+
 def select_events(con, *, trace=None, sql=None):
     """The events to export, as dicts of EVENT_COLUMNS, from one trace or from an SQL query."""
     if trace is not None:
-        sql, params = "SELECT * FROM events WHERE trace = $trace", {"trace": trace}
+        # In the file's order: events at one instant keep it, and with it their nesting on reload.
+        sql, params = _TRACE_EVENTS, {"trace": trace}
     else:
         params = None
     columns, rows = _select(con, f"SELECT * FROM ({sql.strip().rstrip(';')}) AS picked", params)
@@ -117,7 +125,9 @@ def _header(con, traces):
     header = json.loads(rows[0][0]) if rows and rows[0][0] else {}
     if rows and rows[0][1]:
         header["tracekit"] = json.loads(rows[0][1])
-    header.pop("traceName", None)
+    # Keys that a reload would read as something else: a second event array, or tracks moved.
+    for key in ("traceName", "traceEvents", OVERLAP_TRACKS_KEY):
+        header.pop(key, None)
     return header
 
 
@@ -168,13 +178,16 @@ def export(con, out, *, trace=None, sql=None, findings=False):
         from tracekit.findings_track import findings_events
         for name in traces:
             events += findings_events(con, name)
-    events, moved = assign_lanes(events)
+    events, moved, lanes = assign_lanes(events)
     starts = [e["ts_ns"] for e in events if e["ts_ns"] is not None]
     for event in events:
         if event["ts_ns"] is None and event["ph"] == "M":
             event["ts_ns"] = min(starts)  # Perfetto ignores an M event's ts, but checkers want one
     events.sort(key=lambda e: (e["ph"] != "M", e["ts_ns"] if e["ts_ns"] is not None else 0))
-    path = write_trace(out, _header(con, traces), events)
+    header = _header(con, traces)
+    if lanes:
+        header[OVERLAP_TRACKS_KEY] = lanes
+    path = write_trace(out, header, events)
     return path, len(events), moved
 
 

@@ -25,6 +25,7 @@ from tracekit.errors import TraceFileError, TracekitError
 from tracekit.event_read import (TRUNCATED, FastReadRefused, duckdb_problem, lenient_insert, read_exact,
                                  read_fast, read_lenient)
 from tracekit.tracefile import expected_size
+from tracekit.track_layout import restore_tracks
 
 TRACE_SUFFIXES = (".json.gz", ".json", ".gz")
 # `tracekit capture` writes this beside its traces; a folder load passes over it.
@@ -267,6 +268,7 @@ def _load_events(con, path, replace, read, lenient, deriving, publisher, turn):
     if skipped is not None:
         con.execute("ROLLBACK")
         return skipped
+    restore_tracks(con, trace_id, info.header)  # a tracekit export's slices back on their threads
     events = con.execute("SELECT count(*) FROM event_rows WHERE trace_id = ?", [trace_id]).fetchone()[0]
     if info.cut_events:
         dropped[TRUNCATED] = info.cut_events
