@@ -134,6 +134,22 @@ def bare_array():
     return json.dumps(source_trace()["traceEvents"], indent=1).encode()
 
 
+# Deeper than Python's JSON reader and writer go (they recurse once per level, to about 1,000).
+DEEP_LEVELS = 1000
+
+
+def nested(levels):
+    """A JSON object nested `levels` deep, as text: {"a": {"a": ... 1}}."""
+    return b'{"a": ' * levels + b"1" + b"}" * levels
+
+
+def deep_args():
+    """The source with a value nested DEEP_LEVELS deep in its first kernel's args."""
+    raw = source_bytes()
+    at = raw.index(b'"args": {', raw.index(b'"cat": "kernel"')) + len(b'"args": {')
+    return raw[:at] + b'"deep": ' + nested(DEEP_LEVELS) + b", " + raw[at:]
+
+
 def bad_cases():
     """(Case, file bytes) for every input `tracekit load` must refuse."""
     raw = source_bytes()
@@ -189,6 +205,10 @@ def bad_cases():
         (Case("two_trace_events.json", "two traceEvents keys"), two_trace_events()),
         (Case("junk_after_trace.json", "junk after the trace: 13 bytes after its closing brace",
               lenient="left out 13 bytes of junk after the trace"), raw + b"\nthis is junk\n"),
+        (Case("deep_header_key.json", "a key of its header is nested deeper than tracekit reads"),
+         b'{"deep": ' + nested(DEEP_LEVELS) + b", " + raw[raw.index(b"{") + 1:]),
+        (Case("deep_key_after_array.json", "a key after its traceEvents array is nested deeper than tracekit reads"),
+         _after_array(raw, b'"deep": ' + nested(DEEP_LEVELS))),
         (Case("junk_after_array.json", "junk after the trace: 200 bytes after its closing bracket",
               lenient="left out 200 bytes of junk after the trace"), bare_array() + b"\x00" * 200),
     ]
@@ -258,6 +278,7 @@ def odd_cases():
     """(Case, file bytes) for valid but unusual traces that must load."""
     return [
         (Case("epoch_timestamps.json", ""), epoch_timestamps()),
+        (Case("deep_args.json", ""), deep_args()),
         (Case("byte_order_mark.json", ""), b"\xef\xbb\xbf" + source_bytes()),
         (Case("name[with]brackets.json", ""), source_bytes()),
         (Case("gzip_in_gzip.json.gz", ""), _gzip(_gzip(source_bytes()))),

@@ -4,6 +4,7 @@ the event array)."""
 
 import gzip
 import json
+import sys
 from decimal import Decimal
 
 import pytest
@@ -60,7 +61,12 @@ def _events_in(path):
     data = path.read_bytes()
     while data[:2] == b"\x1f\x8b":
         data = gzip.decompress(data)
-    trace = json.loads(data.decode("utf-8-sig"))
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(limit + 2 * corpus.DEEP_LEVELS)  # deep_args.json nests deeper than the default
+    try:
+        trace = json.loads(data.decode("utf-8-sig"))
+    finally:
+        sys.setrecursionlimit(limit)
     return len(trace["traceEvents"] if isinstance(trace, dict) else trace)
 
 

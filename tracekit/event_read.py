@@ -163,8 +163,8 @@ def _source(lines):
     # Each event's text once (a broken line: NULL), typed twice: JSON columns for the checks,
     # exact decimals for the times. A value that is not an object is no event.
     objects = f"read_json_objects($fifo, {form}, maximum_object_size = {MAX_EVENT_BYTES})"
-    return (f"(SELECT unnest(e), n.ts AS ts_exact, n.dur AS dur_exact FROM (SELECT CASE WHEN json_type(json) <> 'OBJECT'"
-            f" THEN error('not a trace: traceEvents holds ' || left(json::VARCHAR, 40) || ', not an event object')"
+    return (f"(SELECT unnest(e), n.ts AS ts_exact, n.dur AS dur_exact FROM"
+            f" (SELECT CASE WHEN json_type(json) <> 'OBJECT' THEN error('not a trace: traceEvents holds ' || left(json::VARCHAR, 40) || ', not an event object')"
             f" ELSE json_transform(json, '{EVENT_COLUMNS}') END AS e, json_transform(json, '{EXACT_TIMES}') AS n"
             f" FROM {objects}))")
 

@@ -62,12 +62,20 @@ def event_json(event):
 
 
 def _select(con, sql, params=None):
+    """(column names, rows) of `sql`, run as the user wrote it (a trailing `;` or `-- comment`
+    included); one-line errors for SQL that is empty or selects nothing."""
+    shown = " ".join(sql.split())[:300]
     try:
+        if not con.extract_statements(sql):
+            raise TracekitError("the SQL is empty (or only comments): select the events to export,"
+                                " e.g. SELECT * FROM events WHERE trace = '...'")
         relation = con.execute(sql, params) if params else con.execute(sql)
+        if relation is None or relation.description is None:
+            raise TracekitError(f"the SQL must select events (SELECT * FROM events WHERE ...) — in SQL: {shown}")
         columns = [d[0] for d in relation.description]
         return columns, relation.fetchall()
     except duckdb.Error as exc:
-        raise TracekitError(f"{str(exc).splitlines()[0]} — in SQL: {' '.join(sql.split())[:300]}") from None
+        raise TracekitError(f"{str(exc).splitlines()[0]} — in SQL: {shown}") from None
 
 
 _TRACE_EVENTS = ("SELECT t.trace, e.cat, e.name, e.ph, e.ts_ns, e.dur_ns, e.pid, e.tid, e.id, e.bp, e.s, e.args"
@@ -81,7 +89,7 @@ def select_events(con, *, trace=None, sql=None):
         sql, params = _TRACE_EVENTS, {"trace": trace}
     else:
         params = None
-    columns, rows = _select(con, f"SELECT * FROM ({sql.strip().rstrip(';')}) AS picked", params)
+    columns, rows = _select(con, sql, params)
     if "ts_ns" not in columns and "ts_us" in columns:
         columns = ["ts_ns" if c == "ts_us" else "dur_ns" if c == "dur_us" else c for c in columns]
         rows = [tuple(round(v * 1000) if c in ("ts_ns", "dur_ns") and v is not None else v
@@ -169,6 +177,9 @@ def export(con, out, *, trace=None, sql=None, findings=False):
     events = select_events(con, trace=trace, sql=sql)
     if not events:
         raise TracekitError("the selection holds no events: nothing to export")
+    if all(e["ph"] == "M" for e in events):
+        raise TracekitError("the selection holds only metadata events (ph 'M', the names of tracks): nothing to"
+                            " show; select the events themselves and their tracks' names come with them")
     _check_pids(events)
     if sql is not None:
         have = {_meta_key(e) for e in events if e["ph"] == "M"}
@@ -179,10 +190,10 @@ def export(con, out, *, trace=None, sql=None, findings=False):
         for name in traces:
             events += findings_events(con, name)
     events, moved, lanes = assign_lanes(events)
-    starts = [e["ts_ns"] for e in events if e["ts_ns"] is not None]
+    first = min((e["ts_ns"] for e in events if e["ts_ns"] is not None), default=0)
     for event in events:
         if event["ts_ns"] is None and event["ph"] == "M":
-            event["ts_ns"] = min(starts)  # Perfetto ignores an M event's ts, but checkers want one
+            event["ts_ns"] = first  # Perfetto ignores an M event's ts, but checkers want one
     events.sort(key=lambda e: (e["ph"] != "M", e["ts_ns"] if e["ts_ns"] is not None else 0))
     header = _header(con, traces)
     if lanes:
@@ -199,7 +210,10 @@ def rebuild_trace(con, name, folder=None):
     """Writes loaded trace `name` back to a file (for `tracekit open` when the original is gone)."""
     from tracekit.samples import _cache_dir
     folder = Path(folder) if folder else _cache_dir() / "rebuilt"
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise TracekitError(f"{folder}: cannot write the rebuilt trace there ({exc.strerror})") from None
     safe = re.sub(r"[^A-Za-z0-9._-]+", "_", name)
     path, _, _ = export(con, folder / f"{safe}.json.gz", trace=name)
     return path

@@ -24,7 +24,7 @@ from tracekit.device import DEVICE_FROM_EVENTS, device_from_header
 from tracekit.errors import TraceFileError, TracekitError
 from tracekit.event_read import (TRUNCATED, FastReadRefused, duckdb_problem, lenient_insert, read_exact,
                                  read_fast, read_lenient)
-from tracekit.tracefile import expected_size
+from tracekit.tracefile import check_trace_file, expected_size
 from tracekit.track_layout import restore_tracks
 
 TRACE_SUFFIXES = (".json.gz", ".json", ".gz")
@@ -180,10 +180,7 @@ def load_file(con, path, *, replace=False, lenient=False, progress=None, publish
 
 
 def _load_file(con, path, replace, lenient, progress, slot):
-    if not path.exists():
-        raise TraceFileError(path, "no such file")
-    if path.is_dir():
-        raise TraceFileError(path, "is a folder, not a trace file")
+    check_trace_file(path)  # before anything opens it: a FIFO would block, a device never end
     if lenient:
         try:
             info, lines = read_lenient(con, path, progress)

@@ -83,23 +83,55 @@ def _friendly(exc, sql):
     if "read-only" in message.lower() or "read only" in message.lower():
         return QueryError("the database is opened read-only: `tracekit query` never changes it "
                           f"(load traces with `tracekit load`) — {first}")
+    return QueryError(f"{first} — in SQL: {_shown(sql)}")
+
+
+def _shown(sql):
     shown = " ".join(sql.split())
-    shown = shown if len(shown) <= 300 else shown[:297] + "..."
-    return QueryError(f"{first} — in SQL: {shown}")
+    return shown if len(shown) <= 300 else shown[:297] + "..."
 
 
 def run_sql(con, sql, params=None):
     """Runs one SQL statement and returns a pandas DataFrame; errors become QueryError."""
     try:
+        if not con.extract_statements(sql):
+            raise QueryError("the SQL is empty (or only comments): give a query, e.g. SELECT * FROM kernels")
         relation = con.execute(sql, params) if params else con.execute(sql)
-        json_columns = [d[0] for d in relation.description or [] if str(d[1]) == "JSON"]
+        if relation is None or relation.description is None:
+            raise QueryError(f"the SQL returns no rows to show — in SQL: {_shown(sql)}")
+        json_columns = [d[0] for d in relation.description if str(d[1]) == "JSON"]
         frame = relation.df()
     except duckdb.Error as exc:
         raise _friendly(exc, sql) from None
     # JSON columns arrive as text; callers (and -f json) want the objects they hold.
     for column in json_columns:
-        frame[column] = frame[column].map(lambda v: json.loads(v) if isinstance(v, str) else v)
+        frame[column] = frame[column].map(lambda v: _json_cell(v) if isinstance(v, str) else v)
     return frame
+
+
+# Python reads, renders and writes JSON by recursion, a level at a time: a value nested deeper
+# than this (args 1,000 levels deep) stays the text it is, which every format can show.
+MAX_JSON_DEPTH = 100
+_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+
+
+def _json_cell(text):
+    """A JSON cell as the objects it holds, or as its text when it nests too deep for Python."""
+    if text.count("{") + text.count("[") > MAX_JSON_DEPTH and _depth(text) > MAX_JSON_DEPTH:
+        return text
+    return json.loads(text)
+
+
+def _depth(text):
+    depth = deepest = 0
+    for token in _JSON_TOKEN.finditer(text):
+        bracket = token.group()
+        if bracket in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif bracket in "]}":
+            depth -= 1
+    return deepest
 
 
 def run_named(con, name, params=None):

@@ -96,7 +96,7 @@ def as_csv(frame):
     plain = pd.DataFrame(records(frame), columns=frame.columns)
     for column in plain.columns:
         if plain[column].map(lambda v: isinstance(v, (list, dict))).any():
-            plain[column] = plain[column].map(lambda v: json.dumps(v) if v is not None else None)
+            plain[column] = plain[column].map(lambda v: json.dumps(v) if isinstance(v, (list, dict)) else v)
     plain.to_csv(out, index=False)
     return out.getvalue()
 

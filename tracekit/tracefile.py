@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 import zlib
 from collections import deque
 from dataclasses import dataclass, field
@@ -40,6 +41,8 @@ except ImportError:  # pragma: no cover - the standard library's gzip is the fal
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
 _DECODER = json.JSONDecoder()
 _BOM = "\ufeff"
+# Python's JSON reader recurses once per level of nesting (the events themselves go to DuckDB).
+TOO_DEEP = "is nested deeper than tracekit reads (about 1,000 levels of objects and lists)"
 _NO_EVENTS = "a JSON object without a traceEvents array: not a Chrome/Kineto trace"
 
 
@@ -58,15 +61,34 @@ class TraceStream:
     junk_bytes: int = 0  # bytes after the end of the trace (--lenient leaves them out)
 
 
+_NOT_FILES = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a device"),
+              (stat.S_ISBLK, "a device"), (stat.S_ISSOCK, "a socket"))
+
+
+def check_trace_file(path):
+    """Raises TraceFileError unless `path` is a regular file: a FIFO would block the read until
+    someone writes to it, a device (/dev/zero) would never end."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise TraceFileError(path, "no such file") from None
+    except OSError as exc:
+        raise TraceFileError(path, f"cannot be read ({exc.strerror})") from None
+    for is_kind, kind in _NOT_FILES:
+        if is_kind(mode):
+            raise TraceFileError(path, f"is {kind}, not a trace file")
+    if not stat.S_ISREG(mode):
+        raise TraceFileError(path, "is not a regular file, not a trace file")
+
+
 def open_raw(path, *, salvage=False):
     """Opens `path` for binary reading, transparently un-gzipping it. `salvage`: with the standard
     library's gzip, which hands over every byte a gzip cut short holds before it fails."""
+    check_trace_file(path)
     try:
         handle = open(path, "rb")
     except FileNotFoundError:
         raise TraceFileError(path, "no such file")
-    except IsADirectoryError:
-        raise TraceFileError(path, "is a folder, not a trace file")
     except OSError as exc:
         raise TraceFileError(path, f"cannot be read ({exc.strerror})")
     magic = handle.read(2)
@@ -171,6 +193,8 @@ class _HeaderReader:
                 if not self._more():
                     raise self._invalid(exc) from None
                 continue
+            except RecursionError:
+                raise TraceFileError(self.path, f"a key of its header {TOO_DEEP}") from None
             # A number at the end of the buffer may go on in the next chunk.
             if end < len(self.text) or not self._more():
                 return value, end
@@ -344,8 +368,8 @@ def stream_events(path, sink, *, lenient=False, progress=None):
         # it cannot hold the array's end.
         blocks, held_bytes, flushed = deque([pending]), len(pending), False
         while True:
-            while (len(blocks) > 1 and held_bytes - len(blocks[0]) >= TAIL_BYTES
-                   and watch.may_flush(blocks, held_bytes)):
+            while len(blocks) > 1 and held_bytes - len(blocks[0]) >= TAIL_BYTES and _may_flush(watch, blocks,
+                                                                                             held_bytes, path):
                 block = blocks.popleft()
                 held_bytes -= len(block)
                 sink.write(block)
@@ -360,7 +384,10 @@ def stream_events(path, sink, *, lenient=False, progress=None):
                 progress(raw_handle.tell())
         if progress is not None:
             progress(raw_handle.tell())  # a file read whole with its header reports here
-        body, tail = _array_end(path, b"".join(blocks), is_array, lenient, flushed, watch, info)
+        try:
+            body, tail = _array_end(path, b"".join(blocks), is_array, lenient, flushed, watch, info)
+        except RecursionError:
+            raise TraceFileError(path, f"a key after its traceEvents array {TOO_DEEP}") from None
         sink.write(body)
         info.header.update(tail)
         info.sha256 = digest.hexdigest()
@@ -368,6 +395,13 @@ def stream_events(path, sink, *, lenient=False, progress=None):
         return info
     finally:
         raw_handle.close()
+
+
+def _may_flush(watch, blocks, held_bytes, path):
+    try:
+        return watch.may_flush(blocks, held_bytes)
+    except RecursionError:
+        raise TraceFileError(path, f"a key after its traceEvents array {TOO_DEEP}") from None
 
 
 def _next_chunk(stream, path, lenient):
@@ -387,8 +421,9 @@ def _array_end(path, held, is_array, lenient, flushed, watch, info):
         raise TraceFileError(path, TWO_ARRAYS_PROBLEM)
     if end.body is not None and end.junk:
         if not lenient:
-            raise TraceFileError(path, f"junk after the trace: {end.junk} bytes after its closing"
-                                       f" {'bracket' if is_array else 'brace'} (--lenient loads the trace without them)")
+            closing = "bracket" if is_array else "brace"
+            raise TraceFileError(path, f"junk after the trace: {end.junk} bytes after its closing {closing}"
+                                       " (--lenient loads the trace without them)")
         info.junk_bytes = end.junk
     if end.body is not None:
         return end.body, end.keys
