@@ -289,6 +289,9 @@ def odd_cases():
         (Case("big_key_after_array.json.gz", ""),
          _gzip(_after_array(source_bytes(), b'"blob": "' + b"x" * (10 << 20) + b'"'))),
         (Case("odd_durations.json", ""), _odd_durations()),
+        # A name built to make a backtracking regex take the square of its length (`gemm\w*_ffma`).
+        (Case("gemm_repeated_kernel_name.json.gz", ""),
+         _gzip(_with_event(lambda e: e.update(name="gemm" * (1 << 20))))),
         (Case("huge_kernel_name.json.gz", ""),
          _gzip(_with_event(lambda e: e.update(name="k" * (1 << 20))))),
         (Case("unknown_category.json", ""), _all_events(_recategorize)),

@@ -5,6 +5,7 @@ the event array)."""
 import gzip
 import json
 import sys
+import time
 from decimal import Decimal
 
 import pytest
@@ -13,6 +14,7 @@ import make_bad_corpus as corpus
 from conftest import db_rows, invoke_cli
 import trace_builder as tb
 from tracekit import array_end, loader, tracefile
+from tracekit.classify import MAX_CLASSIFIED_CHARS, classify
 from tracekit.database import connect
 from tracekit.loader import load_file
 
@@ -140,3 +142,21 @@ def test_lists_of_objects_in_args_are_not_taken_for_the_end_of_the_array(tmp_pat
         assert load_file(con, path).events == 300
     finally:
         con.close()
+
+
+def test_a_kernel_name_built_to_hurt_a_regex_loads_in_linear_time(corpus_dir, tmp_path):
+    # 4 MB of `gemm`: Python's backtracking `re` took minutes over it; RE2 in DuckDB takes no time.
+    started = time.monotonic()
+    result = invoke_cli("load", corpus_dir / "gemm_repeated_kernel_name.json.gz", "--db", tmp_path / "t.duckdb")
+    assert result.exit_code == 0, result.output
+    assert time.monotonic() - started < 20
+    assert db_rows(tmp_path / "t.duckdb", "SELECT length(name), kernel_class FROM kernels WHERE length(name) > 1000"
+                   ) == [(4 << 20, None)]
+
+
+def test_classify_reads_only_a_names_first_characters():
+    simt = "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize64x64x8_stage3_warpsize1x2x1_ffma_aligna4_alignc4_execute"
+    started = time.monotonic()
+    assert classify(simt + "k" * (100 << 20))[:2] == ("gemm", "simt")
+    assert classify("k" * MAX_CLASSIFIED_CHARS + simt) == (None, None, None)
+    assert time.monotonic() - started < 5
