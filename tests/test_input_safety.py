@@ -4,6 +4,7 @@ the event array)."""
 
 import gzip
 import json
+import shutil
 import sys
 import time
 from decimal import Decimal
@@ -11,7 +12,7 @@ from decimal import Decimal
 import pytest
 
 import make_bad_corpus as corpus
-from conftest import db_rows, invoke_cli
+from conftest import SAMPLE_TRACES, db_rows, invoke_cli
 import trace_builder as tb
 from tracekit import array_end, loader, tracefile
 from tracekit.classify import MAX_CLASSIFIED_CHARS, classify
@@ -160,3 +161,38 @@ def test_classify_reads_only_a_names_first_characters():
     assert classify(simt + "k" * (100 << 20))[:2] == ("gemm", "simt")
     assert classify("k" * MAX_CLASSIFIED_CHARS + simt) == (None, None, None)
     assert time.monotonic() - started < 5
+
+
+def _no_parse(*_args, **_kw):
+    raise AssertionError("the file was parsed")
+
+
+@pytest.mark.parametrize("name", ["sdpa_flash.json.gz", "sdpa_flash.json"])
+def test_a_file_already_loaded_is_skipped_before_any_parse(tmp_path, monkeypatch, name):
+    data = (SAMPLE_TRACES / "sdpa_flash.json.gz").read_bytes()
+    (tmp_path / name).write_bytes(data if name.endswith(".gz") else gzip.decompress(data))
+    db = tmp_path / "t.duckdb"
+    assert invoke_cli("load", tmp_path / name, "--db", db).exit_code == 0
+    copy = tmp_path / "elsewhere" / name
+    copy.parent.mkdir()
+    shutil.copy(tmp_path / name, copy)
+    monkeypatch.setattr(loader, "read_fast", _no_parse)
+    monkeypatch.setattr(loader, "read_lenient", _no_parse)
+    for path in (tmp_path / name, copy):
+        for lenient in ([], ["--lenient"]):
+            result = invoke_cli("load", path, "--db", db, *lenient)
+            assert result.exit_code == 0, result.output
+            assert result.output == f"skipped {path}: same content as trace 'sdpa_flash' (--replace reloads it)\n"
+    assert db_rows(db, "SELECT count(*) FROM traces") == [(1,)]
+
+
+def test_a_changed_file_of_the_same_size_is_read_again(tmp_path):
+    raw = corpus.source_bytes()
+    path = tmp_path / "trace.json"
+    path.write_bytes(raw)
+    db = tmp_path / "t.duckdb"
+    assert invoke_cli("load", path, "--db", db).exit_code == 0
+    path.write_bytes(raw.replace(b'"name": "aten::', b'"name": "aten:;', 1))  # one byte changed
+    result = invoke_cli("load", path, "--db", db)
+    assert result.exit_code == 0 and result.output.startswith("loaded trace-2: 242 events"), result.output
+    assert db_rows(db, "SELECT count(DISTINCT file_sha256), count(DISTINCT file_bytes) FROM trace_files") == [(2, 1)]

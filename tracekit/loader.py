@@ -24,7 +24,7 @@ from tracekit.device import DEVICE_FROM_EVENTS, device_from_header
 from tracekit.errors import TraceFileError, TracekitError
 from tracekit.event_read import (TRUNCATED, FastReadRefused, duckdb_problem, lenient_insert, read_exact,
                                  read_fast, read_lenient)
-from tracekit.tracefile import check_trace_file, expected_size
+from tracekit.tracefile import check_trace_file, expected_size, file_sha256
 from tracekit.track_layout import restore_tracks
 
 TRACE_SUFFIXES = (".json.gz", ".json", ".gz")
@@ -181,6 +181,9 @@ def load_file(con, path, *, replace=False, lenient=False, progress=None, publish
 
 def _load_file(con, path, replace, lenient, progress, slot):
     check_trace_file(path)  # before anything opens it: a FIFO would block, a device never end
+    unchanged = None if replace else _same_file_loaded(con, path)
+    if unchanged is not None:
+        return unchanged
     if lenient:
         try:
             info, lines = read_lenient(con, path, progress)
@@ -256,6 +259,17 @@ def _already_loaded(con, path, sha256, replace, publisher):
     return same, None
 
 
+def _same_file_loaded(con, path):
+    """The LoadResult of a skip when `path` holds the very bytes of a file already loaded, found
+    before any parse: by its size, then by the SHA-256 of its bytes (trace_files.file_sha256)."""
+    known = dict(con.execute("SELECT file_sha256, trace FROM trace_files WHERE file_bytes = ? AND file_sha256"
+                             " IS NOT NULL", [path.stat().st_size]).fetchall())
+    trace = known.get(file_sha256(path)) if known else None
+    if trace is None:
+        return None
+    return LoadResult(str(path), "skipped", trace, message=f"same content as trace {trace!r} (--replace reloads it)")
+
+
 def _load_events(con, path, replace, read, lenient, deriving, publisher, turn):
     """Loads the events with `read`, derives the rest and commits (or rolls back a skip).
     `deriving(done, total)`, when given, hears of each step after the read."""
@@ -313,9 +327,11 @@ def _insert_trace_file(con, trace_id, name, path, info, events, dropped):
     header = info.header
     metadata = header.get("tracekit") if isinstance(header.get("tracekit"), dict) else None
     device = device_from_header(header)
+    # The file's own bytes: the content's for a plain file, hashed again for a gzip (a tenth the size).
+    raw_sha256 = file_sha256(path) if info.compressed else info.sha256
     con.execute(
-        "INSERT INTO trace_files VALUES (?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [trace_id, name, str(path.resolve()), info.sha256, path.stat().st_size,
+        "INSERT INTO trace_files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [trace_id, name, str(path.resolve()), info.sha256, raw_sha256, path.stat().st_size,
          datetime.now(timezone.utc).replace(tzinfo=None), __version__,
          json.dumps({k: v for k, v in header.items() if k != "tracekit"}),
          json.dumps(metadata) if metadata is not None else None, device.name, device.compute_capability, events,

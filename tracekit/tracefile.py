@@ -118,6 +118,15 @@ def _peek(stream, path, size):
         raise TraceFileError(path, f"corrupt gzip: {exc}") from None
 
 
+def file_sha256(path):
+    """The SHA-256 of the file's bytes as they are on disk (gzip and all), read without parsing."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 def expected_size(path):
     """About how many bytes the trace's JSON holds: the file's size, or for gzip the size its
     trailer records (modulo 4 GiB, so a wrapped value is replaced by a guess)."""
