@@ -161,10 +161,13 @@ def _source(lines):
     # Only newline-delimited input lets DuckDB skip (ignore_errors) an event it cannot parse.
     form = "format = 'newline_delimited', ignore_errors = true" if lines else "format = 'array'"
     # Each event's text once (a broken line: NULL), typed twice: JSON columns for the checks,
-    # exact decimals for the times. A value that is not an object is no event.
+    # exact decimals for the times. A value that is not an object is no event: the array read
+    # stops there; the line read (--lenient) drops it as broken.
     objects = f"read_json_objects($fifo, {form}, maximum_object_size = {MAX_EVENT_BYTES})"
+    not_object = ("NULL" if lines else
+                  "error('not a trace: traceEvents holds ' || left(json::VARCHAR, 40) || ', not an event object')")
     return (f"(SELECT unnest(e), n.ts AS ts_exact, n.dur AS dur_exact FROM"
-            f" (SELECT CASE WHEN json_type(json) <> 'OBJECT' THEN error('not a trace: traceEvents holds ' || left(json::VARCHAR, 40) || ', not an event object')"
+            f" (SELECT CASE WHEN json_type(json) <> 'OBJECT' THEN {not_object}"
             f" ELSE json_transform(json, '{EVENT_COLUMNS}') END AS e, json_transform(json, '{EXACT_TIMES}') AS n"
             f" FROM {objects}))")
 

@@ -24,7 +24,7 @@ from tracekit.device import DEVICE_FROM_EVENTS, device_from_header
 from tracekit.errors import TraceFileError, TracekitError
 from tracekit.event_read import (TRUNCATED, FastReadRefused, duckdb_problem, lenient_insert, read_exact,
                                  read_fast, read_lenient)
-from tracekit.tracefile import check_trace_file, expected_size, file_sha256
+from tracekit.raw_file import check_trace_file, expected_size, file_sha256
 from tracekit.track_layout import restore_tracks
 
 TRACE_SUFFIXES = (".json.gz", ".json", ".gz")
@@ -280,6 +280,8 @@ def _load_events(con, path, replace, read, lenient, deriving, publisher, turn):
         con.execute("ROLLBACK")
         return skipped
     restore_tracks(con, trace_id, info.header)  # a tracekit export's slices back on their threads
+    # The file's own bytes: the content's for a plain file, hashed again for a gzip (a tenth the size).
+    info.file_sha256 = file_sha256(path) if info.compressed else info.sha256
     events = con.execute("SELECT count(*) FROM event_rows WHERE trace_id = ?", [trace_id]).fetchone()[0]
     if info.cut_events:
         dropped[TRUNCATED] = info.cut_events
@@ -327,11 +329,9 @@ def _insert_trace_file(con, trace_id, name, path, info, events, dropped):
     header = info.header
     metadata = header.get("tracekit") if isinstance(header.get("tracekit"), dict) else None
     device = device_from_header(header)
-    # The file's own bytes: the content's for a plain file, hashed again for a gzip (a tenth the size).
-    raw_sha256 = file_sha256(path) if info.compressed else info.sha256
     con.execute(
         "INSERT INTO trace_files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [trace_id, name, str(path.resolve()), info.sha256, raw_sha256, path.stat().st_size,
+        [trace_id, name, str(path.resolve()), info.sha256, info.file_sha256, path.stat().st_size,
          datetime.now(timezone.utc).replace(tzinfo=None), __version__,
          json.dumps({k: v for k, v in header.items() if k != "tracekit"}),
          json.dumps(metadata) if metadata is not None else None, device.name, device.compute_capability, events,

@@ -18,7 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from tracekit.errors import TraceFileError, TracekitError
-from tracekit.tracefile import check_trace_file
+from tracekit.raw_file import check_trace_file
 
 HOST = "127.0.0.1"  # loopback only: a trace can hold code paths and shapes worth keeping private
 DEFAULT_PORT = 9001

@@ -49,8 +49,9 @@ def _fingerprint():
         digest.update(path.name.encode())
         digest.update(str(path.stat().st_size).encode())
     package = resources.files("tracekit")
-    for name in ("sql/tables.sql", "sql/views.sql", "sql/derive.sql", "classify.py", "loader.py", "event_read.py",
-                 "event_chunks.py", "tracefile.py", "device.py", "database.py"):
+    for name in ("sql/tables.sql", "sql/views.sql", "sql/derive.sql", "classify.py", "class_tables.py", "loader.py",
+                 "event_read.py", "event_chunks.py", "tracefile.py", "raw_file.py", "array_end.py",
+                 "track_layout.py", "device.py", "database.py"):
         digest.update(package.joinpath(name).read_bytes())
     return digest.hexdigest()[:16]
 

@@ -11,33 +11,20 @@ import codecs
 import gzip
 import hashlib
 import json
-import os
 import re
-import stat
-import zlib
 from collections import deque
 from dataclasses import dataclass, field
 
 from tracekit.array_end import TWO_ARRAYS_PROBLEM, EndWatch, runs_out, split_array_end
 from tracekit.errors import TraceFileError
+# expected_size is event_read's, from here as before.
+from tracekit.raw_file import _GZIP_FILE, _ZLIB_ERRORS, expected_size, open_raw  # noqa: F401
 
 CHUNK_BYTES = 4 << 20
 # Kineto writes a few KB of header; anything past this before the array is not a trace we know.
 MAX_HEADER_BYTES = 64 << 20
 # Keys after the array (traceName, sometimes deviceProperties) must fit in this window.
 TAIL_BYTES = 4 << 20
-GZIP_MAGIC = b"\x1f\x8b"
-# Layers of gzip unwrapped before the JSON must start.
-MAX_GZIP_LAYERS = 3
-
-# ISA-L's gzip (python-isal, `pip install 'tracekit[fast]'`) inflates 1 GB in 0.4 s where zlib
-# takes 2.4 s, the difference between a .json.gz loading slower than its .json or as fast.
-try:
-    from isal import igzip, isal_zlib
-    _GZIP_FILE, _ZLIB_ERRORS = igzip.IGzipFile, (zlib.error, isal_zlib.error)
-except ImportError:  # pragma: no cover - the standard library's gzip is the fallback
-    _GZIP_FILE, _ZLIB_ERRORS = gzip.GzipFile, (zlib.error,)
-
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
 _DECODER = json.JSONDecoder()
 _BOM = "\ufeff"
@@ -59,84 +46,7 @@ class TraceStream:
     dropped_tail_bytes: int = 0  # bytes after the last complete event (--lenient on a truncated trace)
     cut_events: int = 0  # events cut in half by the truncation (0 or 1)
     junk_bytes: int = 0  # bytes after the end of the trace (--lenient leaves them out)
-
-
-_NOT_FILES = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a device"),
-              (stat.S_ISBLK, "a device"), (stat.S_ISSOCK, "a socket"))
-
-
-def check_trace_file(path):
-    """Raises TraceFileError unless `path` is a regular file: a FIFO would block the read until
-    someone writes to it, a device (/dev/zero) would never end."""
-    try:
-        mode = os.stat(path).st_mode
-    except FileNotFoundError:
-        raise TraceFileError(path, "no such file") from None
-    except OSError as exc:
-        raise TraceFileError(path, f"cannot be read ({exc.strerror})") from None
-    for is_kind, kind in _NOT_FILES:
-        if is_kind(mode):
-            raise TraceFileError(path, f"is {kind}, not a trace file")
-    if not stat.S_ISREG(mode):
-        raise TraceFileError(path, "is not a regular file, not a trace file")
-
-
-def open_raw(path, *, salvage=False):
-    """Opens `path` for binary reading, transparently un-gzipping it. `salvage`: with the standard
-    library's gzip, which hands over every byte a gzip cut short holds before it fails."""
-    check_trace_file(path)
-    try:
-        handle = open(path, "rb")
-    except FileNotFoundError:
-        raise TraceFileError(path, "no such file")
-    except OSError as exc:
-        raise TraceFileError(path, f"cannot be read ({exc.strerror})")
-    magic = handle.read(2)
-    handle.seek(0)
-    if magic != GZIP_MAGIC:
-        return handle, False, handle
-    opener = gzip.GzipFile if salvage else _GZIP_FILE
-    stream = opener(fileobj=handle, mode="rb")
-    # A .gz gzipped again (`gzip -f` on a .json.gz, an upload that compresses): unwrap each layer.
-    for _ in range(MAX_GZIP_LAYERS - 1):
-        if _peek(stream, path, 2) != GZIP_MAGIC:
-            return stream, True, handle
-        stream = opener(fileobj=stream, mode="rb")
-    if _peek(stream, path, 2) == GZIP_MAGIC:
-        handle.close()
-        raise TraceFileError(path, f"gzip inside gzip more than {MAX_GZIP_LAYERS} deep: not a trace")
-    return stream, True, handle
-
-
-def _peek(stream, path, size):
-    """The first `size` bytes `stream` will give, left for the next read."""
-    try:
-        return stream.peek(size)[:size]
-    except EOFError:
-        return b""  # cut short: the read says so
-    except (OSError, *_ZLIB_ERRORS) as exc:
-        raise TraceFileError(path, f"corrupt gzip: {exc}") from None
-
-
-def file_sha256(path):
-    """The SHA-256 of the file's bytes as they are on disk (gzip and all), read without parsing."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def expected_size(path):
-    """About how many bytes the trace's JSON holds: the file's size, or for gzip the size its
-    trailer records (modulo 4 GiB, so a wrapped value is replaced by a guess)."""
-    size = os.path.getsize(path)
-    with open(path, "rb") as handle:
-        if handle.read(2) != GZIP_MAGIC or size < 18:
-            return size
-        handle.seek(-4, os.SEEK_END)
-        recorded = int.from_bytes(handle.read(4), "little")
-    return recorded if recorded >= size else size * 10
+    file_sha256: str = ""  # of the file's own bytes (set by the loader)
 
 
 class GzipCutShort(TraceFileError):
