@@ -196,3 +196,23 @@ def test_a_changed_file_of_the_same_size_is_read_again(tmp_path):
     result = invoke_cli("load", path, "--db", db)
     assert result.exit_code == 0 and result.output.startswith("loaded trace-2: 242 events"), result.output
     assert db_rows(db, "SELECT count(DISTINCT file_sha256), count(DISTINCT file_bytes) FROM trace_files") == [(2, 1)]
+
+
+@pytest.mark.parametrize("held", [1 << 10, 3 << 10, 5 << 10])
+def test_a_list_of_objects_split_between_two_reads_is_not_held_back(tmp_path, monkeypatch, held):
+    # Reads of 4 KB: some end right after a `}` whose `]` starts the next read, inside an event.
+    _with_small_windows(monkeypatch, held=held)
+    sizes = []
+    real = array_end.EndWatch.may_flush
+    monkeypatch.setattr(array_end.EndWatch, "may_flush",
+                        lambda self, blocks, held_bytes: sizes.append(held_bytes) or real(self, blocks, held_bytes))
+    events = [tb.op(f"op{i}", 10 * i, 5) for i in range(600)]
+    for i, event in enumerate(events):
+        event["args"]["parts"] = [{"a": "x" * (i % 97)}]
+    path = tb.write(tmp_path, "lists", tb.trace(events), "kineto")
+    con = connect(tmp_path / "t.duckdb")
+    try:
+        assert load_file(con, path).events == 600
+    finally:
+        con.close()
+    assert max(sizes) < held + (12 << 10)  # nothing held back beyond the window and a few reads

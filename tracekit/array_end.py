@@ -194,33 +194,42 @@ class EndWatch:
 
     def _may_end_in(self, blocks):
         head = blocks[0]
-        starts = [m.end() - 1 for m in _CLOSING_AFTER_EVENT.finditer(head)]
+        starts = [(0, m.end() - 1) for m in _CLOSING_AFTER_EVENT.finditer(head)]
         if self.first and head.lstrip(_SPACE)[1:].lstrip(_SPACE).startswith(b"]"):
-            starts.insert(0, head.index(b"]"))
+            starts.insert(0, (0, head.index(b"]")))
         if head.rstrip(_SPACE).endswith(b"}"):
-            starts += self._closing_in_next_blocks(blocks)
-        return any(self._may_end_at(blocks, start) for start in starts)
+            later = _closing_in_later_blocks(blocks)
+            if later is _MAYBE:
+                return True  # all held after the `}` is whitespace: what comes next decides
+            starts += later
+        return any(self._may_end_at(blocks, index, at) for index, at in starts)
 
-    @staticmethod
-    def _closing_in_next_blocks(blocks):
-        """[MAYBE] when the first byte after the first block that is not whitespace is a `]`, or
-        when all held after it is whitespace; else []. (The `]` is judged with its own block.)"""
-        for block in islice(blocks, 1, None):
-            stripped = block.lstrip(_SPACE)
-            if stripped:
-                return [_MAYBE] if stripped.startswith(b"]") else []
-        return [_MAYBE]
-
-    def _may_end_at(self, blocks, start):
-        if start is _MAYBE:
-            return True
-        verdict = object_tail(_decode(bytes(blocks[0][start + 1:start + 1 + QUICK_LOOK_BYTES])), 0, partial=True)[0]
-        if verdict == Verdict.MORE:
-            held = bytes(blocks[0][start + 1:]) + b"".join(islice(blocks, 1, None))
+    def _may_end_at(self, blocks, index, at):
+        """Whether the `]` at blocks[index][at] may close the array, from what follows it."""
+        quick = bytearray(blocks[index][at + 1:at + 1 + QUICK_LOOK_BYTES])
+        for block in islice(blocks, index + 1, None):
+            if len(quick) >= QUICK_LOOK_BYTES:
+                break
+            quick += block[:QUICK_LOOK_BYTES - len(quick)]
+        verdict = object_tail(_decode(bytes(quick)), 0, partial=True)[0]
+        if verdict in (Verdict.MORE, Verdict.END) and len(quick) == QUICK_LOOK_BYTES:
+            # The look ran out before what follows settled it: look at all that is held.
+            held = bytes(blocks[index][at + 1:]) + b"".join(islice(blocks, index + 1, None))
             verdict = object_tail(_decode(held), 0, partial=True)[0]
         if verdict == Verdict.TWO_ARRAYS:
             raise TraceFileError(self.path, TWO_ARRAYS_PROBLEM)
         return verdict != Verdict.NO
+
+
+def _closing_in_later_blocks(blocks):
+    """For a first block that ends with `}` (and whitespace): [(block index, offset)] of the `]`
+    when it is the next byte that is not whitespace, [] when another byte is, _MAYBE when all
+    held after it is whitespace."""
+    for index, block in enumerate(islice(blocks, 1, None), start=1):
+        stripped = block.lstrip(_SPACE)
+        if stripped:
+            return [(index, len(block) - len(stripped))] if stripped.startswith(b"]") else []
+    return _MAYBE
 
 
 _MAYBE = object()
