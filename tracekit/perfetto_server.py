@@ -18,6 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from tracekit.errors import TraceFileError, TracekitError
+from tracekit.raw_file import check_trace_file
 
 HOST = "127.0.0.1"  # loopback only: a trace can hold code paths and shapes worth keeping private
 DEFAULT_PORT = 9001
@@ -42,6 +43,7 @@ def _content_type(path):
 
 
 def _check_readable(path):
+    check_trace_file(path)  # a FIFO would block here, a device would be served without end
     try:
         with open(path, "rb"):
             pass
