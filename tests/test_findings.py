@@ -227,3 +227,20 @@ def test_cold_start_names_cudnn_plan_and_torch_compile(found):
     assert "dynamic=False" in flex["fix"]
     # sdpa_default dispatched to cuDNN after sdpa_cudnn cached the plan: its first call is cheap.
     assert found[(found["trace"] == "samples_sdpa_default") & (found["rule"] == "cold_start")].empty
+
+
+def test_gemm_kernels_carry_their_flops_and_share_of_the_peak(h200_db):
+    con = connect_for_queries(h200_db)
+    try:
+        rows = con.execute("SELECT flops, achieved_tflops, dur_us, peak_tflops, pct_of_peak FROM kernels "
+                           "WHERE trace = 'samples_naive' AND kernel_class = 'gemm'").fetchall()
+        others = con.execute("SELECT count(*) FROM kernels WHERE trace = 'samples_naive' AND kernel_class <> 'gemm' "
+                             "AND flops IS NOT NULL").fetchone()[0]
+    finally:
+        con.close()
+    # Q·Kᵀ and P·V of B=4, H=16, S=2048, D=64: 2·64·2048·2048·64 FLOPs each, bf16 on the H200's 989.5.
+    assert len(rows) == 12 and {r[0] for r in rows} == {2.0 * 64 * 2048 * 2048 * 64}
+    for flops, tflops, dur_us, peak, pct in rows:
+        assert tflops == pytest.approx(flops / dur_us / 1e6) and peak == 989.5
+        assert pct == pytest.approx(100 * tflops / peak) and 5 < pct < 60
+    assert others == 0

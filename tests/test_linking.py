@@ -155,3 +155,20 @@ def test_lost_gpu_events_and_missing_cpu_ops_are_anomalies(load):
     no_ops = load("no_ops", tb.trace([tb.kernel("k", 2, 3, 1), tb.kernel("k", 6, 3, 2)]))
     assert [(r["oddity"], r["events"]) for r in records(run_named(no_ops, "anomalies"))] == [
         ("GPU events but no CPU ops", 2)]
+
+
+def test_a_chain_deeper_than_64_ops_keeps_its_innermost_64_and_marks_the_cut(load):
+    # 100 nested ops (as when one trace's events are written many times over): the path keeps the
+    # 64 nearest the launch, starting with '… → ', instead of holding every level.
+    depth = 100
+    events = [tb.step(1, 0, 10_000)]
+    events += [tb.op(f"aten::level{i}", 1 + i, 5_000 - 2 * i) for i in range(depth)]
+    events += [tb.launch(1 + depth + 10, 7), tb.kernel("k", 4_000, 5, 7)]
+    con = load("deep", tb.trace(events))
+    op, path = kernel_ops(con)["k"]
+    assert op == f"aten::level{depth - 1}"
+    frames = path.split(" → ")
+    assert frames[0] == "…" and len(frames) == 1 + 64
+    assert frames[1:] == [f"aten::level{i}" for i in range(depth - 64, depth)]
+    (deepest,) = con.execute("SELECT max(depth) FROM cpu_ops").fetchone()
+    assert deepest == depth  # the nesting itself is whole: ProfilerStep#1 at 0, then 100 levels

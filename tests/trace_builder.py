@@ -41,13 +41,14 @@ def kernel(name, ts, dur, correlation, *, stream=7, device=0, external_id=None):
             "args": args}
 
 
-def memcpy(ts, dur, correlation, *, kind="DtoD", nbytes=None, stream=7, device=0, external_id=None):
+def memcpy(ts, dur, correlation, *, kind="DtoD", nbytes=None, stream=7, device=0, external_id=None, host="Host"):
+    """A copy; `host="Pageable"` names the host side as Kineto does for unpinned memory."""
     args = {"device": device, "stream": stream, "correlation": correlation}
     if nbytes is not None:
         args["bytes"] = nbytes
     if external_id is not None:
         args["External id"] = external_id
-    names = {"DtoD": "Device -> Device", "HtoD": "Host -> Device", "DtoH": "Device -> Host"}
+    names = {"DtoD": "Device -> Device", "HtoD": f"{host} -> Device", "DtoH": f"Device -> {host}"}
     return {"ph": "X", "cat": "gpu_memcpy", "name": f"Memcpy {kind} ({names[kind]})", "pid": device,
             "tid": stream, "ts": ts, "dur": dur, "args": args}
 

@@ -6,7 +6,7 @@ imported by the capture half alone.
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "load", "query", "findings"]
+__all__ = ["__version__", "load", "query", "findings", "diff"]
 
 
 def _serve_source_checkout():
@@ -23,7 +23,7 @@ _serve_source_checkout()
 
 def __getattr__(name):
     # Lazy, so `import tracekit` (and `tracekit capture` on a GPU box without duckdb) stays light.
-    if name in ("load", "query", "findings"):
+    if name in ("load", "query", "findings", "diff"):
         from tracekit import api
         return getattr(api, name)
     raise AttributeError(f"module 'tracekit' has no attribute {name!r}")

@@ -65,3 +65,28 @@ def findings(*, db=None, trace=None, rule=None, params=None):
         return run_findings(con, trace=trace, rule=rule, params=params)
     finally:
         con.close()
+
+
+def diff(a, b, *, db=None, by="class", fail_on=(), top=10):
+    """Compares trace `b` against baseline `a` (as `tracekit diff`); returns a tracekit.compare.DiffResult
+    with per-step figures and intervals, the attribution, the findings' change and the verdict.
+    `a` and `b` are trace names in `db`, or two trace files, loaded into a temporary database."""
+    import tempfile
+
+    from tracekit.compare import diff as run_diff
+
+    if Path(a).is_file() and Path(b).is_file():
+        with tempfile.TemporaryDirectory(prefix="tracekit-diff-") as folder:
+            results = load([a, b], db=Path(folder) / "diff.duckdb")
+            names = [r.trace for r in results]
+            con = connect_for_queries(Path(folder) / "diff.duckdb")
+            try:
+                return run_diff(con, names[0], names[-1], by=by, fail_on=fail_on, top=top)
+            finally:
+                con.close()
+    path, _ = resolve_db(db)
+    con = connect_for_queries(path)
+    try:
+        return run_diff(con, a, b, by=by, fail_on=fail_on, top=top)
+    finally:
+        con.close()

@@ -12,11 +12,10 @@ from dataclasses import dataclass, field
 from importlib import resources
 
 from tracekit.errors import QueryError
-from tracekit.named_queries import run_sql
+from tracekit.named_queries import header_lines, parse_param, run_sql
 
 FINDING_COLUMNS = ("trace", "rule", "severity", "title", "detail", "fix", "saving_us_per_step", "evidence")
 SEVERITIES = ("high", "medium", "low", "info")
-_PARAM = re.compile(r"^(\w+)\s*=\s*(.*?):\s*(.*)$")
 _PART = re.compile(r"^(why|fix|saving):\s*(.*)$")
 
 
@@ -32,11 +31,7 @@ class Rule:
 
 
 def _parse(name, text):
-    header = []
-    for line in text.splitlines():
-        if not line.startswith("--"):
-            break
-        header.append(line[2:].strip())
+    header = header_lines(text)
     first = header[0] if header else ""
     if not first.startswith(f"{name}:"):
         raise QueryError(f"queries/findings/{name}.sql: the header must start with '-- {name}: what it detects'")
@@ -44,9 +39,9 @@ def _parse(name, text):
     for line in header[1:]:
         if line == "params:":
             section = "params"
-        elif section == "params" and _PARAM.match(line):
-            key, default, meaning = _PARAM.match(line).groups()
-            params[key] = (None if default.upper() == "NULL" else default, meaning)
+        elif section == "params" and parse_param(line):
+            key, default, meaning = parse_param(line)
+            params[key] = (default, meaning)
         elif _PART.match(line):
             key, value = _PART.match(line).groups()
             parts[key] = value

@@ -29,12 +29,27 @@ class NamedQuery:
     params: dict = field(default_factory=dict)  # name -> (default text or None, meaning)
 
 
-def _parse(name, text):
+def header_lines(text):
+    """The lines of the comment block that opens an SQL file, without their `--`."""
     header = []
     for line in text.splitlines():
         if not line.startswith("--"):
             break
         header.append(line[2:].strip())
+    return header
+
+
+def parse_param(line):
+    """(name, default text or None, meaning) of a `name = default: meaning` header line, or None."""
+    match = _PARAM.match(line)
+    if match is None:
+        return None
+    key, default, meaning = match.groups()
+    return key, None if default.upper() == "NULL" else default, meaning
+
+
+def _parse(name, text):
+    header = header_lines(text)
     if not header:
         raise QueryError(f"queries/{name}.sql: no header comment with the question it answers")
     question, description, columns, params, section = header[0], [], {}, {}, None
@@ -44,9 +59,9 @@ def _parse(name, text):
         elif section == "columns" and _COLUMN.match(line):
             key, meaning = _COLUMN.match(line).groups()
             columns[key] = meaning
-        elif section == "params" and _PARAM.match(line):
-            key, default, meaning = _PARAM.match(line).groups()
-            params[key] = (None if default.upper() == "NULL" else default, meaning)
+        elif section == "params" and parse_param(line):
+            key, default, meaning = parse_param(line)
+            params[key] = (default, meaning)
         elif section is None:
             description.append(line)
     return NamedQuery(name, question, " ".join(description), text, columns, params)

@@ -51,7 +51,7 @@ def database_to_read(db, doing):
 
 
 # Each module holds one family of commands and lists them in COMMANDS.
-_COMMAND_MODULES = ("capture_cmd", "analysis_cmd", "findings_cmd", "perfetto_cmd", "hta_cmd", "report_cmd")
+_COMMAND_MODULES = ("capture_cmd", "analysis_cmd", "findings_cmd", "diff_cmd", "perfetto_cmd", "hta_cmd", "report_cmd")
 
 
 def _register():

@@ -178,23 +178,29 @@ SELECT o.* EXCLUDE (orphan, step), CASE WHEN o.ts_ns < s.end_ns THEN s.step END
 FROM (SELECT * FROM linked WHERE orphan) o ASOF LEFT JOIN _steps s ON o.ts_ns >= s.ts_ns;
 
 -- The chain of op names above each op that launched GPU work, outermost first. Record-function
--- ranges and ProfilerStep#N (an Operator in 2021's Kineto) are steps and labels, not ops: left out.
+-- ranges and ProfilerStep#N (an Operator in 2021's Kineto) are steps and labels, not ops: left
+-- out. The walk up reads a narrow copy of the tree, keeps one row per op (USING KEY) and stops
+-- 64 ops up, marking the cut with '… → ': a recursion that kept every level would hold ops x
+-- depth growing paths (a trace of 250 nested copies of the same ops ran out of memory that way).
+CREATE OR REPLACE TEMP TABLE _tree AS
+SELECT op_id, parent_id, name,
+       CASE WHEN lower(cat) IN ('cpu_op', 'operator') AND NOT regexp_full_match(name, 'ProfilerStep#\d+')
+            THEN name END AS label
+FROM cpu_op_rows WHERE trace_id = $trace_id;
+
 CREATE OR REPLACE TEMP TABLE _paths AS
-WITH RECURSIVE up(start_id, at_id, parent_id, op_path) AS (
-    SELECT o.op_id, o.op_id, o.parent_id, o.name
-    FROM cpu_op_rows o
-    WHERE o.trace_id = $trace_id AND o.op_id IN (
-        SELECT cpu_op_id FROM _gpu_linked WHERE cpu_op_id IS NOT NULL
-        UNION SELECT cpu_op_id FROM runtime_rows
-        WHERE trace_id = $trace_id AND cpu_op_id IS NOT NULL)
-    UNION ALL
-    SELECT up.start_id, p.op_id, p.parent_id,
-           CASE WHEN lower(p.cat) IN ('cpu_op', 'operator') AND NOT regexp_full_match(p.name, 'ProfilerStep#\d+')
-                THEN p.name || ' → ' || up.op_path
-                ELSE up.op_path END
-    FROM up JOIN cpu_op_rows p ON p.trace_id = $trace_id AND p.op_id = up.parent_id
+WITH RECURSIVE up(start_id, parent_id, op_path, levels) USING KEY (start_id) AS (
+    SELECT op_id, parent_id, name, 1
+    FROM _tree
+    WHERE op_id IN (SELECT cpu_op_id FROM _gpu_linked WHERE cpu_op_id IS NOT NULL
+                    UNION SELECT cpu_op_id FROM runtime_rows WHERE trace_id = $trace_id AND cpu_op_id IS NOT NULL)
+    UNION
+    SELECT up.start_id, p.parent_id,
+           CASE WHEN p.label IS NOT NULL THEN p.label || ' → ' || up.op_path ELSE up.op_path END, up.levels + 1
+    FROM up JOIN _tree p ON p.op_id = up.parent_id
+    WHERE up.levels < 64
 )
-SELECT start_id AS op_id, op_path FROM up WHERE parent_id IS NULL;
+SELECT start_id AS op_id, CASE WHEN parent_id IS NULL THEN op_path ELSE '… → ' || op_path END AS op_path FROM up;
 
 UPDATE cpu_op_rows SET op_path = p.op_path
 FROM _paths p
@@ -207,12 +213,39 @@ FROM _gpu_linked g
 LEFT JOIN (SELECT op_id, name FROM _ops) o ON o.op_id = g.cpu_op_id
 LEFT JOIN _paths p ON p.op_id = g.cpu_op_id;
 
+-- The FLOPs of each GEMM op whose input shapes the trace records (record_shapes): 2 * batch * m
+-- * n * k from `Input Dims` (addmm and baddbmm take the bias first). A kernel carries them when
+-- it is the only kernel its op launched; an op that split its GEMM over several kernels (split-K
+-- and its reduction) leaves them NULL rather than guess each kernel's share.
+CREATE OR REPLACE TEMP TABLE _op_flops AS
+WITH gemms AS (
+    SELECT op_id, name, a[2] AS dims, a[3] AS types,
+           CASE WHEN name IN ('aten::addmm', 'aten::baddbmm') THEN 1 ELSE 0 END AS x,
+           name IN ('aten::bmm', 'aten::baddbmm') AS batched
+    FROM _ops
+    WHERE name IN ('aten::mm', 'aten::bmm', 'aten::addmm', 'aten::baddbmm')
+      AND op_id IN (SELECT cpu_op_id FROM _gpu_ops WHERE op = 'kernel')
+), shaped AS (
+    SELECT op_id, json_extract_string(types, '$[' || x || ']') AS dtype,
+           CASE WHEN batched THEN TRY_CAST(json_extract(dims, '$[' || x || '][0]') AS DOUBLE) ELSE 1 END AS b,
+           TRY_CAST(json_extract(dims, '$[' || x || '][' || (CASE WHEN batched THEN 1 ELSE 0 END) || ']') AS DOUBLE) AS m,
+           TRY_CAST(json_extract(dims, '$[' || x || '][' || (CASE WHEN batched THEN 2 ELSE 1 END) || ']') AS DOUBLE) AS k,
+           TRY_CAST(json_extract(dims, '$[' || (x + 1) || '][' || (CASE WHEN batched THEN 2 ELSE 1 END) || ']') AS DOUBLE) AS n
+    FROM gemms
+)
+SELECT s.op_id, 2 * s.b * s.m * s.n * s.k AS flops, s.dtype
+FROM shaped s
+JOIN (SELECT cpu_op_id, count(*) AS kernels FROM _gpu_ops WHERE op = 'kernel' GROUP BY cpu_op_id) c
+  ON c.cpu_op_id = s.op_id
+WHERE c.kernels = 1 AND s.b * s.m * s.n * s.k > 0;
+
 INSERT INTO kernel_rows
-SELECT $trace_id, name, ts_ns, dur_ns, device, stream, correlation, launch_external_id, grid, block,
-       registers_per_thread, shared_memory_bytes, blocks_per_sm, warps_per_sm,
+SELECT $trace_id, g.name, g.ts_ns, g.dur_ns, g.device, g.stream, g.correlation, g.launch_external_id, g.grid, g.block,
+       g.registers_per_thread, g.shared_memory_bytes, g.blocks_per_sm, g.warps_per_sm,
        -- Kineto writes 0 when it could not compute occupancy (a kernel that ran had some).
-       nullif(est_occupancy_pct, 0), cpu_op_id, step, cpu_op, cpu_op_path
-FROM _gpu_ops WHERE op = 'kernel';
+       nullif(g.est_occupancy_pct, 0), g.cpu_op_id, g.step, g.cpu_op, g.cpu_op_path, f.flops, f.dtype
+FROM _gpu_ops g LEFT JOIN _op_flops f ON f.op_id = g.cpu_op_id
+WHERE g.op = 'kernel';
 
 INSERT INTO transfer_rows
 SELECT $trace_id, op, name,
@@ -261,5 +294,7 @@ DROP TABLE _launch;
 DROP TABLE _launch_by_external;
 DROP TABLE _gpu;
 DROP TABLE _gpu_linked;
+DROP TABLE _tree;
 DROP TABLE _paths;
 DROP TABLE _gpu_ops;
+DROP TABLE _op_flops;

@@ -61,7 +61,8 @@ FROM step_rows s JOIN trace_files t USING (trace_id);
 --   depth: nesting depth on its thread, 0 at the top
 --   step: enclosing ProfilerStep#N, NULL outside steps or when the trace has none
 --   op_path: for ops that launched GPU work, the chain of cpu_op names from the outermost to
---            this one, e.g. 'aten::masked_fill → aten::clone → aten::copy_'
+--            this one, e.g. 'aten::masked_fill → aten::clone → aten::copy_'; a chain more than 64
+--            ops deep keeps the 64 nearest this one, after '… → '
 CREATE OR REPLACE VIEW cpu_ops AS
 SELECT t.trace, o.op_id, o.cat, o.name, o.ts_ns / 1000.0 AS ts_us, o.dur_ns / 1000.0 AS dur_us,
        o.pid, o.tid, o.external_id, o.input_dims, o.input_types, o.parent_id, o.parent, o.depth,
@@ -118,6 +119,12 @@ SELECT d.trace_id, d.trace, d.device, d.gpu_arch AS arch,
        CASE WHEN d.registers IS NOT NULL THEN 'deviceProperties' ELSE 'gpu_arch_limits' END AS source
 FROM devices d JOIN gpu_arch_limits a ON a.arch = d.gpu_arch;
 
+-- Each trace's row of gpu_specs: the longest name_pattern that matches its device's name.
+CREATE OR REPLACE VIEW _trace_specs AS
+SELECT f.trace_id, sp.*
+FROM trace_files f JOIN gpu_specs sp ON regexp_matches(f.device_name, sp.name_pattern)
+QUALIFY row_number() OVER (PARTITION BY f.trace_id ORDER BY length(sp.name_pattern) DESC, sp.name_pattern) = 1;
+
 -- The blocks per SM each distinct launch shape allows, by each limit (CUDA's occupancy
 -- calculator); the kernels view turns the least of them into occupancy and its limiter.
 CREATE OR REPLACE VIEW _kernel_occupancy AS
@@ -170,6 +177,13 @@ SELECT *, least(by_registers, by_shared_memory, by_threads, max_blocks_per_sm) A
 --                 SM's maximum, from its registers per thread, shared memory per block and threads
 --                 per block against the device's limits (deviceProperties, else gpu_arch_limits),
 --                 as CUDA's occupancy calculator computes it; NULL without those (AMD, CPU)
+--   flops: the floating-point operations of the GEMM it computes (2 * batch * m * n * k from its
+--          op's recorded input shapes: aten::mm, bmm, addmm, baddbmm), NULL when the trace has no
+--          shapes, the op is another, or the op ran its GEMM as several kernels
+--   achieved_tflops: flops over its duration, TFLOP/s
+--   peak_tflops: the device's dense Tensor Core peak for the GEMM's dtype (TF32 for fp32; see
+--                gpu_specs), NULL for a GPU or dtype tracekit has no figure for
+--   pct_of_peak: achieved_tflops over peak_tflops, percent
 --   occupancy_limiter: what caps it: 'registers', 'shared_memory', 'threads' (warps per block
 --                 against warps per SM) or 'blocks' (the SM's block limit)
 --   cpu_op_id, cpu_op: the CPU op of the runtime call that launched it (matched by correlation; see
@@ -182,6 +196,11 @@ SELECT t.trace, k.name, k.ts_ns / 1000.0 AS ts_us, k.dur_ns / 1000.0 AS dur_us, 
        k.correlation, k.external_id, k.grid, k.block, k.registers_per_thread,
        k.shared_memory_bytes, k.blocks_per_sm, k.warps_per_sm, k.est_occupancy_pct,
        c.kernel_class, c.math_unit, c.gemm_class, c.rule,
+       k.flops, k.flops / k.dur_ns / 1000.0 AS achieved_tflops,
+       CASE k.flops_dtype WHEN 'float' THEN sp.tf32_tflops WHEN 'c10::BFloat16' THEN sp.bf16_tflops
+                          WHEN 'c10::Half' THEN sp.fp16_tflops END AS peak_tflops,
+       100.0 * k.flops / k.dur_ns / 1000.0 / CASE k.flops_dtype WHEN 'float' THEN sp.tf32_tflops
+           WHEN 'c10::BFloat16' THEN sp.bf16_tflops WHEN 'c10::Half' THEN sp.fp16_tflops END AS pct_of_peak,
        100.0 * o.blocks * o.warps_per_block / o.max_warps_per_sm AS theoretical_occupancy_pct,
        CASE WHEN o.blocks IS NULL THEN NULL
             WHEN o.blocks = o.by_registers THEN 'registers' WHEN o.blocks = o.by_shared_memory THEN 'shared_memory'
@@ -189,6 +208,7 @@ SELECT t.trace, k.name, k.ts_ns / 1000.0 AS ts_us, k.dur_ns / 1000.0 AS dur_us, 
        k.cpu_op_id, k.cpu_op, k.cpu_op_path, k.step
 FROM kernel_rows k JOIN trace_files t USING (trace_id)
 LEFT JOIN kernel_classes c ON c.trace_id = k.trace_id AND c.name = k.name
+LEFT JOIN _trace_specs sp ON sp.trace_id = k.trace_id
 LEFT JOIN _kernel_occupancy o ON o.trace_id = k.trace_id AND o.device IS NOT DISTINCT FROM k.device
      AND o.block IS NOT DISTINCT FROM k.block AND o.registers_per_thread IS NOT DISTINCT FROM k.registers_per_thread
      AND o.shared_memory_bytes IS NOT DISTINCT FROM k.shared_memory_bytes;

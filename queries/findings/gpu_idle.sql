@@ -1,0 +1,174 @@
+-- gpu_idle: gaps on a GPU between its kernels, copies and fills inside steady steps, with what the CPU was doing then
+-- why: while the GPU waits for work the step runs on without it: a sync or a device-to-host copy drained its queue, data loading held the CPU, or Python and op dispatch could not launch kernels as fast as the GPU ran them
+-- fix: per cause (the finding says which): drop the sync or read results every N steps; load data in DataLoader workers with pinned memory; for slow launching, capture the step in a CUDA graph or torch.compile it, fuse small ops, or give each kernel more work
+-- saving: the time of the gaps per steady step, which the GPU would spend working had its work been queued in time; an upper bound where the CPU's own work is what makes the step long (see launch_bound)
+-- params:
+--   trace = NULL: only this trace
+--   min_gap_us = 50: ignore gaps shorter than this; a launch costs the CPU 5-20 us, so shorter gaps are launch latency, not a stall (the training captures in tests/data/h200 idle 11-14 ms of a 17-19 ms step in gaps of 50 us or more)
+--   step_end_syncs = 0: 1 also counts the idle a sync with nothing launched after it in its step held back (a loop that syncs at the end of each step to time it, as tracekit capture does, or to log loss.item()); left out by default, as host_sync leaves those syncs out; the CPU's own time after such a sync counts either way
+--   max_evidence = 20: at most this many gaps named in the evidence
+WITH busy AS (
+    SELECT 'kernels' AS source, trace, device, step, name, correlation, ts_us, ts_us + dur_us AS end_us FROM kernels
+    UNION ALL
+    SELECT 'memcpy', trace, device, step, name, correlation, ts_us, ts_us + dur_us FROM memcpy
+    UNION ALL
+    SELECT 'memset', trace, device, step, name, correlation, ts_us, ts_us + dur_us FROM memset
+), ordered AS (
+    SELECT b.*,
+           -- Busy until the latest end of all earlier work on the device: streams overlap.
+           max(b.end_us) OVER (PARTITION BY b.trace, b.device ORDER BY b.ts_us, b.end_us, b.correlation, b.name
+                               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS idle_from_us,
+           lag(b.step) OVER (PARTITION BY b.trace, b.device ORDER BY b.ts_us, b.end_us, b.correlation, b.name) AS prev_step
+    FROM busy b
+    WHERE $trace IS NULL OR b.trace = $trace
+), launches AS (
+    -- The runtime call that queued each GPU op (one call queues a whole CUDA graph).
+    SELECT r.trace, r.correlation, r.pid, r.tid, r.step, r.ts_us, r.ts_us + r.dur_us AS end_us
+    FROM runtime r
+    WHERE r.correlation IS NOT NULL AND ($trace IS NULL OR r.trace = $trace)
+    QUALIFY row_number() OVER (PARTITION BY r.trace, r.correlation ORDER BY r.ts_us, r.tid, r.name) = 1
+), gaps AS (
+    -- Idle time before a GPU op, when it and the op before it both belong to steady steps.
+    SELECT o.trace, o.device, o.idle_from_us AS gap_start_us, o.ts_us - o.idle_from_us AS gap_us, w.steps,
+           o.source AS next_source, o.name AS next_name, o.correlation AS next_correlation,
+           o.ts_us AS next_ts_us, o.end_us - o.ts_us AS next_dur_us,
+           l.pid, l.tid, l.ts_us AS launch_us, l.end_us AS launch_end_us
+    FROM ordered o
+    JOIN steady_window w ON w.trace = o.trace AND w.step IS NOT DISTINCT FROM o.step
+    JOIN steady_window p ON p.trace = o.trace AND p.step IS NOT DISTINCT FROM o.prev_step
+    LEFT JOIN launches l ON l.trace = o.trace AND l.correlation = o.correlation
+    WHERE o.ts_us - o.idle_from_us >= CAST($min_gap_us AS DOUBLE)
+), last_launch AS (
+    SELECT l.trace, l.step, max(l.ts_us) AS last_launch_us
+    FROM launches l
+    WHERE EXISTS (SELECT 1 FROM busy b WHERE b.trace = l.trace AND b.correlation = l.correlation)
+    GROUP BY l.trace, l.step
+), waits AS (
+    -- CPU calls that wait for the GPU: syncs, and the calls of copies that block (to the host, or from pageable memory).
+    SELECT r.trace, r.name, r.ts_us, r.dur_us, r.correlation, r.cpu_op,
+           CASE WHEN m.kind IS NULL THEN 'sync' ELSE 'copy' END AS kind,
+           coalesce(r.ts_us >= x.last_launch_us, TRUE) AS ends_step
+    FROM runtime r
+    LEFT JOIN memcpy m ON m.trace = r.trace AND m.correlation = r.correlation
+    LEFT JOIN last_launch x ON x.trace = r.trace AND x.step IS NOT DISTINCT FROM r.step
+    WHERE ($trace IS NULL OR r.trace = $trace)
+      AND (regexp_matches(r.name, '^(cuda|hip)(Device|Stream|Event)Synchronize|^cu(Ctx|Stream|Event)Synchronize')
+           OR m.kind = 'DtoH' OR m.name LIKE '%Pageable%')
+), wait_sweep AS (
+    -- The latest wait to start at or before each gap's start: a sort, not a gaps-by-waits join.
+    SELECT x.*, max(x.wait_ts_us) OVER (PARTITION BY x.trace ORDER BY x.ts_us, x.is_gap
+                                        ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS last_wait_us
+    FROM (SELECT trace, ts_us, 0 AS is_gap, ts_us AS wait_ts_us, CAST(NULL AS INTEGER) AS device FROM waits
+          UNION ALL
+          SELECT trace, gap_start_us, 1, CAST(NULL AS DOUBLE), device FROM gaps) x
+), split AS (
+    -- A wait the CPU was in when the GPU ran out of work owns the part of the gap it held the CPU
+    -- back by: without it, the CPU would have gone on that much earlier. The rest of the gap is the
+    -- CPU's own time to the next launch. Work queued before the gap began waited on the GPU's side.
+    SELECT g.*, w.name AS wait_name, w.kind AS wait_kind, w.ends_step, w.ts_us AS wait_ts_us, w.dur_us AS wait_dur_us,
+           w.correlation AS wait_correlation, w.cpu_op AS wait_op,
+           CASE WHEN g.launch_us IS NULL OR g.launch_end_us <= g.gap_start_us OR w.ts_us IS NULL THEN 0
+                ELSE least(g.gap_us, g.gap_start_us - w.ts_us) END AS wait_us,
+           greatest(g.gap_start_us, coalesce(w.ts_us + w.dur_us, g.gap_start_us)) AS cpu_from_us
+    FROM gaps g
+    JOIN wait_sweep s ON s.is_gap = 1 AND s.trace = g.trace AND s.ts_us = g.gap_start_us AND s.device IS NOT DISTINCT FROM g.device
+    LEFT JOIN waits w ON w.trace = g.trace AND w.ts_us = s.last_wait_us AND g.gap_start_us <= w.ts_us + w.dur_us
+    QUALIFY row_number() OVER (PARTITION BY g.trace, g.device, g.gap_start_us ORDER BY w.dur_us DESC, w.correlation) = 1
+), probes AS (
+    -- When the CPU's own part of a gap is, the launching thread's time from the wait (or the gap's
+    -- start) to the launch, look at its midpoint.
+    SELECT s.trace, s.device, s.gap_start_us, s.pid, s.tid, (s.cpu_from_us + greatest(s.launch_us, s.cpu_from_us)) / 2 AS probe_us
+    FROM split s WHERE s.gap_us > s.wait_us AND s.launch_end_us > s.gap_start_us
+), op_sweep AS (
+    -- CPU ops of one nesting depth never overlap on a thread, so the one open at a probe, if any,
+    -- is the latest of that depth to start before it: found by a sort per thread and depth.
+    SELECT x.*, max(x.op_ts_us) OVER (PARTITION BY x.trace, x.pid, x.tid, x.depth ORDER BY x.ts_us, x.is_probe
+                                      ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS last_op_us
+    FROM (SELECT c.trace, c.pid, c.tid, c.depth, c.ts_us, 0 AS is_probe, c.ts_us AS op_ts_us,
+                 CAST(NULL AS INTEGER) AS device, CAST(NULL AS DOUBLE) AS gap_start_us
+          FROM cpu_ops c JOIN (SELECT DISTINCT trace, pid, tid FROM probes) t USING (trace, pid, tid)
+          UNION ALL
+          SELECT p.trace, p.pid, p.tid, d.depth, p.probe_us, 1, CAST(NULL AS DOUBLE), p.device, p.gap_start_us
+          FROM probes p JOIN (SELECT DISTINCT trace, pid, tid, depth FROM cpu_ops) d USING (trace, pid, tid)) x
+), open_ops AS (
+    SELECT s.trace, s.device, s.gap_start_us, c.name, c.cat, c.depth, c.op_id, c.ts_us, c.dur_us
+    FROM op_sweep s
+    JOIN cpu_ops c ON c.trace = s.trace AND c.pid = s.pid AND c.tid = s.tid AND c.depth = s.depth AND c.ts_us = s.last_op_us
+    WHERE s.is_probe = 1 AND s.ts_us <= c.ts_us + c.dur_us
+), busy_cpu AS (
+    -- What the launching thread was doing: the outermost CPU op open (a record_function range where
+    -- no op was, ProfilerStep#N aside); data loading where any op open says so.
+    SELECT o.trace, o.device, o.gap_start_us, o.name, o.op_id, o.ts_us, o.dur_us,
+           bool_or(o.name ILIKE '%dataloader%') OVER (PARTITION BY o.trace, o.device, o.gap_start_us) AS loading
+    FROM open_ops o
+    WHERE o.name NOT LIKE 'ProfilerStep#%'
+    QUALIFY row_number() OVER (PARTITION BY o.trace, o.device, o.gap_start_us
+                               ORDER BY o.cat = 'cpu_op' DESC, CASE WHEN o.cat = 'cpu_op' THEN o.depth ELSE -o.depth END, o.op_id) = 1
+), causes AS (
+    -- Each gap's parts, by cause, each with the event it is explained by and the gap's span to draw.
+    SELECT s.trace, s.device, s.steps, s.gap_start_us, s.gap_us, s.wait_us AS idle_us, s.wait_kind AS cause, s.ends_step,
+           s.wait_name || coalesce(' in ' || regexp_replace(s.wait_op, '#[0-9]+$', '#N'), '') AS doing,
+           'runtime' AS source, s.wait_name AS name, s.wait_ts_us AS ts_us, s.wait_dur_us AS dur_us,
+           s.wait_correlation AS correlation, CAST(NULL AS BIGINT) AS cpu_op_id
+    FROM split s WHERE s.wait_us > 0
+    UNION ALL
+    SELECT s.trace, s.device, s.steps, s.gap_start_us, s.gap_us, s.gap_us - s.wait_us,
+           CASE WHEN s.launch_us IS NULL THEN 'unlaunched' WHEN s.launch_end_us <= s.gap_start_us THEN 'queued'
+                WHEN c.loading THEN 'data' ELSE 'cpu' END,
+           FALSE,
+           CASE WHEN s.launch_us IS NULL OR s.launch_end_us <= s.gap_start_us THEN s.next_name
+                ELSE coalesce(c.name, 'Python between ops') END,
+           CASE WHEN c.name IS NULL THEN s.next_source ELSE 'cpu_ops' END,
+           coalesce(c.name, s.next_name), coalesce(c.ts_us, s.next_ts_us), coalesce(c.dur_us, s.next_dur_us),
+           CASE WHEN c.name IS NULL THEN s.next_correlation END, c.op_id
+    FROM split s LEFT JOIN busy_cpu c ON c.trace = s.trace AND c.device IS NOT DISTINCT FROM s.device AND c.gap_start_us = s.gap_start_us
+    WHERE s.gap_us > s.wait_us
+), counted AS (
+    SELECT * FROM causes WHERE NOT (ends_step AND CAST($step_end_syncs AS INTEGER) = 0)
+), by_doing AS (
+    SELECT trace, cause, doing, sum(idle_us) / any_value(steps) AS idle_us,
+           row_number() OVER (PARTITION BY trace, cause ORDER BY sum(idle_us) DESC, doing) AS rank
+    FROM counted GROUP BY trace, cause, doing
+), groups AS (
+    SELECT c.trace, c.cause, any_value(c.steps) AS steps, count(*) AS gaps, sum(c.idle_us) AS idle_us, max(c.gap_us) AS longest_us,
+           count(DISTINCT c.device) AS devices,
+           to_json(list(struct_pack(source := c.source, trace := c.trace, name := c.name,
+                                    ts_ns := CAST(round(c.ts_us * 1000) AS BIGINT), dur_ns := CAST(round(c.dur_us * 1000) AS BIGINT),
+                                    correlation := c.correlation, cpu_op_id := c.cpu_op_id, device := c.device,
+                                    gap_ts_ns := CAST(round(c.gap_start_us * 1000) AS BIGINT),
+                                    gap_dur_ns := CAST(round(c.gap_us * 1000) AS BIGINT))
+                        ORDER BY c.idle_us DESC, c.gap_start_us, c.device)[1:CAST($max_evidence AS INTEGER)]) AS evidence
+    FROM counted c GROUP BY c.trace, c.cause
+), tops AS (
+    SELECT trace, cause, string_agg(format('{} {:.1f} us', doing, idle_us), '; ' ORDER BY rank) AS top_doing,
+           max(CASE WHEN rank = 1 THEN doing END) AS first_doing
+    FROM by_doing WHERE rank <= 3 GROUP BY trace, cause
+)
+SELECT g.trace, 'gpu_idle' AS rule,
+       CASE WHEN g.idle_us / g.steps >= 0.10 * s.step_us THEN 'high'
+            WHEN g.idle_us / g.steps >= 0.03 * s.step_us THEN 'medium' ELSE 'low' END AS severity,
+       format('GPU idle {:.1f} us per step ({:.0f}% of the step) in gaps of {} us or more while {}',
+              g.idle_us / g.steps, 100.0 * g.idle_us / g.steps / s.step_us, $min_gap_us,
+              CASE g.cause WHEN 'sync' THEN 'the CPU waited in ' || x.first_doing
+                           WHEN 'copy' THEN 'the CPU waited for a copy: ' || x.first_doing
+                           WHEN 'data' THEN 'the CPU loaded data'
+                           WHEN 'cpu' THEN 'the CPU ran Python and ops (most in ' || x.first_doing || ')'
+                           WHEN 'queued' THEN 'the next work was already queued (waiting on another stream or an event)'
+                           ELSE 'the next work''s launch is not in the trace' END) AS title,
+       format('{} gap(s) in {} steady step(s){}, longest {:.1f} us; idle us per step by what the CPU was doing: {}',
+              g.gaps, g.steps, CASE WHEN g.devices > 1 THEN format(' on {} devices', g.devices) ELSE '' END, g.longest_us,
+              x.top_doing) AS detail,
+       CASE g.cause
+            WHEN 'sync' THEN 'drop the sync, or sync once every N steps: read results (loss.item(), .cpu(), print) only when you log them, and time with CUDA events rather than torch.cuda.synchronize()'
+            WHEN 'copy' THEN 'keep the value on the GPU (torch.where instead of a Python if on a tensor), or copy it into pinned memory with non_blocking=True and read it a step later'
+            WHEN 'data' THEN 'load batches in DataLoader workers (num_workers > 0, persistent_workers=True, prefetch_factor) with pin_memory=True, and copy them with non_blocking=True'
+            WHEN 'cpu' THEN 'launch less from Python: capture the step in a CUDA graph (torch.cuda.graph, or torch.compile(mode="reduce-overhead")), fuse small ops with torch.compile, use fused optimizers (AdamW(fused=True)), or give each kernel more work (a bigger batch)'
+            WHEN 'queued' THEN 'look at what the work waited on: a stream wait, an event, a collective on another stream'
+            ELSE 'profile with ProfilerActivity.CPU so the launches are in the trace' END AS fix,
+       g.idle_us / g.steps AS saving_us_per_step,
+       g.evidence
+FROM groups g
+JOIN tops x USING (trace, cause)
+-- The step's time: its ProfilerStep span, or, without steps, the GPU's busy and counted idle time.
+JOIN (SELECT t.trace, coalesce(t.cpu_us_per_step, t.gpu_us_per_step + i.idle_us / t.steps) AS step_us
+      FROM step_totals t JOIN (SELECT trace, sum(idle_us) AS idle_us FROM groups GROUP BY trace) i USING (trace)) s USING (trace);

@@ -1,0 +1,136 @@
+"""`tracekit diff` on real H200 captures: the article's fixes, a rerun of the same capture, a trace
+against itself, and the exit status a CI job acts on."""
+
+import json
+
+import pytest
+
+from conftest import SAMPLE_TRACES, TEST_DATA, invoke_cli
+from tracekit.compare import parse_condition
+from tracekit.database import connect
+from tracekit.errors import TracekitError
+from tracekit.loader import load_file
+
+RERUN = TEST_DATA / "h200"
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory):
+    """The sample traces and the two separate captures of naive_inplace (rerun_a, rerun_b)."""
+    path = tmp_path_factory.mktemp("diff") / "diff.duckdb"
+    con = connect(path)
+    for file in sorted(SAMPLE_TRACES.glob("*.json.gz")):
+        assert load_file(con, file).status == "loaded"
+    for run in ("rerun_a", "rerun_b"):
+        file = RERUN / run / "naive_inplace.json.gz"
+        assert load_file(con, file).status == "loaded"
+        con.execute("UPDATE trace_files SET trace = ? WHERE path = ?", [run, str(file.resolve())])
+    con.close()
+    return path
+
+
+def _json(db, *args):
+    result = invoke_cli("diff", *args, "--db", db, "-f", "json")
+    return result.exit_code, json.loads(result.output)
+
+
+def _figure(payload, metric):
+    return next(f for f in payload["figures"] if f["metric"] == metric)
+
+
+def test_inplace_fix_drops_the_copy_and_its_time(db):
+    code, out = _json(db, "naive", "naive_inplace")
+    assert code == 0 and out["verdict"] == "pass"
+    gpu = _figure(out, "gpu_us_per_step")
+    # The Memcpy DtoD of 512 MiB took ~254 us per step: GPU time drops by about that, beyond noise.
+    assert -280 < gpu["change"] < -230 and gpu["significant"] and gpu["ci_high"] < 0
+    assert _figure(out, "memcpy_bytes_per_step")["b"] == 0
+    memcpy = next(r for r in out["attribution"] if r["key"] == "memcpy")
+    assert memcpy["status"] == "disappeared" and memcpy["share_pct"] > 90
+    assert "hidden_copy" in [f["rule"] for f in out["findings_gone"]]
+
+
+def test_fail_on_memcpy_bytes_passes_the_fix_and_fails_the_reverse(db):
+    assert invoke_cli("diff", "naive", "naive_inplace", "--db", db, "--fail-on", "memcpy_bytes_per_step>0").exit_code == 0
+    result = invoke_cli("diff", "naive_inplace", "naive", "--db", db, "--fail-on", "memcpy_bytes_per_step>0",
+                        "--fail-on", "finding:hidden_copy")
+    assert result.exit_code == 1
+    fails = [line for line in result.output.splitlines() if line.startswith("FAIL: ")]
+    assert len(fails) == 2 and "536,870,912" in fails[0] and "hidden_copy appeared in naive" in fails[1]
+
+
+def test_math_to_flash_drops_to_one_kernel_and_the_simt_gemms_go(db):
+    code, out = _json(db, "sdpa_math", "sdpa_flash", "--by", "kernel", "--top", "30")
+    kernels = _figure(out, "kernels_per_step")
+    assert (kernels["a"], kernels["b"]) == (20.0, 1.0)
+    gone = {r["key"] for r in out["attribution"] if r["status"] == "disappeared"}
+    assert any(k.startswith("sm80_xmma_gemm_f32f32") for k in gone)
+    appeared = [r["key"] for r in out["attribution"] if r["status"] == "appeared"]
+    assert appeared == ["pytorch_flash::flash_fwd_kernel"]  # template arguments cut
+    assert {"simt_gemm", "per_call_setup"} <= {f["rule"] for f in out["findings_gone"]}
+
+
+def test_two_captures_of_the_same_variant_differ_only_by_noise(db):
+    result = invoke_cli("diff", "rerun_a", "rerun_b", "--db", db, "--fail-on", "gpu_us_per_step>+5%",
+                        "--fail-on", "kernels_per_step>+10%")
+    assert result.exit_code == 0, result.output
+    code, out = _json(db, "rerun_a", "rerun_b")
+    gpu = _figure(out, "gpu_us_per_step")
+    assert out["steps"] == [11, 11] and abs(gpu["change_pct"]) < 1
+
+
+def test_a_trace_against_itself_is_no_change(db):
+    code, out = _json(db, "sdpa_cudnn", "sdpa_cudnn", "--fail-on", "gpu_us_per_step>+0%")
+    assert code == 0
+    for figure in out["figures"]:
+        assert figure["change"] == 0 and not figure["significant"]
+    assert out["findings_appeared"] == [] and out["findings_gone"] == []
+
+
+def test_markdown_is_a_pull_request_comment(db):
+    result = invoke_cli("diff", "naive_inplace", "naive", "--db", db, "-f", "markdown", "--fail-on", "gpu_us_per_step>+3%")
+    assert result.exit_code == 1
+    lines = result.output.splitlines()
+    assert lines[0] == "### tracekit diff: `naive_inplace` → `naive`: ❌ **fail**"
+    assert any(line.startswith("| gpu_us_per_step |") for line in lines) and "**Top causes (by class)**" in lines
+
+
+def test_two_files_are_compared_in_a_temporary_database():
+    result = invoke_cli("diff", SAMPLE_TRACES / "naive.json.gz", SAMPLE_TRACES / "naive_inplace.json.gz",
+                        "--fail-on", "memcpy_per_step>+0")
+    assert result.exit_code == 0 and "tracekit diff: naive (baseline) → naive_inplace" in result.output
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--fail-on", "gpu_time>+3%"], "no metric 'gpu_time'"),
+    (["--fail-on", "gpu_us_per_step~3"], "write METRIC>VALUE"),
+    (["--by", "step"], "'step' is not one of"),
+])
+def test_usage_errors_exit_2(db, args, message):
+    result = invoke_cli("diff", "naive", "naive_inplace", "--db", db, *args)
+    assert result.exit_code == 2 and message in result.output
+
+
+def test_an_unknown_trace_is_one_line_and_exit_1(db):
+    result = invoke_cli("diff", "naive", "nope", "--db", db)
+    assert result.exit_code == 1 and "no trace named 'nope'" in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_conditions_parse_into_what_they_compare():
+    c = parse_condition("gpu_us_per_step>+3%")
+    assert (c.metric, c.op, c.value, c.relative, c.change) == ("gpu_us_per_step", ">", 3.0, True, True)
+    c = parse_condition("memcpy_bytes_per_step>0")
+    assert (c.value, c.relative, c.change) == (0.0, False, False)
+    c = parse_condition("kernels_per_step<=-2")
+    assert (c.op, c.value, c.relative, c.change) == ("<=", -2.0, False, True)
+    assert parse_condition("finding:hidden_copy").finding == "hidden_copy"
+    with pytest.raises(TracekitError):
+        parse_condition("finding:")
+
+
+def test_python_api_returns_the_result(db):
+    import tracekit
+    result = tracekit.diff("naive", "naive_inplace", db=db, fail_on=["memcpy_bytes_per_step>0"])
+    assert result.verdict == "pass" and result.steps == (5, 5)
+    assert result.figures[0]["metric"] == "gpu_us_per_step"

@@ -1,0 +1,390 @@
+"""The finding rules gpu_idle, host_sync, pageable_copy, per_call_setup and graph_kernels_missing:
+each on a real trace that has the problem (ours, tests/data/h200, or a public one of
+tests/data/foreign), on a minimal trace of tests/trace_builder.py where no real trace shows it, and
+silent on traces that do not have it."""
+
+import json
+
+import pytest
+
+import trace_builder as tb
+from conftest import SAMPLE_TRACES, TEST_DATA, read_trace
+from tracekit.database import connect, connect_for_queries
+from tracekit.findings_engine import run_findings
+from tracekit.loader import load_file
+
+FOREIGN = TEST_DATA / "foreign"
+GRAPH_REPLAY = FOREIGN / "rtx5080_cuda_graph_replay_manual_capture.json.gz"
+REAL = ([("samples", p) for p in sorted(SAMPLE_TRACES.glob("*.json.gz"))]
+        + [("train", TEST_DATA / "h200" / "train_fp32" / "train_sdpa_default.json.gz")]
+        + [("foreign", FOREIGN / f"{name}.json.gz") for name in (
+            "l4_square_memcpy_two_steps", "v100_dgxs_mlp_train_step", "t4_resnet50_train",
+            "rtx5080_cuda_graph_replay_manual_capture")])
+LOADING = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+
+
+def _item_loop():
+    """Each step: a kernel, then `.item()` (a 4-byte copy to pageable memory and a stream sync) and
+    more work after it: the CPU waits for the kernel before it can launch the next one."""
+    events = []
+    for n in range(4):
+        t, c = n * 1000, n * 10
+        events += [tb.step(n, t, 900),
+                   tb.op("aten::mul", t + 10, 20), tb.launch(t + 15, c + 1), tb.kernel("mul_kernel", t + 30, 200, c + 1),
+                   tb.op("aten::item", t + 40, 210), tb.op("aten::_local_scalar_dense", t + 45, 200),
+                   tb.launch(t + 50, c + 2, name="cudaMemcpyAsync", dur=188),
+                   tb.memcpy(t + 232, 3, c + 2, kind="DtoH", nbytes=4, host="Pageable"),
+                   tb.launch(t + 240, c + 3, name="cudaStreamSynchronize", dur=3),
+                   tb.op("aten::add", t + 300, 20), tb.launch(t + 305, c + 4), tb.kernel("add_kernel", t + 330, 300, c + 4)]
+    return tb.trace(events)
+
+
+def _loading_loop():
+    """Each step loads its batch on the CPU (800 us) after the GPU has finished the last one."""
+    events = []
+    for n in range(4):
+        t, c = n * 2000, n * 10
+        events += [tb.step(n, t, 1990), tb.annotation(LOADING, t + 10, 800),
+                   tb.op("aten::to", t + 820, 30), tb.launch(t + 825, c + 1, name="cudaMemcpyAsync", dur=10),
+                   tb.memcpy(t + 840, 50, c + 1, kind="HtoD", nbytes=1 << 20),
+                   tb.op("aten::linear", t + 860, 40), tb.launch(t + 870, c + 2), tb.kernel("gemm", t + 900, 1000, c + 2)]
+    return tb.trace(events)
+
+
+def _pageable_readback():
+    """Each step reads a 64 MiB result back to pageable memory."""
+    events = []
+    for n in range(3):
+        t, c = n * 10_000, n * 10
+        events += [tb.step(n, t, 9000), tb.op("aten::relu", t + 10, 20), tb.launch(t + 15, c + 1),
+                   tb.kernel("relu_kernel", t + 40, 1000, c + 1),
+                   tb.op("aten::to", t + 100, 6000), tb.op("aten::_to_copy", t + 105, 5990),
+                   tb.op("aten::copy_", t + 110, 5980), tb.launch(t + 120, c + 2, name="cudaMemcpyAsync", dur=5900),
+                   tb.memcpy(t + 1050, 4900, c + 2, kind="DtoH", nbytes=64 << 20, host="Pageable")]
+    return tb.trace(events)
+
+
+def _mask_loop(rebuilt_in):
+    """A forward that builds a causal mask from aten::ones and aten::tril in the steps `rebuilt_in`
+    (a cache that keeps it elsewhere), then applies it."""
+    events = []
+    for n in range(4):
+        t, c = n * 1000, n * 10
+        events += [tb.step(n, t, 900)]
+        if n in rebuilt_in:
+            events += [tb.op("aten::ones", t + 10, 30), tb.op("aten::fill_", t + 15, 20), tb.launch(t + 20, c + 1),
+                       tb.kernel("fill_kernel", t + 40, 4, c + 1),
+                       tb.op("aten::tril", t + 50, 30), tb.launch(t + 55, c + 2), tb.kernel("tril_kernel", t + 70, 12, c + 2)]
+        events += [tb.op("aten::masked_fill", t + 100, 30), tb.launch(t + 105, c + 3),
+                   tb.kernel("masked_fill_kernel", t + 120, 200, c + 3)]
+    return tb.trace(events)
+
+
+def _graph_loop(launch_name):
+    """Each step replays a graph whose kernels the profiler did not record, then runs one kernel."""
+    events = []
+    for n in range(4):
+        t, c = n * 1000, n * 10
+        events += [tb.step(n, t, 900), tb.annotation("## graph.replay ##", t + 10, 100),
+                   tb.launch(t + 20, c + 1, name=launch_name, dur=30),
+                   tb.op("aten::add", t + 200, 20), tb.launch(t + 205, c + 2), tb.kernel("add_kernel", t + 230, 50, c + 2)]
+    return tb.trace(events)
+
+
+def _graph_replay_without_graph_kernels():
+    """The public RTX 5080 graph-replay trace with the GPU ops of its cudaGraphLaunch calls taken out,
+    as a profiler that does not record graph kernels writes it."""
+    content = read_trace(GRAPH_REPLAY)
+    graphs = {e["args"]["correlation"] for e in content["traceEvents"]
+              if e.get("name") == "cudaGraphLaunch" and "correlation" in e.get("args", {})}
+    content["traceEvents"] = [e for e in content["traceEvents"]
+                              if not (e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset", "ac2g")
+                                      and (e.get("args", {}).get("correlation") in graphs or e.get("id") in graphs))]
+    return content
+
+
+BUILT = {"item_loop": _item_loop, "loading_loop": _loading_loop, "pageable_readback": _pageable_readback,
+         "mask_every_step": lambda: _mask_loop({0, 1, 2, 3}), "mask_cached": lambda: _mask_loop({0, 2}),
+         "cuda_graph_loop": lambda: _graph_loop("cudaGraphLaunch"), "hip_graph_loop": lambda: _graph_loop("hipGraphLaunch"),
+         "rtx5080_graph_kernels_left_out": _graph_replay_without_graph_kernels}
+
+
+@pytest.fixture(scope="module")
+def rules_db(tmp_path_factory):
+    """The sample traces, an H200 training capture, four public traces and the built ones, each
+    named folder_stem (samples_naive, train_train_sdpa_default, foreign_..., built_item_loop)."""
+    folder = tmp_path_factory.mktemp("rules")
+    files = REAL + [("built", tb.write(folder, name, make())) for name, make in BUILT.items()]
+    con = connect(folder / "rules.duckdb")
+    for group, file in files:
+        assert load_file(con, file).status == "loaded"
+        stem = file.name.split(".json")[0]
+        con.execute("UPDATE trace_files SET trace = ? WHERE path = ?", [f"{group}_{stem}", str(file.resolve())])
+    con.close()
+    return folder / "rules.duckdb"
+
+
+def _findings(db, rule, **params):
+    con = connect_for_queries(db)
+    try:
+        return run_findings(con, rule=rule, params={k: str(v) for k, v in params.items()})
+    finally:
+        con.close()
+
+
+@pytest.fixture(scope="module")
+def found(rules_db):
+    """Every finding of the five rules with their default thresholds."""
+    con = connect_for_queries(rules_db)
+    try:
+        frames = [run_findings(con, rule=rule) for rule in
+                  ("gpu_idle", "host_sync", "pageable_copy", "per_call_setup", "graph_kernels_missing")]
+    finally:
+        con.close()
+    import pandas as pd
+    return pd.concat(frames, ignore_index=True)
+
+
+def _rows(found, trace, rule):
+    return found[(found["trace"] == trace) & (found["rule"] == rule)]
+
+
+def _one(found, trace, rule, **where):
+    rows = _rows(found, trace, rule)
+    for column, text in where.items():
+        rows = rows[rows[column].str.contains(text, regex=False)]
+    assert len(rows) == 1, found[["trace", "rule", "title"]].to_string()
+    return rows.iloc[0]
+
+
+def _query(db, sql, params=()):
+    con = connect_for_queries(db)
+    try:
+        return con.execute(sql, list(params)).fetchall()
+    finally:
+        con.close()
+
+
+def _steady_gaps(db, trace, min_gap_us):
+    """The device's idle gaps of at least `min_gap_us` between its kernels, copies and fills, both
+    sides in steady steps, computed here in Python from the rows of the views."""
+    rows = _query(db, """
+        SELECT ts_us, ts_us + dur_us, step FROM kernels WHERE trace = ?
+        UNION ALL SELECT ts_us, ts_us + dur_us, step FROM memcpy WHERE trace = ?
+        UNION ALL SELECT ts_us, ts_us + dur_us, step FROM memset WHERE trace = ?""", [trace] * 3)
+    steady = {step for (step,) in _query(db, "SELECT step FROM steady_window WHERE trace = ?", [trace])}
+    gaps, reach, before = [], None, None
+    for start, end, step in sorted(rows, key=lambda r: (r[0], r[1])):
+        if reach is not None and start - reach >= min_gap_us and step in steady and before in steady:
+            gaps.append(start - reach)
+        reach, before = end if reach is None else max(reach, end), step
+    return gaps, len(steady)
+
+
+# gpu_idle
+
+def test_gpu_idle_finds_the_launch_bound_training_step_and_what_the_cpu_ran(rules_db, found):
+    rows = _rows(found, "train_train_sdpa_default", "gpu_idle")
+    row = _one(found, "train_train_sdpa_default", "gpu_idle", title="ran Python and ops")
+    assert row["severity"] == "high" and "CUDA graph" in row["fix"] and "torch.compile" in row["fix"]
+    assert "Optimizer.step#AdamW.step" in row["detail"]
+    # The causes share out the gaps: together they are every gap of 50 us or more, per step.
+    gaps, steps = _steady_gaps(rules_db, "train_train_sdpa_default", 50)
+    assert rows["saving_us_per_step"].sum() == pytest.approx(sum(gaps) / steps, rel=1e-6)
+    step_us = _query(rules_db, "SELECT cpu_us_per_step FROM step_totals WHERE trace = ?", ["train_train_sdpa_default"])[0][0]
+    assert row["saving_us_per_step"] > 0.5 * step_us  # 2.8 ms of kernels in a 17.9 ms step
+    evidence = row["evidence"]
+    assert len(evidence) == 20 and all(e["gap_dur_ns"] >= 50_000 for e in evidence)
+    assert {e["source"] for e in evidence} <= {"cpu_ops", "kernels", "memcpy", "memset"}
+
+
+def test_gpu_idle_threshold_is_a_parameter(rules_db, found):
+    default = _one(found, "train_train_sdpa_default", "gpu_idle", title="ran Python and ops")["saving_us_per_step"]
+    stricter = _findings(rules_db, "gpu_idle", trace="train_train_sdpa_default", min_gap_us=500)
+    gaps, steps = _steady_gaps(rules_db, "train_train_sdpa_default", 500)
+    assert stricter["saving_us_per_step"].sum() == pytest.approx(sum(gaps) / steps, rel=1e-6)
+    assert 0 < sum(gaps) / steps < default
+
+
+def test_gpu_idle_names_the_copy_the_cpu_waited_for(found):
+    row = _one(found, "built_item_loop", "gpu_idle", title="waited for a copy")
+    assert "cudaMemcpyAsync in aten::_local_scalar_dense" in row["title"]
+    assert row["saving_us_per_step"] == pytest.approx(95.0)  # from the copy's end to the next kernel
+    assert [e["name"] for e in row["evidence"]] == ["cudaMemcpyAsync"] * 3
+    assert "non_blocking=True" in row["fix"]
+
+
+def test_gpu_idle_says_when_the_cpu_was_loading_data(found):
+    row = _one(found, "built_loading_loop", "gpu_idle", title="loaded data")
+    # Each step: from the last kernel's end to the batch's copy (2 gaps in 3 steady steps).
+    assert row["saving_us_per_step"] == pytest.approx(2 * 940 / 3)
+    assert "num_workers" in row["fix"] and "pin_memory=True" in row["fix"]
+
+
+def test_gpu_idle_leaves_out_the_wait_of_a_sync_that_ends_each_step(rules_db, found):
+    # The capture loop syncs at the end of every step; all the naive traces' long gaps start there.
+    for trace in ("samples_naive", "samples_naive_inplace"):
+        assert _rows(found, trace, "gpu_idle").empty
+    counted = _findings(rules_db, "gpu_idle", trace="samples_naive", step_end_syncs=1)
+    row = _one(counted, "samples_naive", "gpu_idle")
+    assert "waited in cudaDeviceSynchronize in ProfilerStep#N" in row["title"]
+    assert row["evidence"][0]["source"] == "runtime"
+
+
+@pytest.mark.parametrize("trace", ["foreign_rtx5080_cuda_graph_replay_manual_capture",
+                                   "foreign_l4_square_memcpy_two_steps"])
+def test_gpu_idle_is_silent_where_the_gpu_never_waits_long_or_not_in_steady_steps(rules_db, found, trace):
+    if trace.startswith("foreign_rtx5080"):
+        gaps, _ = _steady_gaps(rules_db, trace, 0.001)
+        assert max(gaps) < 50  # the graph replays keep the GPU busy
+        assert _rows(found, trace, "gpu_idle").empty
+    else:
+        # Its 504 ms of CPU-side tensor making falls between its cold and its one steady step.
+        assert "504" not in " ".join(_rows(found, trace, "gpu_idle")["title"])
+
+
+# host_sync
+
+def test_host_sync_finds_the_stream_syncs_of_copies_in_a_public_training_step(found):
+    row = _one(found, "foreign_v100_dgxs_mlp_train_step", "host_sync")
+    assert row["title"] == "2 cudaStreamSynchronize per step from aten::to → aten::copy_: the CPU waits 15.0 us per step"
+    assert row["saving_us_per_step"] == pytest.approx(15.0)  # under the GPU's idle time: not capped
+    assert "pin_memory=True" in row["fix"] and "non_blocking=True" in row["fix"]
+    assert [e["source"] for e in row["evidence"]] == ["runtime", "runtime"]
+
+
+def test_host_sync_finds_item_and_its_wait(found):
+    row = _one(found, "built_item_loop", "host_sync")
+    assert row["title"] == ("1 device-to-host copy of 4 B or less per step and cudaStreamSynchronize from "
+                            "aten::item → aten::_local_scalar_dense: the CPU waits 191.0 us per step")
+    assert row["saving_us_per_step"] == pytest.approx(191.0)
+    assert "torch.where" in row["fix"]
+
+
+@pytest.mark.parametrize("trace", ["samples_naive", "samples_sdpa_flash", "train_train_sdpa_default",
+                                   "foreign_t4_resnet50_train", "foreign_rtx5080_cuda_graph_replay_manual_capture"])
+def test_host_sync_is_silent_on_syncs_with_nothing_after_them(found, trace):
+    # The capture loop's sync ends each step; t4's and rtx5080's final sync ends the trace.
+    assert _rows(found, trace, "host_sync").empty
+
+
+def test_host_sync_caps_a_step_end_sync_at_the_gpus_idle_time(rules_db):
+    counted = _findings(rules_db, "host_sync", trace="samples_naive", step_end_syncs=1)
+    row = _one(counted, "samples_naive", "host_sync")
+    assert row["title"].startswith("1 cudaDeviceSynchronize per step from ProfilerStep#N")
+    cpu_us, gpu_us = _query(rules_db, "SELECT cpu_us_per_step, gpu_us_per_step FROM step_totals WHERE trace = 'samples_naive'")[0]
+    blocked = _query(rules_db, "SELECT avg(r.dur_us) FROM runtime r JOIN steady_steps s USING (trace, step) "
+                               "WHERE trace = 'samples_naive' AND r.name = 'cudaDeviceSynchronize'")[0][0]
+    assert blocked > cpu_us - gpu_us and row["saving_us_per_step"] == pytest.approx(cpu_us - gpu_us)
+
+
+# pageable_copy
+
+def test_pageable_copy_finds_the_public_l4_trace_copying_from_pageable_memory(found):
+    row = _one(found, "foreign_l4_square_memcpy_two_steps", "pageable_copy")
+    assert row["title"] == ("1 Memcpy HtoD of 381.5 MiB per step from pageable memory in "
+                            "aten::to → aten::_to_copy → aten::copy_")
+    assert row["severity"] == "high" and row["saving_us_per_step"] != row["saving_us_per_step"]  # NaN: no estimate
+    assert "13.2 GB/s" in row["detail"]  # 400,000,000 B in 30,348 us
+    assert "pin_memory=True" in row["fix"] and "non_blocking=True" in row["fix"]
+    assert [e["name"] for e in row["evidence"]] == ["Memcpy HtoD (Pageable -> Device)"]
+
+
+def test_pageable_copy_tells_a_readback_to_use_a_pinned_buffer(found):
+    row = _one(found, "built_pageable_readback", "pageable_copy")
+    assert row["title"].startswith("1 Memcpy DtoH of 64.0 MiB per step to pageable memory")
+    assert "pin_memory=True)" in row["fix"] and row["severity"] == "high"
+
+
+def test_pageable_copy_ignores_tiny_copies_unless_asked(rules_db, found):
+    # The V100 trace copies 128 and 640 B from pageable memory: latency, not bandwidth.
+    assert _rows(found, "foreign_v100_dgxs_mlp_train_step", "pageable_copy").empty
+    assert _rows(found, "built_item_loop", "pageable_copy").empty  # .item()'s 4 B to pageable memory
+    every = _findings(rules_db, "pageable_copy", trace="foreign_v100_dgxs_mlp_train_step", min_bytes=1)
+    assert _one(every, "foreign_v100_dgxs_mlp_train_step", "pageable_copy")["title"].startswith("2 Memcpy HtoD")
+
+
+@pytest.mark.parametrize("trace", ["samples_naive", "samples_flex", "train_train_sdpa_default"])
+def test_pageable_copy_is_silent_without_pageable_copies_in_steady_steps(found, trace):
+    assert _rows(found, trace, "pageable_copy").empty  # flex copies from pageable memory only while compiling
+
+
+# per_call_setup
+
+def test_per_call_setup_finds_the_math_backends_mask_and_row_checks(rules_db, found):
+    checks = _one(found, "samples_sdpa_math", "per_call_setup", title="_safe_softmax")
+    mask = _one(found, "samples_sdpa_math", "per_call_setup", title="causal mask")
+    assert checks["title"].endswith(" in aten::_scaled_dot_product_attention_math: 4 kernels, "
+                                    f"{checks['saving_us_per_step']:.1f} us of GPU time per step")
+    assert "5 kernels" in mask["title"] and "aten::ones, aten::scalar_tensor, aten::tril, aten::where" in mask["detail"]
+    measured = dict(_query(rules_db, """
+        SELECT CASE WHEN cpu_op_path LIKE '%_safe_softmax →%' THEN 'checks' ELSE 'mask' END, sum(k.dur_us) / 5
+        FROM kernels k JOIN steady_steps s USING (trace, step)
+        WHERE trace = 'samples_sdpa_math' AND cpu_op NOT IN ('aten::_softmax', 'aten::bmm', 'aten::add_', 'aten::mul', 'aten::copy_')
+        GROUP BY 1"""))
+    assert checks["saving_us_per_step"] == pytest.approx(measured["checks"])
+    assert mask["saving_us_per_step"] == pytest.approx(measured["mask"])
+    assert checks["severity"] == "high" and "fused backend" in checks["fix"] and "is_causal=True" in checks["fix"]
+
+
+def test_per_call_setup_finds_a_mask_the_model_rebuilds_and_not_one_it_caches(found):
+    row = _one(found, "built_mask_every_step", "per_call_setup")
+    assert row["title"] == ("A causal mask rebuilt on every call in Python code (no op above it): "
+                            "2 kernels, 16.0 us of GPU time per step")
+    assert "register_buffer" in row["fix"]
+    assert _rows(found, "built_mask_cached", "per_call_setup").empty  # rebuilt in one steady step of three
+
+
+@pytest.mark.parametrize("trace", ["samples_sdpa_flash", "samples_naive", "samples_sdpa_efficient",
+                                   "train_train_sdpa_default", "foreign_v100_dgxs_mlp_train_step",
+                                   "foreign_t4_resnet50_train"])
+def test_per_call_setup_is_silent_on_buffers_and_backward_formulas(found, trace):
+    # Training zeroes fresh gradient buffers (aten::zeros, zero_) and its backward formulas make
+    # scalars (ClampBackward1's scalar_tensor): none of it could be built once.
+    assert _rows(found, trace, "per_call_setup").empty
+
+
+# graph_kernels_missing
+
+def test_graph_kernels_missing_is_silent_on_a_replay_trace_that_records_them(rules_db, found):
+    launches = _query(rules_db, "SELECT count(*) FROM runtime WHERE trace = ? AND name = 'cudaGraphLaunch'",
+                      ["foreign_rtx5080_cuda_graph_replay_manual_capture"])[0][0]
+    assert launches == 7 and _rows(found, "foreign_rtx5080_cuda_graph_replay_manual_capture", "graph_kernels_missing").empty
+
+
+def test_graph_kernels_missing_finds_replays_whose_kernels_are_not_in_the_trace(rules_db, found):
+    trace = "built_rtx5080_graph_kernels_left_out"
+    row = _one(found, trace, "graph_kernels_missing")
+    assert row["title"] == "6 of 6 cudaGraphLaunch call(s) in steady steps show no GPU work: the steps' GPU time leaves the graphs out"
+    assert row["severity"] == "medium" and row["saving_us_per_step"] != row["saving_us_per_step"]
+    assert "from ## graph.replay ##" in row["detail"]
+    steady = _query(rules_db, "SELECT r.correlation FROM runtime r JOIN steady_steps s USING (trace, step) "
+                              "WHERE trace = ? AND r.name = 'cudaGraphLaunch' ORDER BY r.ts_us", [trace])
+    assert [e["correlation"] for e in row["evidence"]] == [c for (c,) in steady]
+
+
+def test_graph_kernels_missing_knows_hip_graphs(found):
+    row = _one(found, "built_hip_graph_loop", "graph_kernels_missing")
+    assert row["title"].startswith("3 of 3 hipGraphLaunch call(s)") and "ROCm" in row["fix"]
+    assert _one(found, "built_cuda_graph_loop", "graph_kernels_missing")["title"].startswith("3 of 3 cudaGraphLaunch")
+
+
+def test_the_five_rules_evidence_is_json_that_names_real_events(rules_db, found):
+    keys = {"kernels": "SELECT count(*) FROM kernels WHERE trace = ? AND correlation = ?",
+            "memcpy": "SELECT count(*) FROM memcpy WHERE trace = ? AND correlation = ?",
+            "memset": "SELECT count(*) FROM memset WHERE trace = ? AND correlation = ?",
+            "runtime": "SELECT count(*) FROM runtime WHERE trace = ? AND correlation = ?",
+            "cpu_ops": "SELECT count(*) FROM cpu_ops WHERE trace = ? AND op_id = ?"}
+    checked = 0
+    con = connect_for_queries(rules_db)
+    try:
+        for row in found.itertuples():
+            evidence = row.evidence if isinstance(row.evidence, list) else json.loads(row.evidence)
+            assert evidence, row.title
+            for e in evidence[:3]:
+                key = e["cpu_op_id"] if e["source"] == "cpu_ops" else e["correlation"]
+                assert con.execute(keys[e["source"]], [e["trace"], key]).fetchone()[0] >= 1, e
+                checked += 1
+    finally:
+        con.close()
+    assert checked > 30
