@@ -17,7 +17,7 @@ WITH simt AS (
     SELECT g.trace, sum(greatest(g.gemm_us - g.roofline_us, 0)) AS saving_us, count(*) AS ops
     FROM gemm_math g
     JOIN steady_window w ON w.trace = g.trace AND w.step IS NOT DISTINCT FROM g.step
-    WHERE g.math_unit = 'simt' AND g.roofline_us IS NOT NULL
+    WHERE g.math_unit = 'simt' AND g.roofline_us IS NOT NULL AND ($trace IS NULL OR g.trace = $trace)
     GROUP BY g.trace
 ), per_trace AS (
     SELECT s.trace, any_value(s.steps) AS steps, count(*) AS kernels, sum(s.dur_us) AS simt_us,

@@ -233,7 +233,11 @@ WITH gemms AS (
            TRY_CAST(json_extract(dims, '$[' || (x + 1) || '][' || (CASE WHEN batched THEN 2 ELSE 1 END) || ']') AS DOUBLE) AS n
     FROM gemms
 )
-SELECT s.op_id, 2 * s.b * s.m * s.n * s.k AS flops, s.dtype
+SELECT s.op_id, 2 * s.b * s.m * s.n * s.k AS flops, s.dtype,
+       -- Its inputs read and its output written once, at the dtype's size: the least it must move.
+       (s.b * s.m * s.k + s.b * s.k * s.n + s.b * s.m * s.n)
+         * CASE s.dtype WHEN 'double' THEN 8 WHEN 'float' THEN 4 WHEN 'c10::BFloat16' THEN 2 WHEN 'c10::Half' THEN 2 END
+         AS gemm_bytes
 FROM shaped s
 JOIN (SELECT cpu_op_id, count(*) AS kernels FROM _gpu_ops WHERE op = 'kernel' GROUP BY cpu_op_id) c
   ON c.cpu_op_id = s.op_id
@@ -243,7 +247,7 @@ INSERT INTO kernel_rows
 SELECT $trace_id, g.name, g.ts_ns, g.dur_ns, g.device, g.stream, g.correlation, g.launch_external_id, g.grid, g.block,
        g.registers_per_thread, g.shared_memory_bytes, g.blocks_per_sm, g.warps_per_sm,
        -- Kineto writes 0 when it could not compute occupancy (a kernel that ran had some).
-       nullif(g.est_occupancy_pct, 0), g.cpu_op_id, g.step, g.cpu_op, g.cpu_op_path, f.flops, f.dtype
+       nullif(g.est_occupancy_pct, 0), g.cpu_op_id, g.step, g.cpu_op, g.cpu_op_path, f.flops, f.dtype, f.gemm_bytes
 FROM _gpu_ops g LEFT JOIN _op_flops f ON f.op_id = g.cpu_op_id
 WHERE g.op = 'kernel';
 

@@ -62,7 +62,7 @@ CREATE TABLE IF NOT EXISTS kernel_rows (
     correlation BIGINT, external_id BIGINT, grid INTEGER[], block INTEGER[],
     registers_per_thread INTEGER, shared_memory_bytes BIGINT, blocks_per_sm DOUBLE,
     warps_per_sm DOUBLE, est_occupancy_pct DOUBLE, cpu_op_id BIGINT, step INTEGER,
-    cpu_op VARCHAR, cpu_op_path VARCHAR, flops DOUBLE, flops_dtype VARCHAR
+    cpu_op VARCHAR, cpu_op_path VARCHAR, flops DOUBLE, flops_dtype VARCHAR, gemm_bytes DOUBLE
 );
 
 CREATE TABLE IF NOT EXISTS transfer_rows (
