@@ -77,6 +77,16 @@ def sample_con(sample_db):
     con.close()
 
 
+@pytest.fixture(scope="session")
+def corpus_dir(tmp_path_factory):
+    """The bad-input corpus (tests/make_bad_corpus.py), built once for the session."""
+    import make_bad_corpus
+
+    folder = tmp_path_factory.mktemp("corpus")
+    make_bad_corpus.build(folder)
+    return folder
+
+
 @pytest.fixture
 def fresh_db(tmp_path):
     """An empty database path in a test's own folder."""

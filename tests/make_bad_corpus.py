@@ -10,6 +10,7 @@ the events that can be read); `ODD` cases are valid but unusual and must load.
 
 import gzip
 import json
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -111,6 +112,44 @@ def _drop(key):
     return change
 
 
+def _array_end(raw):
+    """The offset of the event array's closing `]` in the source text (Kineto writes `}\n  ]`)."""
+    return raw.rindex(b"]", 0, raw.rindex(b'"traceName"'))
+
+
+def _after_array(raw, key_and_value):
+    """The source text with `"key": value` (bytes) added right after the event array."""
+    end = _array_end(raw) + 1
+    return raw[:end] + b",\n  " + key_and_value + raw[end:]
+
+
+def two_trace_events():
+    """A second traceEvents key after the array, holding one event of its own."""
+    extra = {"ph": "X", "cat": "cpu_op", "name": "only_in_the_second_array", "pid": 1, "tid": 1, "ts": 1, "dur": 1}
+    return _after_array(source_bytes(), b'"traceEvents": [' + json.dumps(extra).encode() + b"]")
+
+
+def bare_array():
+    """The source's events as Chrome's array form: the file is the event array itself."""
+    return json.dumps(source_trace()["traceEvents"], indent=1).encode()
+
+
+# Deeper than Python's JSON reader and writer go (they recurse once per level, to about 1,000).
+DEEP_LEVELS = 1000
+
+
+def nested(levels):
+    """A JSON object nested `levels` deep, as text: {"a": {"a": ... 1}}."""
+    return b'{"a": ' * levels + b"1" + b"}" * levels
+
+
+def deep_args():
+    """The source with a value nested DEEP_LEVELS deep in its first kernel's args."""
+    raw = source_bytes()
+    at = raw.index(b'"args": {', raw.index(b'"cat": "kernel"')) + len(b'"args": {')
+    return raw[:at] + b'"deep": ' + nested(DEEP_LEVELS) + b", " + raw[at:]
+
+
 def bad_cases():
     """(Case, file bytes) for every input `tracekit load` must refuse."""
     raw = source_bytes()
@@ -162,6 +201,16 @@ def bad_cases():
               lenient="1 with a dur out of range"), _with_event(_set("dur", float("nan")))),
         (Case("object_name.json", "an event has a name that is not a string: {",
               lenient="1 with a name that is not a string"), _with_event(_set("name", {"kernel": "flash"}))),
+        # A JSON reader keeps one of two equal keys (most the last): tracekit will not guess which.
+        (Case("two_trace_events.json", "two traceEvents keys"), two_trace_events()),
+        (Case("junk_after_trace.json", "junk after the trace: 13 bytes after its closing brace",
+              lenient="left out 13 bytes of junk after the trace"), raw + b"\nthis is junk\n"),
+        (Case("deep_header_key.json", "a key of its header is nested deeper than tracekit reads"),
+         b'{"deep": ' + nested(DEEP_LEVELS) + b", " + raw[raw.index(b"{") + 1:]),
+        (Case("deep_key_after_array.json", "a key after its traceEvents array is nested deeper than tracekit reads"),
+         _after_array(raw, b'"deep": ' + nested(DEEP_LEVELS))),
+        (Case("junk_after_array.json", "junk after the trace: 200 bytes after its closing bracket",
+              lenient="left out 200 bytes of junk after the trace"), bare_array() + b"\x00" * 200),
     ]
 
 
@@ -192,10 +241,57 @@ def _recategorize(event):
         event["cat"] = "mystery_category"
 
 
+# Microseconds since 1970 (Chrome's clock, older Kineto): 16 digits before the point, too many for
+# a DOUBLE to keep the nanoseconds.
+EPOCH_OFFSET_US = 1_727_815_261_000_000
+
+
+def epoch_timestamps():
+    """The source text with every ts moved to the Unix epoch, digit for digit (no float on the way)."""
+    return re.sub(rb'"ts": (-?\d+)', lambda m: b'"ts": %d' % (int(m.group(1)) + EPOCH_OFFSET_US), source_bytes())
+
+
+def begin_end_pairs():
+    """The source with its first cpu_op written as a Chrome B/E pair, the E without a name (the
+    format's end event closes the thread's latest B and needs none)."""
+    trace = source_trace()
+    events = trace["traceEvents"]
+    at, op = next((i, e) for i, e in enumerate(events) if e.get("cat") == "cpu_op" and e["ph"] == "X")
+    begin = {**op, "ph": "B"}
+    del begin["dur"]
+    end = {"ph": "E", "pid": op["pid"], "tid": op["tid"], "ts": op["ts"] + op["dur"]}
+    events[at:at + 1] = [begin, end]
+    return _dump(trace)
+
+
+def long_whitespace():
+    """The source text with whitespace of every kind, 2 MB and 5 MB of it, between two events and
+    before the array's `]`."""
+    raw = source_bytes()
+    between = raw.index(b"},\n  {", len(raw) // 2) + 2
+    last = raw.rindex(b"}", 0, _array_end(raw)) + 1
+    return (raw[:between] + b" \t\r\n" * (1 << 19) + raw[between:last] + b"\n " * (5 << 19)
+            + raw[last:])
+
+
 def odd_cases():
     """(Case, file bytes) for valid but unusual traces that must load."""
     return [
+        (Case("epoch_timestamps.json", ""), epoch_timestamps()),
+        (Case("deep_args.json", ""), deep_args()),
+        (Case("byte_order_mark.json", ""), b"\xef\xbb\xbf" + source_bytes()),
+        (Case("name[with]brackets.json", ""), source_bytes()),
+        (Case("gzip_in_gzip.json.gz", ""), _gzip(_gzip(source_bytes()))),
+        (Case("begin_end_pairs.json", ""), begin_end_pairs()),
+        # Past the 1 MB in which the separator between events is looked for, and past the 4 MB
+        # held back for the keys after the array (gzip makes the file 30 KB).
+        (Case("long_whitespace.json.gz", ""), _gzip(long_whitespace())),
+        (Case("big_key_after_array.json.gz", ""),
+         _gzip(_after_array(source_bytes(), b'"blob": "' + b"x" * (10 << 20) + b'"'))),
         (Case("odd_durations.json", ""), _odd_durations()),
+        # A name built to make a backtracking regex take the square of its length (`gemm\w*_ffma`).
+        (Case("gemm_repeated_kernel_name.json.gz", ""),
+         _gzip(_with_event(lambda e: e.update(name="gemm" * (1 << 20))))),
         (Case("huge_kernel_name.json.gz", ""),
          _gzip(_with_event(lambda e: e.update(name="k" * (1 << 20))))),
         (Case("unknown_category.json", ""), _all_events(_recategorize)),

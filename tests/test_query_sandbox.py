@@ -163,9 +163,11 @@ def test_allow_files_joins_a_csv_of_the_users_own(place):
     ("SELECT 1; COPY (SELECT 1) TO 'stolen.csv'", "holds 2 statements"),
     ("SET enable_external_access = false", "SET is not allowed"),
 ])
-def test_allow_files_still_never_writes_nor_attaches(place, sql, refusal):
+@pytest.mark.parametrize("output", [(), ("-o", "rows.parquet")], ids=["printed", "parquet"])
+def test_allow_files_still_never_writes_nor_attaches(place, sql, refusal, output):
+    # -o FILE.parquet runs the SQL by its own path (a relation, not a cursor): the same check holds there.
     before = _other_rows(place), _files(place)
-    result = invoke("query", "--db", "t.duckdb", "--allow-files", "--sql", sql)
+    result = invoke("query", "--db", "t.duckdb", "--allow-files", "--sql", sql, *output)
     assert result.exit_code == 1 and refusal in result.output and result.output.count("\n") == 1
     assert (_other_rows(place), _files(place)) == before
 

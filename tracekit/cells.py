@@ -12,6 +12,7 @@
 import base64
 import json
 import math
+import re
 from datetime import date, time
 from decimal import Decimal
 
@@ -19,6 +20,32 @@ from decimal import Decimal
 class JsonText(str):
     """A DuckDB JSON value, as the text DuckDB holds: shown as is in text formats, parsed and
     written again (strictly) in JSON ones, as DuckDB's JSON may hold NaN or Infinity."""
+
+
+# Python reads, renders and writes JSON by recursion, a level at a time: a value nested deeper
+# than this (args 1,000 levels deep) stays the text it is, which every format can show.
+MAX_JSON_DEPTH = 100
+_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+
+
+def nests_too_deep(text):
+    """True when the JSON `text` nests objects and lists deeper than MAX_JSON_DEPTH."""
+    if text.count("{") + text.count("[") <= MAX_JSON_DEPTH:
+        return False  # cheap: too few brackets to nest that deep
+    depth = deepest = 0
+    for token in _JSON_TOKEN.finditer(text):
+        bracket = token.group()
+        if bracket in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif bracket in "]}":
+            depth -= 1
+    return deepest > MAX_JSON_DEPTH
+
+
+def json_cell(text):
+    """A JSON cell as the objects it holds, or as its text when it nests too deep for Python."""
+    return text if nests_too_deep(text) else json.loads(text)
 
 
 def float_text(value):
@@ -82,6 +109,8 @@ def json_value(value, compact=False):
     if isinstance(value, Decimal):
         return decimal_text(value) if value.is_finite() else "null"
     if isinstance(value, JsonText):
+        if nests_too_deep(value):
+            return json.dumps(str(value), ensure_ascii=False)  # its text, whole: see MAX_JSON_DEPTH
         try:
             return json_value(_parse_json(value), compact)
         except ValueError:

@@ -1,17 +1,35 @@
-"""Keeps the database's kernel_classes and kernel_rules tables in step with classify.py."""
+"""Keeps the database's kernel_classes and kernel_rules tables in step with classify.py.
 
-from tracekit.classify import class_rows, rule_rows
+The loader classifies a trace's kernels in DuckDB, with the stored rules: its regular
+expressions are RE2's, which run in time linear in the name (Python's backtracking `re` can take
+the square of it: `gemm\\w*_ffma` on `gemmgemmgemm...`), and only a name's first
+MAX_CLASSIFIED_CHARS are looked at, as classify() does, so a 100 MB name costs what a short one does.
+"""
+
+from tracekit.classify import MAX_CLASSIFIED_CHARS, RULES, rule_rows
 
 _CLASS_COLUMNS = "(name, kernel_class, gemm_class, math_unit, rule, trace_id)"
 
 
+def _first_rule():
+    """SQL for the order of the first rule whose pattern matches `head` (NULL when none does),
+    each pattern a constant, compiled once per statement."""
+    cases = " ".join(f"WHEN regexp_matches(head, '{rule.pattern.replace(chr(39), chr(39) * 2)}', 'i') THEN {order}"
+                     for order, rule in enumerate(RULES, start=1))
+    return f"CASE {cases} END"
+
+
+_CLASSIFY = (f"INSERT INTO kernel_classes {_CLASS_COLUMNS}"
+             " SELECT k.name, r.kernel_class, r.gemm_class, r.math_unit, r.why, $trace_id"
+             f" FROM (SELECT name, {_first_rule()} AS rule_order"
+             f"       FROM (SELECT DISTINCT name, left(name, {MAX_CLASSIFIED_CHARS}) AS head"
+             "              FROM kernel_rows WHERE trace_id = $trace_id)) k"
+             " LEFT JOIN kernel_rules r USING (rule_order)")
+
+
 def store_classes(con, trace_id):
     """Classifies the kernel names of one trace."""
-    names = [row[0] for row in con.execute(
-        "SELECT DISTINCT name FROM kernel_rows WHERE trace_id = ? ORDER BY name", [trace_id]).fetchall()]
-    rows = [(*row, trace_id) for row in class_rows(names)]
-    if rows:
-        con.executemany(f"INSERT INTO kernel_classes {_CLASS_COLUMNS} VALUES (?, ?, ?, ?, ?, ?)", rows)
+    con.execute(_CLASSIFY, {"trace_id": trace_id})
 
 
 def sync_rules(con):

@@ -279,11 +279,24 @@ def _check(rules):
 _COMPILED = _check(RULES)
 
 
-@lru_cache(maxsize=1 << 16)
+# A name is classified by its first this many characters (the loader's SQL does the same). The
+# words the rules look for sit in a kernel's name and first template arguments, well within it
+# (the longest real name in the tests, a PyTorch lambda's, has 5,123), and a 100 MB name then
+# costs what a short one does. Python's `re` backtracks: on a name built to hurt it (`gemm`
+# repeated) a rule can take time in the square of the length, which this bounds; the loader
+# classifies with DuckDB's RE2, linear in it (class_tables).
+MAX_CLASSIFIED_CHARS = 8192
+
+
 def classify(name):
     """(kernel_class, math_unit, why) of the first rule matching `name`; all None if none does."""
     if name is None:
         return UNKNOWN
+    return _classify(name[:MAX_CLASSIFIED_CHARS])
+
+
+@lru_cache(maxsize=1 << 16)
+def _classify(name):
     for regex, rule in zip(_COMPILED, RULES):
         if regex.search(name):
             return rule.kernel_class, rule.math_unit, rule.why

@@ -33,6 +33,11 @@ CREATE OR REPLACE TEMP MACRO tk_is_number(j) AS
         AND regexp_full_match(json_extract_string(j, '$'), '\s*-?[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?\s*'));
 CREATE OR REPLACE TEMP MACRO tk_ns(j) AS
     CASE WHEN tk_is_number(j) THEN tk_ns_text(trim(json_extract_string(j, '$'))) END;
+-- A time as the exact read gives it: `j` the JSON value (whose number went through DOUBLE: it
+-- decides whether there is a number), `exact` the same value read from the event's text as a
+-- DECIMAL (every digit kept, rounded to the nanosecond as the fast read rounds).
+CREATE OR REPLACE TEMP MACRO tk_exact_ns(j, exact) AS
+    CASE WHEN tk_is_number(j) THEN coalesce(TRY_CAST(exact * 1000 AS BIGINT), tk_ns(j)) END;
 -- Times must stay under 2^62 ns (4.6e15 us, 146 years) so a ts plus a dur still fits a BIGINT;
 -- NaN and infinities are out of range too (the comparison is false for NaN). The loader's checks
 -- use it: tk_ns itself stays unguarded, as it runs on every ts and dur of every trace.

@@ -23,8 +23,11 @@ from tracekit.tracefile import EventLines, expected_size, stream_events
 # reserves twice this per reader, within the load's memory limit).
 MAX_EVENT_BYTES = 64 << 20
 CHROME_PHASES = "BEXiICMstfbneOPNDSTpFRa"
-EVENT_COLUMNS = ("{ph: 'JSON', cat: 'VARCHAR', name: 'JSON', ts: 'JSON', dur: 'JSON', pid: 'VARCHAR',"
-                 " tid: 'VARCHAR', id: 'VARCHAR', bp: 'VARCHAR', s: 'VARCHAR', args: 'JSON'}")
+EVENT_COLUMNS = ('{"ph": "JSON", "cat": "VARCHAR", "name": "JSON", "ts": "JSON", "dur": "JSON", "pid": "VARCHAR",'
+                 ' "tid": "VARCHAR", "id": "VARCHAR", "bp": "VARCHAR", "s": "VARCHAR", "args": "JSON"}')
+# A JSON column holds a number as a DOUBLE, which has no room for the nanoseconds of an epoch
+# microsecond (1733221234567890.123); a DECIMAL read of the event's own text keeps them.
+EXACT_TIMES = '{"ts": "DECIMAL(38,3)", "dur": "DECIMAL(38,3)"}'
 
 # Each problem an event can have, as an SQL condition over the raw columns; strict loads stop at
 # the first ("an event has <problem>"), --lenient loads drop such events and count them.
@@ -32,7 +35,8 @@ EVENT_PROBLEMS = {
     "no ph": "ph IS NULL OR json_type(ph) = 'NULL'",
     "a ph that is not a Chrome phase letter": f"json_type(ph) <> 'VARCHAR' OR length(json_extract_string(ph, '$')) <> 1"
                                               f" OR strpos('{CHROME_PHASES}', json_extract_string(ph, '$')) = 0",
-    "no name": "name IS NULL OR json_type(name) = 'NULL'",
+    # Chrome's end event (E) may leave its name out: it closes the latest B of its thread.
+    "no name": "(name IS NULL OR json_type(name) = 'NULL') AND json_extract_string(ph, '$') <> 'E'",
     "a name that is not a string": "json_type(name) NOT IN ('VARCHAR', 'UBIGINT', 'BIGINT', 'DOUBLE')",
     "no ts": "(ts IS NULL OR json_type(ts) = 'NULL') AND json_extract_string(ph, '$') <> 'M'",
     "a ts that is not a number": "ts IS NOT NULL AND json_type(ts) <> 'NULL' AND NOT tk_is_number(ts)",
@@ -64,7 +68,7 @@ _TYPED_INSERT = ("INSERT INTO event_rows SELECT $trace_id, cat, name, ph,"
 # What the fast read refuses, checked on the stored rows (a check inside the read costs a third of
 # it): a refused file is read again by the exact read, which says which event is bad and why. The
 # typed read turns a name of true or {...} into text, so such names are refused here.
-_REFUSED = (f"ph IS NULL OR length(ph) <> 1 OR strpos('{CHROME_PHASES}', ph) = 0 OR name IS NULL"
+_REFUSED = (f"ph IS NULL OR length(ph) <> 1 OR strpos('{CHROME_PHASES}', ph) = 0 OR (name IS NULL AND ph <> 'E')"
             " OR name IN ('true', 'false') OR ((starts_with(name, '{') OR starts_with(name, '[')) AND json_valid(name))"
             " OR (ts_ns IS NULL AND ph <> 'M') OR abs(ts_ns) >= 4600000000000000000"
             " OR abs(dur_ns) >= 4600000000000000000 OR (args IS NOT NULL AND NOT starts_with(args, '{'))")
@@ -144,7 +148,7 @@ class _FifoWriter(threading.Thread):
 
 
 _CONVERTED = ("$trace_id, {cat}, json_extract_string(name, '$'), json_extract_string(ph, '$'), "
-              "tk_ns(ts), tk_ns(dur), pid, tid, id, bp, s, args")
+              "tk_exact_ns(ts, ts_exact), tk_exact_ns(dur, dur_exact), pid, tid, id, bp, s, args")
 
 
 # A bad event as shown in its error: the short keys first and the name cut short (kernel names
@@ -157,7 +161,16 @@ _EXCERPT = ("left(to_json(struct_pack(ph := e.ph, ts := e.ts, dur := e.dur, cat 
 def _source(lines):
     # Only newline-delimited input lets DuckDB skip (ignore_errors) an event it cannot parse.
     form = "format = 'newline_delimited', ignore_errors = true" if lines else "format = 'array'"
-    return f"read_json($fifo, {form}, columns = {EVENT_COLUMNS}, maximum_object_size = {MAX_EVENT_BYTES})"
+    # Each event's text once (a broken line: NULL), typed twice: JSON columns for the checks,
+    # exact decimals for the times. A value that is not an object is no event: the array read
+    # stops there; the line read (--lenient) drops it as broken.
+    objects = f"read_json_objects($fifo, {form}, maximum_object_size = {MAX_EVENT_BYTES})"
+    not_object = ("NULL" if lines else
+                  "error('not a trace: traceEvents holds ' || left(json::VARCHAR, 40) || ', not an event object')")
+    return (f"(SELECT unnest(e), n.ts AS ts_exact, n.dur AS dur_exact FROM"
+            f" (SELECT CASE WHEN json_type(json) <> 'OBJECT' THEN {not_object}"
+            f" ELSE json_transform(json, '{EVENT_COLUMNS}') END AS e, json_transform(json, '{EXACT_TIMES}') AS n"
+            f" FROM {objects}))")
 
 
 def _strict_sql():

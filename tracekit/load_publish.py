@@ -17,6 +17,7 @@ from tracekit.device import DEVICE_FROM_EVENTS, device_from_header
 from tracekit.errors import DiskFullError, TraceFileError
 from tracekit.event_read import duckdb_problem
 from tracekit.load_stop import disk_full_folder
+from tracekit.raw_file import file_sha256
 
 
 @dataclass
@@ -32,6 +33,7 @@ class LoadResult:
     dropped: dict = field(default_factory=dict)  # reason -> events dropped (--lenient)
     truncated: bool = False  # the event array never ended (loaded with --lenient)
     cut_bytes: int = 0  # bytes of the trace's cut-off end left out
+    junk_bytes: int = 0  # bytes after the end of the trace left out (--lenient)
     seconds: float = 0.0  # how long the load took
     sha256: str = ""  # of the trace's JSON (a skip: of the content already loaded)
     trace_id: int = None  # its row in trace_files (None for a skip)
@@ -81,6 +83,22 @@ def already_loaded(con, path, sha256, replace, publisher):
     return same, None
 
 
+def same_file_loaded(con, path, stop):
+    """The LoadResult of a skip when `path` holds the very bytes of a file already loaded, found
+    before any parse: by its size, then by the SHA-256 of its bytes (trace_files.file_sha256).
+    `stop` (a LoadStop) ends the hashing of a big file part way."""
+    known = {row[0]: row[1:] for row in con.execute(
+        "SELECT file_sha256, trace, sha256 FROM trace_files WHERE file_bytes = ? AND file_sha256 IS NOT NULL",
+        [path.stat().st_size]).fetchall()}
+    if not known:
+        return None
+    trace, sha256 = known.get(file_sha256(path, lambda: stop.check(path)), (None, None))
+    if trace is None:
+        return None
+    return LoadResult(str(path), "skipped", trace, sha256=sha256,
+                      message=f"same content as trace {trace!r} (--replace reloads it)")
+
+
 def publish(con, path, trace_id, info, events, dropped, replace, wanted_name, publisher, turn):
     """In its turn, names the derived trace and writes its trace_files row, reserving its name and
     content for the commit; returns its LoadResult, or rolls back a skip and returns that."""
@@ -102,7 +120,8 @@ def publish(con, path, trace_id, info, events, dropped, replace, wanted_name, pu
     if turn is not None:
         publisher.done(turn)
     return LoadResult(str(path), "loaded", name, events, kernels, dropped=dropped, truncated=not info.array_closed,
-                      cut_bytes=info.dropped_tail_bytes, sha256=info.sha256, trace_id=trace_id)
+                      cut_bytes=info.dropped_tail_bytes, junk_bytes=info.junk_bytes, sha256=info.sha256,
+                      trace_id=trace_id)
 
 
 def commit(con, path, staged, publisher, stop):
@@ -178,8 +197,8 @@ def _insert_trace_file(con, trace_id, name, path, info, events, dropped):
     metadata = header.get("tracekit") if isinstance(header.get("tracekit"), dict) else None
     device = device_from_header(header)
     con.execute(
-        "INSERT INTO trace_files VALUES (?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [trace_id, name, str(path.resolve()), info.sha256, path.stat().st_size,
+        "INSERT INTO trace_files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [trace_id, name, str(path.resolve()), info.sha256, info.file_sha256 or None, path.stat().st_size,
          datetime.now(timezone.utc).replace(tzinfo=None), __version__,
          json.dumps({k: v for k, v in header.items() if k != "tracekit"}),
          json.dumps(metadata) if metadata is not None else None, device.name, device.compute_capability, events,

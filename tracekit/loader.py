@@ -21,10 +21,11 @@ from tracekit.errors import DiskFullError, LoadInterrupted, TraceFileError, Trac
 from tracekit.event_read import TRUNCATED, FastReadRefused, lenient_insert, read_exact, read_fast, read_lenient
 # LoadResult, what load_file returns, is imported from here too.
 from tracekit.load_publish import (LoadResult, Publisher, already_loaded, commit, file_error, publish, quietly,  # noqa: F401
-                                   rollback)
+                                   rollback, same_file_loaded)
 from tracekit.load_stop import LoadStop, disk_full_folder
+from tracekit.raw_file import check_trace_file, expected_size, file_sha256
 from tracekit.scratch import remove_stale_scratch, remove_stale_spill
-from tracekit.tracefile import expected_size
+from tracekit.track_layout import restore_tracks
 
 TRACE_SUFFIXES = (".json.gz", ".json", ".gz")
 # `tracekit capture` writes this beside its traces; a folder load passes over it.
@@ -35,8 +36,10 @@ def expand_paths(patterns):
     """Files, folders (their trace files, recursively) and globs, in a stable order."""
     found = []
     for pattern in patterns:
-        matches = sorted(glob.glob(pattern, recursive=True)) if glob.has_magic(pattern) else [pattern]
-        if glob.has_magic(pattern) and not matches:
+        # A file that exists is that file, whatever its name holds (`rank[0].json` is no pattern).
+        is_glob = glob.has_magic(str(pattern)) and not os.path.lexists(pattern)
+        matches = sorted(glob.glob(pattern, recursive=True)) if is_glob else [pattern]
+        if is_glob and not matches:
             raise TraceFileError(pattern, "no file matches this pattern")
         for match in matches:
             path = Path(match)
@@ -165,10 +168,7 @@ def load_file(con, path, *, replace=False, lenient=False, progress=None, publish
 
 
 def _load_file(con, path, replace, lenient, progress, slot, stop):
-    if not path.exists():
-        raise TraceFileError(path, "no such file")
-    if path.is_dir():
-        raise TraceFileError(path, "is a folder, not a trace file")
+    check_trace_file(path)  # before anything opens it: a FIFO would block, a device never end
     try:
         return _read_and_commit(con, path, replace, lenient, progress, slot, stop)
     except LoadInterrupted:
@@ -182,6 +182,10 @@ def _load_file(con, path, replace, lenient, progress, slot, stop):
 
 
 def _read_and_commit(con, path, replace, lenient, progress, slot, stop):
+    # The very bytes of a file already loaded: skipped before any parse.
+    unchanged = None if replace else same_file_loaded(con, path, stop)
+    if unchanged is not None:
+        return unchanged
     if lenient:
         try:
             with stop.interruptible(con, path):
@@ -243,6 +247,9 @@ def _load_events(con, path, replace, read, lenient, deriving, stop, publisher, t
     if skipped is not None:
         con.execute("ROLLBACK")
         return skipped
+    restore_tracks(con, trace_id, info.header)  # a tracekit export's slices back on their threads
+    # The file's own bytes: the content's for a plain file, hashed again for a gzip (a tenth the size).
+    info.file_sha256 = file_sha256(path, lambda: stop.check(path)) if info.compressed else info.sha256
     events = con.execute("SELECT count(*) FROM event_rows WHERE trace_id = ?", [trace_id]).fetchone()[0]
     if info.cut_events:
         dropped[TRUNCATED] = info.cut_events

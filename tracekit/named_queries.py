@@ -5,13 +5,13 @@ more description, then `columns:` (each output column with its unit) and
 `params:` (`name = default: meaning`). Parameters reach DuckDB as `$name`.
 """
 
-import json
 import re
 from dataclasses import dataclass, field
 from importlib import resources
 
 import duckdb
 
+from tracekit.cells import json_cell
 from tracekit.errors import QueryError
 from tracekit.sql_sandbox import check_read_only, is_refused_access, refused_access_message
 from tracekit.trace_lookup import trace_row
@@ -140,25 +140,29 @@ def _check_params(used, given):
 
 
 def _execute(con, sql, params):
-    """Runs one SELECT statement (every path that runs a user's SQL comes through _checked)."""
+    """Runs one SELECT statement (every path that runs a user's SQL comes through _checked). The
+    SQL runs as written: a trailing `;` or `-- comment` is fine."""
     _checked(sql, params)
     try:
-        return con.execute(sql, params) if params else con.execute(sql)
+        relation = con.execute(sql, params) if params else con.execute(sql)
     except duckdb.Error as exc:
         raise _friendly(exc, sql) from None
+    if relation is None or relation.description is None:
+        raise QueryError(f"the SQL returns no rows to show — in SQL: {_shown(sql)}")
+    return relation
 
 
 def run_sql(con, sql, params=None):
     """Runs one SELECT statement and returns a pandas DataFrame; errors become QueryError."""
     relation = _execute(con, sql, params)
-    json_columns = [d[0] for d in relation.description or [] if str(d[1]) == "JSON"]
+    json_columns = [d[0] for d in relation.description if str(d[1]) == "JSON"]
     try:
         frame = relation.df()
     except duckdb.Error as exc:
         raise _friendly(exc, sql) from None
     # JSON columns arrive as text; callers (and -f json) want the objects they hold.
     for column in json_columns:
-        frame[column] = frame[column].map(lambda v: json.loads(v) if isinstance(v, str) else v)
+        frame[column] = frame[column].map(lambda v: json_cell(v) if isinstance(v, str) else v)
     return frame
 
 
@@ -204,9 +208,9 @@ def write_parquet(con, sql, params, path, columns=None):
     from tracekit.parquet_out import write_relation
     from tracekit.rows import check_columns
 
-    _checked(sql, params)
+    _checked(sql, params)  # as _execute does: with --allow-files, a COPY here would write a file
     try:
-        relation = con.sql(sql, params=params)
+        relation = con.sql(_without_ending(sql), params=params)
         if relation is None:
             raise QueryError(f"the SQL returns no rows to write — in SQL: {_shown(sql)}")
         if columns:
@@ -215,3 +219,14 @@ def write_parquet(con, sql, params, path, columns=None):
         return write_relation(relation, path)
     except duckdb.Error as exc:
         raise _friendly(exc, sql) from None
+
+
+def _without_ending(sql):
+    """`sql` without its trailing `;` and comments: DuckDB nests a relation's SQL in the projection
+    that picks the columns, where a `;` or a `-- comment` left at the end breaks it."""
+    raw = sql.encode()  # DuckDB's tokens start at byte offsets
+    tokens = duckdb.tokenize(sql)
+    end = len(raw)
+    while tokens and (tokens[-1][1] == duckdb.token_type.comment or raw[tokens[-1][0]:tokens[-1][0] + 1] == b";"):
+        end = tokens.pop()[0]
+    return raw[:end].decode()

@@ -18,6 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from tracekit.errors import TraceFileError, TracekitError
+from tracekit.raw_file import check_trace_file
 
 HOST = "127.0.0.1"  # loopback only: a trace can hold code paths and shapes worth keeping private
 DEFAULT_PORT = 9001
@@ -53,6 +54,17 @@ def _size_text(size):
         if size < 1024 or unit == "MiB":
             return f"{size:.0f} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"
         size /= 1024
+
+
+def _check_readable(path):
+    check_trace_file(path)  # a FIFO would block here, a device would be served without end
+    try:
+        with open(path, "rb"):
+            pass
+    except FileNotFoundError:
+        raise TraceFileError(path, "no such file") from None
+    except OSError as exc:
+        raise TraceFileError(path, f"cannot be read ({exc.strerror})") from None
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -4,6 +4,7 @@
 answers at once.
 """
 
+import errno
 import hashlib
 import os
 import tempfile
@@ -11,6 +12,7 @@ from importlib import resources
 from pathlib import Path
 
 from tracekit import __version__
+from tracekit.errors import TracekitError
 
 
 def sample_trace_paths():
@@ -20,10 +22,21 @@ def sample_trace_paths():
 
 
 def _cache_dir():
-    root = os.environ.get("TRACEKIT_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "tracekit")
-    Path(root).mkdir(parents=True, exist_ok=True)
-    return Path(root)
+    root = Path(os.environ.get("TRACEKIT_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "tracekit"))
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        if not os.access(root, os.W_OK | os.X_OK):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+    except OSError as exc:
+        why = "it is a file, not a folder" if root.exists() and not root.is_dir() else exc.strerror or str(exc)
+        raise _unusable(root, why) from None
+    return root
+
+
+def _unusable(folder, why):
+    return TracekitError(f"{folder}: the cache folder cannot be used ({why}); set TRACEKIT_CACHE to a folder"
+                         " tracekit may write, or give --db")
 
 
 def _fingerprint():
@@ -36,8 +49,9 @@ def _fingerprint():
         digest.update(path.name.encode())
         digest.update(str(path.stat().st_size).encode())
     package = resources.files("tracekit")
-    for name in ("sql/tables.sql", "sql/views.sql", "sql/derive.sql", "classify.py", "loader.py", "event_read.py",
-                 "event_chunks.py", "tracefile.py", "device.py", "database.py"):
+    for name in ("sql/tables.sql", "sql/views.sql", "sql/derive.sql", "classify.py", "class_tables.py", "loader.py",
+                 "load_publish.py", "event_read.py", "event_chunks.py", "tracefile.py", "raw_file.py", "array_end.py",
+                 "track_layout.py", "device.py", "database.py"):
         digest.update(package.joinpath(name).read_bytes())
     return digest.hexdigest()[:16]
 
@@ -48,12 +62,14 @@ def sample_database():
     if target.exists():
         return target  # the loader is imported only to build it: `tracekit query` starts faster
     from tracekit.database import connect
+    from tracekit.errors import DatabaseError
     from tracekit.loader import load_file
 
-    handle, scratch = tempfile.mkstemp(dir=target.parent, prefix=".samples-", suffix=".duckdb")
-    os.close(handle)
-    os.unlink(scratch)
+    scratch = None
     try:
+        handle, scratch = tempfile.mkstemp(dir=target.parent, prefix=".samples-", suffix=".duckdb")
+        os.close(handle)
+        os.unlink(scratch)
         con = connect(scratch)
         try:
             for path in sample_trace_paths():
@@ -62,7 +78,13 @@ def sample_database():
             con.close()
         # A rename is atomic: a concurrent first use sees either no file or a complete one.
         os.replace(scratch, target)
+    except OSError as exc:
+        raise _unusable(target.parent, exc.strerror or type(exc).__name__) from None
+    except DatabaseError:
+        # Its message names the scratch file, which is ours, not the user's.
+        raise _unusable(target.parent, "the sample database cannot be written there") from None
     finally:
-        if os.path.exists(scratch):
-            os.unlink(scratch)
+        for leftover in (scratch, f"{scratch}.wal"):
+            if leftover and os.path.exists(leftover):
+                os.unlink(leftover)
     return target

@@ -37,7 +37,7 @@ def check_read_only(sql):
     except duckdb.Error as exc:
         raise QueryError(f"{str(exc).strip().splitlines()[0]} — in SQL: {_shown(sql)}") from None
     if not statements:
-        raise QueryError("the SQL is empty: give a SELECT statement")
+        raise QueryError("the SQL is empty (or only comments): give a SELECT statement, e.g. SELECT * FROM kernels")
     if len(statements) > 1:
         kinds = ", ".join(statement.type.name for statement in statements)
         raise QueryError(f"the SQL holds {len(statements)} statements: a query runs one SELECT "

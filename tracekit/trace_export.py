@@ -2,8 +2,11 @@
 
 Perfetto's JSON importer drops or moves complete (`X`) slices that partially
 overlap on one thread track, so slices that would are moved to an extra track
-of the same process, beside the original. Timestamps are written from the stored
-integer nanoseconds, so the microsecond values keep their nanosecond fraction.
+of the same process, beside the original; the file names those tracks, and a
+reload by tracekit puts the slices back (track_layout). Events are written in
+the order they were loaded, so events at one instant nest on reload as they did.
+Timestamps are written from the stored integer nanoseconds, so the microsecond
+values keep their nanosecond fraction.
 """
 
 import gzip
@@ -15,7 +18,7 @@ import duckdb
 
 from tracekit.errors import QueryError, TracekitError
 from tracekit.sql_sandbox import check_read_only, is_refused_access, refused_access_message
-from tracekit.track_layout import assign_lanes
+from tracekit.track_layout import OVERLAP_TRACKS_KEY, assign_lanes
 
 EVENT_COLUMNS = ("trace", "cat", "name", "ph", "ts_ns", "dur_ns", "pid", "tid", "id", "bp", "s", "args")
 # Metadata events that name and order tracks: kept for every track an export keeps.
@@ -60,24 +63,47 @@ def event_json(event):
 
 
 def _select(con, sql, params=None):
+    """(column names, rows) of `sql`, run as the user wrote it (a trailing `;` or `-- comment`
+    included); a one-line error for SQL that selects nothing."""
+    shown = " ".join(sql.split())[:300]
     try:
         relation = con.execute(sql, params) if params else con.execute(sql)
+        if relation is None or relation.description is None:
+            raise TracekitError(f"the SQL must select events (SELECT * FROM events WHERE ...) — in SQL: {shown}")
         columns = [d[0] for d in relation.description]
         return columns, relation.fetchall()
     except duckdb.Error as exc:
         if is_refused_access(exc):
             raise QueryError(refused_access_message(exc)) from None
-        raise QueryError(f"{str(exc).splitlines()[0]} — in SQL: {' '.join(sql.split())[:300]}") from None
+        raise QueryError(f"{str(exc).splitlines()[0]} — in SQL: {shown}") from None
+
+
+def _check_user_sql(sql):
+    """Refuses SQL that is empty (or only comments) with the export's own hint, then anything but
+    one SELECT (sql_sandbox): the SQL runs as written, so nothing may ride along after it."""
+    try:
+        empty = not duckdb.extract_statements(sql)
+    except duckdb.Error:
+        empty = False  # check_read_only names the parse error
+    if empty:
+        raise QueryError("the SQL is empty (or only comments): select the events to export,"
+                            " e.g. SELECT * FROM events WHERE trace = '...'")
+    check_read_only(sql)
+
+
+_TRACE_EVENTS = ("SELECT t.trace, e.cat, e.name, e.ph, e.ts_ns, e.dur_ns, e.pid, e.tid, e.id, e.bp, e.s, e.args"
+                 " FROM event_rows e JOIN trace_files t USING (trace_id) WHERE t.trace = $trace ORDER BY e.rowid")
 
 
 def select_events(con, *, trace=None, sql=None):
     """The events to export, as dicts of EVENT_COLUMNS, from one trace or from an SQL query."""
     if trace is not None:
-        sql, params = "SELECT * FROM events WHERE trace = $trace", {"trace": trace}
+        # In the file's order: events at one instant keep it, and with it their nesting on reload.
+        sql, params = _TRACE_EVENTS, {"trace": trace}
     else:
-        check_read_only(sql)  # before it is wrapped, so `...) AS x; COPY ...` cannot hide inside
+        _check_user_sql(sql)
         params = None
-    columns, rows = _select(con, f"SELECT * FROM ({sql.strip().rstrip(';')}) AS picked", params)
+    columns, rows = _select(con, sql, params)
     if "ts_ns" not in columns and "ts_us" in columns:
         columns = ["ts_ns" if c == "ts_us" else "dur_ns" if c == "dur_us" else c for c in columns]
         rows = [tuple(round(v * 1000) if c in ("ts_ns", "dur_ns") and v is not None else v
@@ -121,7 +147,9 @@ def _header(con, traces):
     header = json.loads(rows[0][0]) if rows and rows[0][0] else {}
     if rows and rows[0][1]:
         header["tracekit"] = json.loads(rows[0][1])
-    header.pop("traceName", None)
+    # Keys that a reload would read as something else: a second event array, or tracks moved.
+    for key in ("traceName", "traceEvents", OVERLAP_TRACKS_KEY):
+        header.pop(key, None)
     return header
 
 
@@ -163,6 +191,9 @@ def export(con, out, *, trace=None, sql=None, findings=False):
     events = select_events(con, trace=trace, sql=sql)
     if not events:
         raise TracekitError("the selection holds no events: nothing to export")
+    if all(e["ph"] == "M" for e in events):
+        raise TracekitError("the selection holds only metadata events (ph 'M', the names of tracks): nothing to"
+                            " show; select the events themselves and their tracks' names come with them")
     _check_pids(events)
     if sql is not None:
         have = {_meta_key(e) for e in events if e["ph"] == "M"}
@@ -172,13 +203,16 @@ def export(con, out, *, trace=None, sql=None, findings=False):
         from tracekit.findings_track import findings_events
         for name in traces:
             events += findings_events(con, name)
-    events, moved = assign_lanes(events)
-    starts = [e["ts_ns"] for e in events if e["ts_ns"] is not None]
+    events, moved, lanes = assign_lanes(events)
+    first = min((e["ts_ns"] for e in events if e["ts_ns"] is not None), default=0)
     for event in events:
         if event["ts_ns"] is None and event["ph"] == "M":
-            event["ts_ns"] = min(starts)  # Perfetto ignores an M event's ts, but checkers want one
+            event["ts_ns"] = first  # Perfetto ignores an M event's ts, but checkers want one
     events.sort(key=lambda e: (e["ph"] != "M", e["ts_ns"] if e["ts_ns"] is not None else 0))
-    path = write_trace(out, _header(con, traces), events)
+    header = _header(con, traces)
+    if lanes:
+        header[OVERLAP_TRACKS_KEY] = lanes
+    path = write_trace(out, header, events)
     return path, len(events), moved
 
 
@@ -190,7 +224,10 @@ def rebuild_trace(con, name, folder=None):
     """Writes loaded trace `name` back to a file (for `tracekit open` when the original is gone)."""
     from tracekit.samples import _cache_dir
     folder = Path(folder) if folder else _cache_dir() / "rebuilt"
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise TracekitError(f"{folder}: cannot write the rebuilt trace there ({exc.strerror})") from None
     safe = re.sub(r"[^A-Za-z0-9._-]+", "_", name)
     path, _, _ = export(con, folder / f"{safe}.json.gz", trace=name)
     return path

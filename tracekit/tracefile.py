@@ -11,33 +11,25 @@ import codecs
 import gzip
 import hashlib
 import json
-import os
 import re
-import zlib
 from collections import deque
 from dataclasses import dataclass, field
 
+from tracekit.array_end import TWO_ARRAYS_PROBLEM, EndWatch, runs_out, split_array_end
 from tracekit.errors import TraceFileError
+# expected_size is event_read's, from here as before.
+from tracekit.raw_file import _GZIP_FILE, _ZLIB_ERRORS, expected_size, open_raw  # noqa: F401
 
 CHUNK_BYTES = 4 << 20
 # Kineto writes a few KB of header; anything past this before the array is not a trace we know.
 MAX_HEADER_BYTES = 64 << 20
 # Keys after the array (traceName, sometimes deviceProperties) must fit in this window.
 TAIL_BYTES = 4 << 20
-GZIP_MAGIC = b"\x1f\x8b"
-
-# ISA-L's gzip (python-isal, `pip install 'tracekit[fast]'`) inflates 1 GB in 0.4 s where zlib
-# takes 2.4 s, the difference between a .json.gz loading slower than its .json or as fast.
-try:
-    from isal import igzip, isal_zlib
-    _GZIP_FILE, _ZLIB_ERRORS = igzip.IGzipFile, (zlib.error, isal_zlib.error)
-except ImportError:  # pragma: no cover - the standard library's gzip is the fallback
-    _GZIP_FILE, _ZLIB_ERRORS = gzip.GzipFile, (zlib.error,)
-
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
 _DECODER = json.JSONDecoder()
-# What a file cut inside a literal or number ends with: `tru`, `-`, `1.`, `2e`...
-_LITERAL_PREFIX = re.compile(r"t(r(ue?)?)?|f(a(l(se?)?)?)?|n(u(ll?)?)?|-?[0-9]*\.?[0-9]*([eE][-+]?)?")
+_BOM = "\ufeff"
+# Python's JSON reader recurses once per level of nesting (the events themselves go to DuckDB).
+TOO_DEEP = "is nested deeper than tracekit reads (about 1,000 levels of objects and lists)"
 _NO_EVENTS = "a JSON object without a traceEvents array: not a Chrome/Kineto trace"
 
 
@@ -53,44 +45,16 @@ class TraceStream:
     array_closed: bool = True  # False: the array never ended and was closed here
     dropped_tail_bytes: int = 0  # bytes after the last complete event (--lenient on a truncated trace)
     cut_events: int = 0  # events cut in half by the truncation (0 or 1)
-
-
-def open_raw(path, *, salvage=False):
-    """Opens `path` for binary reading, transparently un-gzipping it. `salvage`: with the standard
-    library's gzip, which hands over every byte a gzip cut short holds before it fails."""
-    try:
-        handle = open(path, "rb")
-    except FileNotFoundError:
-        raise TraceFileError(path, "no such file")
-    except IsADirectoryError:
-        raise TraceFileError(path, "is a folder, not a trace file")
-    except OSError as exc:
-        raise TraceFileError(path, f"cannot be read ({exc.strerror})")
-    magic = handle.read(2)
-    handle.seek(0)
-    if magic == GZIP_MAGIC:
-        opener = gzip.GzipFile if salvage else _GZIP_FILE
-        return opener(fileobj=handle, mode="rb"), True, handle
-    return handle, False, handle
-
-
-def expected_size(path):
-    """About how many bytes the trace's JSON holds: the file's size, or for gzip the size its
-    trailer records (modulo 4 GiB, so a wrapped value is replaced by a guess)."""
-    size = os.path.getsize(path)
-    with open(path, "rb") as handle:
-        if handle.read(2) != GZIP_MAGIC or size < 18:
-            return size
-        handle.seek(-4, os.SEEK_END)
-        recorded = int.from_bytes(handle.read(4), "little")
-    return recorded if recorded >= size else size * 10
+    junk_bytes: int = 0  # bytes after the end of the trace (--lenient leaves them out)
+    file_sha256: str = ""  # of the file's own bytes (set by the loader)
 
 
 class GzipCutShort(TraceFileError):
     """A gzip file that ends before its compressed stream does (a copy or a write cut short)."""
 
 
-def _read(stream, path, size=CHUNK_BYTES):
+def _read(stream, path):
+    size = CHUNK_BYTES
     try:
         # read1: one read of the file at most, so a gzip cut short gives up every byte it holds
         # before EOFError (read() would drop the ones decompressed in its last call).
@@ -148,14 +112,15 @@ class _HeaderReader:
                 if not self._more():
                     raise self._invalid(exc) from None
                 continue
+            except RecursionError:
+                raise TraceFileError(self.path, f"a key of its header {TOO_DEEP}") from None
             # A number at the end of the buffer may go on in the next chunk.
             if end < len(self.text) or not self._more():
                 return value, end
 
     def _invalid(self, exc):
         """The error for JSON that failed to decode with nothing left to read."""
-        rest = self.text[exc.pos:].strip()
-        if exc.msg.startswith("Unterminated string") or not rest or _LITERAL_PREFIX.fullmatch(rest):
+        if runs_out(self.text, exc):
             return self._truncated()
         return TraceFileError(self.path, f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})")
 
@@ -179,6 +144,8 @@ class _HeaderReader:
     def read(self):
         """Returns (header dict, bytes of the stream already read past the array's `[`, is_array)."""
         pos = self._skip_ws(0)
+        if self.text.startswith(_BOM):
+            pos = self._skip_ws(len(_BOM))  # a UTF-8 byte order mark, which some editors write
         if pos >= len(self.text):
             raise self._truncated() if self.bad_byte is not None else TraceFileError(self.path, "empty file")
         first = self.text[pos]
@@ -224,59 +191,6 @@ def read_header(path):
     if is_array and raw[1:].lstrip()[:1] not in (b"{", b"]"):
         raise TraceFileError(path, "not a trace: a JSON array of events holds objects, [{...}, ...]")
     return header
-
-
-def _object_tail(text, pos):
-    """Parses `text[pos:]` as what follows the array in `{"traceEvents": [...] ...}`.
-
-    Returns the keys found there, or None when it is not exactly the end of the top
-    object. Works in place (no slicing), so a wrong candidate costs only the value it
-    stumbles on.
-    """
-    keys = {}
-    pos = _WHITESPACE.match(text, pos).end()
-    while True:
-        if text.startswith("}", pos):
-            return keys if _WHITESPACE.match(text, pos + 1).end() == len(text) else None
-        if not text.startswith(",", pos):
-            return None
-        pos = _WHITESPACE.match(text, pos + 1).end()
-        if not text.startswith('"', pos):
-            return None
-        try:
-            key, pos = _DECODER.raw_decode(text, pos)
-            pos = _WHITESPACE.match(text, pos).end()
-            if not text.startswith(":", pos):
-                return None
-            pos = _WHITESPACE.match(text, pos + 1).end()
-            keys[key], pos = _DECODER.raw_decode(text, pos)
-        except json.JSONDecodeError:
-            return None
-        pos = _WHITESPACE.match(text, pos).end()
-
-
-def _split_array_end(held, is_array):
-    """Finds the event array's closing `]` in the held-back tail.
-
-    Returns (bytes up to and including `]`, trailing object keys). The closing
-    bracket is the earliest `]` after which the rest of the file is exactly the
-    end of the top-level object; a later `]` may belong to a key after the array.
-    """
-    if is_array:
-        body = held.rstrip()
-        if body.endswith(b"]"):
-            return body, {}
-        return None, None
-    # surrogateescape: a byte that is not UTF-8 stays one character, so offsets map back exactly.
-    text = held.decode("utf-8", errors="surrogateescape")
-    # The array's own `]` follows its last event's `}` (or its `[`); a `]` after anything else
-    # closes a list inside an event that a truncation happened to leave at the end.
-    for match in re.finditer(r"[}\[][ \t\n\r]*(\])(?=[ \t\n\r]*[,}])", text):
-        tail = _object_tail(text, match.end(1))
-        if tail is not None:
-            cut = len(text[:match.end(1)].encode("utf-8", errors="surrogateescape"))
-            return held[:cut], tail
-    return None, None
 
 
 _EVENT_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
@@ -379,20 +293,18 @@ def stream_events(path, sink, *, lenient=False, progress=None):
         header, pending, is_array = reader.read()
         digest.update(bytes(reader.raw))
         info.header = header
-        # The blocks read, as read: each goes to the sink untouched once TAIL_BYTES follow it.
+        watch = EndWatch(path)
+        # The blocks read, as read: each goes to the sink untouched once TAIL_BYTES follow it and
+        # it cannot hold the array's end.
         blocks, held_bytes, flushed = deque([pending]), len(pending), False
         while True:
-            while len(blocks) > 1 and held_bytes - len(blocks[0]) >= TAIL_BYTES:
+            while len(blocks) > 1 and held_bytes - len(blocks[0]) >= TAIL_BYTES and _may_flush(watch, blocks,
+                                                                                             held_bytes, path):
                 block = blocks.popleft()
                 held_bytes -= len(block)
                 sink.write(block)
                 flushed = True
-            try:
-                chunk = _read(stream, path)
-            except GzipCutShort:
-                if not lenient:
-                    raise
-                chunk = b""  # what it held has been read: cut the events as for any truncation
+            chunk = _next_chunk(stream, path, lenient)
             if not chunk:
                 break
             digest.update(chunk)
@@ -402,15 +314,10 @@ def stream_events(path, sink, *, lenient=False, progress=None):
                 progress(raw_handle.tell())
         if progress is not None:
             progress(raw_handle.tell())  # a file read whole with its header reports here
-        held = b"".join(blocks)
-        body, tail = _split_array_end(bytes(held), is_array)
-        if body is None and is_array and held.rstrip().endswith((b"}", b"},")):
-            # Chrome's array format allows the closing bracket to be left off.
-            body, tail = bytes(held.rstrip().rstrip(b",")) + b"]", {}
-        elif body is None:
-            body, info.cut_events = _lenient_cut(path, held, lenient, flushed)
-            info.array_closed, tail = False, {}
-            info.dropped_tail_bytes = len(held) - (len(body) - 1)
+        try:
+            body, tail = _array_end(path, b"".join(blocks), is_array, lenient, flushed, watch, info)
+        except RecursionError:
+            raise TraceFileError(path, f"a key after its traceEvents array {TOO_DEEP}") from None
         sink.write(body)
         info.header.update(tail)
         info.sha256 = digest.hexdigest()
@@ -418,3 +325,41 @@ def stream_events(path, sink, *, lenient=False, progress=None):
         return info
     finally:
         raw_handle.close()
+
+
+def _may_flush(watch, blocks, held_bytes, path):
+    try:
+        return watch.may_flush(blocks, held_bytes)
+    except RecursionError:
+        raise TraceFileError(path, f"a key after its traceEvents array {TOO_DEEP}") from None
+
+
+def _next_chunk(stream, path, lenient):
+    try:
+        return _read(stream, path)
+    except GzipCutShort:
+        if not lenient:
+            raise
+        return b""  # what it held has been read: cut the events as for any truncation
+
+
+def _array_end(path, held, is_array, lenient, flushed, watch, info):
+    """(the rest of the event array, closed, the keys after it) from the held-back end of the file;
+    notes in `info` what --lenient left out."""
+    end = split_array_end(held, is_array)
+    if end.two_arrays:
+        raise TraceFileError(path, TWO_ARRAYS_PROBLEM)
+    if end.body is not None and end.junk:
+        if not lenient:
+            closing = "bracket" if is_array else "brace"
+            raise TraceFileError(path, f"junk after the trace: {end.junk} bytes after its closing {closing}"
+                                       " (--lenient loads the trace without them)")
+        info.junk_bytes = end.junk
+    if end.body is not None:
+        return end.body, end.keys
+    if watch.gave_up:
+        raise TraceFileError(path, watch.gave_up_problem())
+    body, info.cut_events = _lenient_cut(path, held, lenient, flushed)
+    info.array_closed = False
+    info.dropped_tail_bytes = len(held) - (len(body) - 1)
+    return body, {}

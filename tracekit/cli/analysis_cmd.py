@@ -1,5 +1,6 @@
 """`tracekit load`, `query` and `schema`: traces into DuckDB, answers out."""
 
+import dataclasses
 import sys
 import threading
 import time
@@ -221,6 +222,9 @@ def _dropped_note(result):
     """'; dropped 2 events: 1 with no ph, 1 cut off by truncation (the last 50 bytes)'."""
     from tracekit.loader import TRUNCATED
 
+    if result.junk_bytes:
+        return f"; left out {result.junk_bytes} bytes of junk after the trace" + _dropped_note(
+            dataclasses.replace(result, junk_bytes=0))
     if not result.dropped:
         return "; its event array never ends properly: loaded up to its last event, nothing dropped" \
             if result.truncated else ""
