@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 from click.testing import CliRunner
 
-from conftest import CPU_TRACE, SAMPLE_TRACES
+from conftest import CPU_TRACE, SAMPLE_TRACES, TEST_DATA
 from tracekit.cli import cli
 from tracekit.database import connect
 from tracekit.export import export
@@ -208,6 +208,26 @@ def test_a_trace_without_findings_gets_no_findings_track(tmp_path):
     con.close()
     assert with_findings[1] == plain[1]
     assert not [e for e in read_events(with_findings[0]) if e["pid"] == FINDINGS_PID]
+
+
+def test_traces_exported_together_share_one_track_per_rule(tmp_path):
+    # Two ranks of one job (their own pids): rank 0 has SIMT GEMMs and a low-occupancy NCCL kernel,
+    # rank 1 only the latter; its track is the same track for both.
+    db = tmp_path / "ranks.duckdb"
+    con = connect(db)
+    for rank in (0, 1):
+        trace_file = TEST_DATA / "foreign" / f"rtx4090_tp2_rank{rank}_nccl_allreduce.json.gz"
+        assert load_file(con, trace_file).status == "loaded"
+    found = run_findings(con)
+    path, _, _ = export(con, tmp_path / "ranks.json", sql="SELECT * FROM events WHERE cat = 'cpu_op'", findings=True)
+    con.close()
+    events = [e for e in read_events(path) if e["pid"] == FINDINGS_PID]
+    names = [(e["tid"], e["args"]["name"]) for e in events if e["name"] == "thread_name"]
+    assert names == list(enumerate(dict.fromkeys(found["rule"]), start=1)) == [(1, "simt_gemm"), (2, "low_occupancy")]
+    on_track = {(e["tid"], e["args"]["rule"], e["args"]["trace"]) for e in events if e["ph"] == "X"}
+    assert on_track == {(1, "simt_gemm", "rtx4090_tp2_rank0_nccl_allreduce"),
+                        (2, "low_occupancy", "rtx4090_tp2_rank0_nccl_allreduce"),
+                        (2, "low_occupancy", "rtx4090_tp2_rank1_nccl_allreduce")}
 
 
 def test_export_of_an_sql_selection_keeps_track_names(sample_db, tmp_path):

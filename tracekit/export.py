@@ -170,8 +170,7 @@ def export(con, out, *, trace=None, sql=None, findings=False):
     traces = sorted({e["trace"] for e in events})
     if findings:
         from tracekit.findings_track import findings_events
-        for name in traces:
-            events += findings_events(con, name)
+        events += findings_events(con, traces)
     events, moved = assign_lanes(events)
     starts = [e["ts_ns"] for e in events if e["ts_ns"] is not None]
     for event in events:

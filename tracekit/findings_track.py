@@ -15,7 +15,7 @@ FINDINGS_PID = "tracekit findings"
 FINDINGS_CAT = "tracekit_finding"
 # The finding's own fields that every slice of it carries; the evidence's keys (source,
 # correlation, cpu_op_id, ...) come after them.
-_FINDING_ARGS = ("rule", "severity", "title", "detail", "fix", "saving_us_per_step")
+_FINDING_ARGS = ("rule", "severity", "title", "detail", "fix", "saving_us_per_step", "trace")
 
 
 def _known(value):
@@ -41,10 +41,13 @@ def _slices(finding, tid):
                "args": json.dumps({**args, **extra}, default=str, ensure_ascii=False)}
 
 
-def findings_events(con, trace):
-    """The findings track's events for one trace: its process and thread names and the slices
-    (empty when no rule finds anything in it)."""
-    found = run_findings(con, trace=trace)
+def findings_events(con, traces):
+    """The findings track's events for the traces of one export: the process and thread names and
+    the slices (empty when no rule finds anything in them). Several traces share the tracks, so
+    a track is one rule whatever the trace."""
+    traces = list(traces)
+    found = run_findings(con, trace=traces[0] if len(traces) == 1 else None)
+    found = found[found["trace"].isin(traces)]
     tracks, slices = {}, []
     for finding in found.to_dict("records"):
         # Tracks numbered in the engine's ranking: the rule of the biggest saving is track 1.
@@ -53,9 +56,10 @@ def findings_events(con, trace):
     if not slices:
         return []
     used = {int(s["tid"]) for s in slices}
-    meta = [_metadata(trace, "process_name", 0, {"name": "tracekit findings"})]
+    first = slices[0]["trace"]
+    meta = [_metadata(first, "process_name", 0, {"name": "tracekit findings"})]
     for rule, tid in tracks.items():
         if tid in used:
-            meta.append(_metadata(trace, "thread_name", tid, {"name": rule}))
-            meta.append(_metadata(trace, "thread_sort_index", tid, {"sort_index": tid}))
+            meta.append(_metadata(first, "thread_name", tid, {"name": rule}))
+            meta.append(_metadata(first, "thread_sort_index", tid, {"sort_index": tid}))
     return meta + slices
