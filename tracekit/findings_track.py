@@ -2,8 +2,9 @@
 
 One process, "tracekit findings", with a thread (track) per rule that found something, the
 rule with the biggest saving on top; on it a slice over each event a finding rests on (its
-evidence), named as that event, with the finding (title, detail, fix, saving, severity and
-rule) in its args. The process is separate so the slices never overlap the trace's own tracks.
+evidence), named as that event, with the finding (rule, severity, title, detail, fix, saving
+and trace) in its args. The process is separate so the slices never overlap the trace's own
+tracks; traces exported together share it, one track per rule.
 """
 
 import json
