@@ -9,10 +9,12 @@ from collections import Counter
 import pytest
 from click.testing import CliRunner
 
-from conftest import SAMPLE_TRACES
+from conftest import CPU_TRACE, SAMPLE_TRACES, TEST_DATA
 from tracekit.cli import cli
 from tracekit.database import connect
 from tracekit.trace_export import export
+from tracekit.findings_engine import run_findings
+from tracekit.findings_track import FINDINGS_PID
 from tracekit.loader import load_file
 from tracekit.track_layout import OVERLAP_TRACKS_KEY
 
@@ -155,30 +157,115 @@ def test_timestamps_keep_their_nanosecond_fraction(exported):
     assert '"name": "ProfilerStep#0", "pid": 480, "tid": 480, "ts": 5405973117101.569, "dur": 143949.790' in text
 
 
-def _findings(variant, exported):
-    return [e for e in read_events(exported[1][variant]["findings"][0]) if e.get("cat") == "tracekit_finding"]
+def _findings_track(variant, exported):
+    """The exported findings process of a variant: {track name: [slices]}, tracks in their tid order."""
+    events = [e for e in read_events(exported[1][variant]["findings"][0]) if e["pid"] == FINDINGS_PID]
+    names = {e["tid"]: e["args"]["name"] for e in events if e["name"] == "thread_name"}
+    tracks = {names[tid]: [] for tid in sorted(names)}
+    for e in events:
+        if e["ph"] == "X":
+            assert e["cat"] == "tracekit_finding"
+            tracks[names[e["tid"]]].append(e)
+    return tracks
 
 
-def test_findings_mark_every_naive_memcpy_with_its_cause(exported):
-    found = _findings("naive", exported)
-    assert len(found) == 6
-    assert all(f["name"] == "Memcpy DtoD 512 MiB ← aten::masked_fill → aten::clone → aten::copy_" for f in found)
-    assert found[0]["args"]["finding"].startswith("6 Memcpy DtoD from aten::masked_fill")
-    assert _findings("naive_inplace", exported) == []
+@pytest.fixture(scope="module")
+def engine(sample_db):
+    con = connect(sample_db, read_only=True)
+    try:
+        return run_findings(con)
+    finally:
+        con.close()
 
 
-def test_findings_mark_every_simt_gemm_of_the_math_backend(exported):
-    found = _findings("sdpa_math", exported)
-    assert len(found) == 12
-    assert all("_ffma_" in f["args"]["kernel"] for f in found)
-    assert "12 GEMMs ran as FP32 SIMT" in found[0]["args"]["finding"]
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_findings_track_has_a_track_per_rule_in_the_engines_order(exported, engine, variant):
+    tracks = _findings_track(variant, exported)
+    rows = engine[engine["trace"] == variant]
+    assert list(tracks) == list(dict.fromkeys(rows["rule"]))  # tid 1 is the rule of the biggest saving
+    for rule, slices in tracks.items():
+        expected = rows[rows["rule"] == rule]
+        assert len(slices) == sum(len(evidence) for evidence in expected["evidence"])
+        assert {s["args"]["title"] for s in slices} == set(expected["title"])
+        assert all(s["args"]["rule"] == rule and s["args"]["fix"] and s["args"]["detail"] for s in slices)
 
 
-def test_findings_mark_cudnns_plan_build(exported):
-    (plan,) = _findings("sdpa_cudnn", exported)
-    assert plan["name"].startswith("cuDNN plan build: first call 869.3 ms")
-    assert plan["dur"] == pytest.approx(869337.529, abs=0.001)
-    assert plan["args"]["plan_ms"] > 100
+def test_findings_track_marks_each_steady_naive_memcpy_with_the_finding(exported, engine):
+    copies = _findings_track("naive", exported)["hidden_copy"]
+    (row,) = engine[(engine["trace"] == "naive") & (engine["rule"] == "hidden_copy")].itertuples()
+    assert len(copies) == 5  # one per copy of the 5 steady steps; step 0 is cold
+    for copy in copies:
+        assert copy["name"] == "Memcpy DtoD (Device -> Device)"
+        assert copy["args"]["title"] == "1 Memcpy DtoD of 512 MiB per step from aten::masked_fill"
+        assert copy["args"]["severity"] == "high" and copy["args"]["source"] == "memcpy"
+        assert copy["args"]["fix"] == "use masked_fill_ (in place) instead of masked_fill"
+        assert copy["args"]["saving_us_per_step"] == pytest.approx(row.saving_us_per_step)
+    # Each slice lies exactly over one of the trace's own copies, all but the first step's.
+    memcpys = sorted((e["ts"], e["dur"]) for e in read_events(exported[1]["naive"]["findings"][0])
+                     if e.get("cat") == "gpu_memcpy")
+    assert sorted((c["ts"], c["dur"]) for c in copies) == memcpys[1:]
+    assert "hidden_copy" not in _findings_track("naive_inplace", exported)
+
+
+def test_findings_track_marks_every_simt_gemm_of_the_math_backend(exported):
+    gemms = _findings_track("sdpa_math", exported)["simt_gemm"]
+    assert len(gemms) == 10  # 2 per steady step
+    assert all("_ffma_" in g["name"] and g["args"]["severity"] == "high" for g in gemms)
+    assert all(g["args"]["saving_us_per_step"] > 0 and "fused backend" in g["args"]["fix"] for g in gemms)
+    kernels = {(e["ts"], e["dur"], e["name"]) for e in read_events(exported[1]["sdpa_math"]["findings"][0])
+               if e.get("cat") == "kernel"}
+    assert {(g["ts"], g["dur"], g["name"]) for g in gemms} <= kernels
+    assert "simt_gemm" not in _findings_track("sdpa_flash", exported)
+
+
+def test_findings_track_puts_cudnns_cold_start_on_its_first_call(exported):
+    slices = _findings_track("sdpa_cudnn", exported)["cold_start"]
+    assert all(s["args"]["title"].endswith(": cuDNN") and s["args"]["saving_us_per_step"] is None for s in slices)
+    calls = sorted((e["ts"], e["dur"]) for e in read_events(SAMPLE_TRACES / "sdpa_cudnn.json.gz")
+                   if e["name"] == "aten::_scaled_dot_product_cudnn_attention")
+    (first_call,) = [s for s in slices if s["name"] == "aten::_scaled_dot_product_cudnn_attention"]
+    assert (first_call["ts"], first_call["dur"]) == pytest.approx(calls[0], abs=0.001)
+    assert first_call["dur"] == pytest.approx(869337.529, abs=0.001)
+
+
+def test_a_trace_without_findings_gets_no_findings_track(tmp_path):
+    db = tmp_path / "cpu.duckdb"
+    con = connect(db)
+    assert load_file(con, CPU_TRACE).status == "loaded"
+    assert run_findings(con).empty  # the premise: no rule finds anything in this CPU-only capture
+    plain = export(con, tmp_path / "plain.json", trace="naive_cpu")
+    with_findings = export(con, tmp_path / "findings.json", trace="naive_cpu", findings=True)
+    con.close()
+    assert with_findings[1] == plain[1]
+    assert not [e for e in read_events(with_findings[0]) if e["pid"] == FINDINGS_PID]
+
+
+def test_traces_exported_together_share_one_track_per_rule(tmp_path):
+    # Two ranks of one job (their own pids): rank 0 has SIMT GEMMs and a low-occupancy NCCL kernel,
+    # rank 1 only the latter; its track is the same track for both.
+    db = tmp_path / "ranks.duckdb"
+    con = connect(db)
+    for rank in (0, 1):
+        trace_file = TEST_DATA / "foreign" / f"rtx4090_tp2_rank{rank}_nccl_allreduce.json.gz"
+        assert load_file(con, trace_file).status == "loaded"
+    found = run_findings(con)
+    path, _, _ = export(con, tmp_path / "ranks.json", sql="SELECT * FROM events WHERE cat = 'cpu_op'", findings=True)
+    con.close()
+    events = [e for e in read_events(path) if e["pid"] == FINDINGS_PID]
+    # One track per rule, in the engine's ranking (slices that overlap on one go to a lane beside it).
+    names = [(e["tid"], e["args"]["name"]) for e in events
+             if e["name"] == "thread_name" and isinstance(e["tid"], int)]
+    rules = list(dict.fromkeys(found["rule"]))
+    assert names == list(enumerate(rules, start=1))
+    assert {"simt_gemm", "low_occupancy"} <= set(rules)
+    track_of = dict((rule, track) for track, rule in names)
+    on_track = {(e["args"]["rule"], e["args"]["trace"]) for e in events if e["ph"] == "X"}
+    assert on_track == set(zip(found["rule"], found["trace"]))
+    # The NCCL kernel's low occupancy on both ranks is one track; only rank 0 has SIMT GEMMs.
+    assert {("low_occupancy", f"rtx4090_tp2_rank{r}_nccl_allreduce") for r in (0, 1)} <= on_track
+    assert ("simt_gemm", "rtx4090_tp2_rank1_nccl_allreduce") not in on_track
+    assert {e["tid"] for e in events if e["ph"] == "X" and e["args"]["rule"] == "low_occupancy"} <= {
+        track_of["low_occupancy"], f"{track_of['low_occupancy']} overlap 1"}
 
 
 def test_export_of_an_sql_selection_keeps_track_names(sample_db, tmp_path):

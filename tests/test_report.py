@@ -17,8 +17,10 @@ from tracekit.database import connect
 from tracekit.loader import load_file
 from tracekit.named_queries import run_named
 from tracekit.report import build_report, render
-from tracekit.report.data import collect
-from tracekit.report.findings import findings
+from tracekit.findings_engine import rules, run_findings
+from tracekit.report import figures
+from tracekit.report.data import load
+from tracekit.report.findings_section import CARDS_PER_RULE
 
 CHART_IDS = ["chart-gpu-by-class", "chart-timeline", "chart-kernels-per-step", "chart-memcpy-bytes",
              "chart-tensor-core", "chart-cudnn-plan", "chart-occupancy"]
@@ -35,10 +37,11 @@ def sample_html(sample_db):
 
 
 @pytest.fixture(scope="module")
-def sample_findings(sample_db):
+def engine(sample_db):
+    """The findings engine's rows on the sample traces: what the report must show."""
     con = connect(sample_db, read_only=True)
     try:
-        return {f.topic: f for f in findings(collect(con))}
+        return run_findings(con)
     finally:
         con.close()
 
@@ -141,48 +144,132 @@ def test_charts_show_the_data(sample_html):
     assert any(t.startswith("sdpa_math · gemm: 1,840.9 µs per step") for t in tips)
 
 
-def test_findings_are_computed_from_the_data(sample_findings, sample_html):
-    memcpy = sample_findings["memcpy"].lines
-    naive = next(line for line in memcpy if line.startswith("naive:"))
-    assert "1 Memcpy DtoD of 512 MiB per step from aten::masked_fill" in naive
-    assert "naive_inplace: none" in memcpy
-    flash = next(line for line in sample_findings["occupancy"].lines if line.startswith("sdpa_flash:"))
-    assert "flash_fwd_kernel at 13% estimated occupancy" in flash
-    cudnn = next(line for line in sample_findings["cudnn"].lines if line.startswith("sdpa_cudnn:"))
-    assert "869.3 ms spent building the plan" in cudnn
-    assert sample_findings["speed"].title.startswith("sdpa_default is the fastest: 100.6 µs")
-    assert "22.6× faster than naive" in sample_findings["speed"].title
-    assert "sdpa_math runs its GEMMs as FP32 SIMT" in sample_findings["gemm"].title
-    assert sample_findings["kernels"].title.startswith("sdpa_math launches the most kernels: 20 per step")
-    # The page holds the same sentences.
-    assert "aten::masked_fill" in sample_html and "naive_inplace: none" in sample_html
+class _Findings(HTMLParser):
+    """The findings section: its rule groups in order, each with its cards and its folded list."""
+
+    def __init__(self):
+        super().__init__()
+        self.groups, self._text, self._into = [], None, None
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        classes = (attrs.get("class") or "").split()
+        if "rule-group" in classes:
+            self.groups.append({"rule": attrs["data-rule"], "cards": [], "more": []})
+        elif "finding" in classes:
+            self.groups[-1]["cards"].append({"rule": attrs["data-rule"], "trace": attrs["data-trace"],
+                                             "severity": attrs["data-severity"], "tone": classes[1]})
+        elif tag == "p" and self.groups and self.groups[-1]["cards"] and classes:
+            self._text, self._into = [], (self.groups[-1]["cards"][-1], classes[0])
+        elif tag == "li" and "data-trace" in attrs:
+            self._text, self._into = [], (attrs["data-trace"], None)
+
+    def handle_endtag(self, tag):
+        if self._text is None or tag not in ("p", "li"):
+            return
+        text = "".join(self._text).strip()
+        target, key = self._into
+        if key is None:
+            self.groups[-1]["more"].append((target, text))
+        else:
+            target[key] = text
+        self._text = None
+
+    def handle_data(self, data):
+        if self._text is not None:
+            self._text.append(data)
+
+
+def finding_groups(html):
+    parser = _Findings()
+    parser.feed(re.search(r'<section id="findings">.*?</section>', html, flags=re.S).group(0))
+    return parser.groups
+
+
+def test_findings_are_the_engines_rows_grouped_by_rule_in_its_ranking(sample_html, engine):
+    groups = finding_groups(sample_html)
+    assert [g["rule"] for g in groups] == list(dict.fromkeys(engine["rule"]))
+    for group in groups:
+        rows = engine[engine["rule"] == group["rule"]]
+        cards = [(c["trace"], c["severity"], c["title"], c["detail"], c["fix"]) for c in group["cards"]]
+        expected = [(r.trace, r.severity, r.title, r.detail, "Fix: " + r.fix) for r in rows.itertuples()]
+        assert cards == expected[:CARDS_PER_RULE]
+        assert [trace for trace, _ in group["more"]] == list(rows["trace"])[CARDS_PER_RULE:]
+        assert all(c["tone"] == c["severity"] for c in group["cards"])
+    assert sum(len(g["cards"]) + len(g["more"]) for g in groups) == len(engine)
+
+
+def test_the_articles_findings_are_cards_with_their_fix_and_saving(sample_html):
+    cards = {(c["rule"], c["trace"]): c for g in finding_groups(sample_html) for c in g["cards"]}
+    copy = cards["hidden_copy", "naive"]
+    assert copy["title"] == "1 Memcpy DtoD of 512 MiB per step from aten::masked_fill"
+    assert copy["tone"] == "high" and copy["fix"] == "Fix: use masked_fill_ (in place) instead of masked_fill"
+    assert copy["saving"] == "Saves about 253.7 µs per step"
+    simt = cards["simt_gemm", "sdpa_math"]
+    assert simt["saving"] == "Saves about 1,365.6 µs per step" and "fused backend" in simt["fix"]
+    cudnn = cards["cold_start", "sdpa_cudnn"]
+    assert cudnn["title"].endswith(": cuDNN") and "saving" not in cudnn  # a one-time cost: no saving per step
+    assert ("hidden_copy", "naive_inplace") not in cards and ("simt_gemm", "sdpa_flash") not in cards
+
+
+def test_many_findings_of_a_rule_are_capped_and_counted(sample_html, engine):
+    (group,) = [g for g in finding_groups(sample_html) if g["rule"] == "low_occupancy"]
+    total = int((engine["rule"] == "low_occupancy").sum())
+    assert total > CARDS_PER_RULE  # the samples have more than fit: the rest are folded, not dropped
+    assert len(group["cards"]) == CARDS_PER_RULE and len(group["more"]) == total - CARDS_PER_RULE
+    assert f"{total - CARDS_PER_RULE} more low_occupancy finding(s)</summary>" in sample_html
+
+
+def test_past_the_folded_list_only_a_count_is_left(sample_db, engine, monkeypatch):
+    from tracekit.report import findings_section
+    monkeypatch.setattr(findings_section, "LISTED_PER_RULE", 2)
+    data = load(sample_db)
+    html, markdown = render(data, "html"), render(data, "markdown")
+    (group,) = [g for g in finding_groups(html) if g["rule"] == "low_occupancy"]
+    left = int((engine["rule"] == "low_occupancy").sum()) - CARDS_PER_RULE - 2
+    traces = list(engine[engine["rule"] == "low_occupancy"]["trace"])
+    assert left > 0 and [t for t, _ in group["more"]] == traces[CARDS_PER_RULE:CARDS_PER_RULE + 2]
+    assert f"<li>… and {left} more</li>" in html
+    more = next(line for line in markdown.splitlines() if "more low_occupancy finding(s): " in line)
+    assert more.endswith(f"; and {left} more")
 
 
 def test_findings_change_when_the_data_does(tmp_path):
-    con = connect(db_with(tmp_path, "naive_inplace", "sdpa_flash"), read_only=True)
+    db = db_with(tmp_path, "naive_inplace", "sdpa_flash")
+    html = build_report(db)
+    con = connect(db, read_only=True)
     try:
-        found = {f.topic: f for f in findings(collect(con))}
+        expected = run_findings(con)
     finally:
         con.close()
-    assert found["speed"].title.startswith("sdpa_flash is the fastest: 158.4 µs")
-    assert any("No naive trace" in line for line in found["speed"].lines)
-    assert found["memcpy"].title == "No variant copies memory in its steady steps."
-    assert found["cudnn"].title == "No trace calls cuDNN attention."
-    assert found["gemm"].title == "Every GEMM runs on Tensor Cores."
-    assert "sdpa_math" not in " ".join(f.title + " ".join(f.lines) for f in found.values())
+    cards = [(c["rule"], c["trace"], c["title"]) for g in finding_groups(html) for c in g["cards"]]
+    assert cards and sorted(cards) == sorted(expected[["rule", "trace", "title"]].itertuples(index=False, name=None))
+    assert not {"hidden_copy", "simt_gemm"} & {rule for rule, _, _ in cards}
+    assert "sdpa_math" not in re.search(r'<section id="findings">.*?</section>', html, flags=re.S).group(0)
 
 
 def test_report_on_a_trace_without_gpu_work(tmp_path):
     path = tmp_path / "cpu.duckdb"
     con = connect(path)
     load_file(con, CPU_TRACE)
+    assert run_findings(con).empty
     con.close()
     html = build_report(path)
     assert len(table_rows(html)) == 1
-    assert "No trace ran any GPU work." in html
+    assert "no GPU work" in html and finding_groups(html) == []
+    assert "No finding rule found anything in these traces." in html
     for chart_id in CHART_IDS:
         svg(html, chart_id)
-    assert "No trace calls cuDNN attention." in build_report(path, "markdown")
+    markdown = build_report(path, "markdown")
+    assert "## Findings\n\nNo finding rule found anything in these traces.\n" in markdown
+
+
+def test_the_occupancy_charts_threshold_is_the_low_occupancy_rules(sample_html):
+    assert figures.LOW_OCCUPANCY_PCT == float(rules()["low_occupancy"].params["max_pct"][0]) == 25.0
+    chart = svg(sample_html, "chart-occupancy")
+    fills = {trace: {r.get("fill") for r in chart_row(chart, trace).findall(f"{SVG_NS}rect")}
+             for trace in ("sdpa_flash", "sdpa_efficient")}
+    assert fills == {"sdpa_flash": {figures.BAD}, "sdpa_efficient": {"#4e79a7"}}  # 13% red; 25% is not below 25
 
 
 def test_the_page_is_self_contained(sample_html):
@@ -192,7 +279,7 @@ def test_the_page_is_self_contained(sample_html):
     assert "<link" not in sample_html.lower()
 
 
-def test_markdown_prints_the_table_and_findings(sample_db):
+def test_markdown_prints_the_table_and_findings(sample_db, engine):
     result = invoke("report", "--db", sample_db, "-f", "markdown")
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
@@ -201,9 +288,21 @@ def test_markdown_prints_the_table_and_findings(sample_db):
     assert [r.split("|")[1].strip() for r in rows][:2] == ["sdpa_default", "sdpa_cudnn"]
     assert rows[-1].startswith("| sdpa_math | 5,128.7 |")
     assert not lines[header + 10].startswith("|")
-    assert "## Findings" in result.output
-    assert "  - naive_inplace: none" in lines
     assert "<svg" not in result.output
+    findings = result.output[result.output.index("## Findings"):]
+    assert ("- **high · naive: 1 Memcpy DtoD of 512 MiB per step from aten::masked_fill** "
+            "(saves about 253.7 µs per step)\n  - 5 copies in 5 steady step(s)") in findings
+    assert "  - Fix: use masked_fill\\_ (in place) instead of masked_fill\n" in findings
+    # Rules in the engine's order, each with its count; past the cap, one line names the rest.
+    headings = [line for line in lines if line.startswith("### ")]
+    assert [h.split()[1] for h in headings] == list(dict.fromkeys(engine["rule"]))
+    occupancy = engine[engine["rule"] == "low_occupancy"]
+    assert f"### low_occupancy ({len(occupancy)}): kernels whose launch lets few warps" in findings
+    hidden = len(occupancy) - CARDS_PER_RULE
+    more = next(line for line in lines if line.startswith(f"- {hidden} more low_occupancy finding(s): "))
+    assert len(re.findall(r"\((?:high|medium|low|info)\): ", more)) == hidden
+    assert "sdpa_flash (info): void pytorch_flash::flash_fwd_kernel" in more
+    assert "(\\_\\_launch_bounds\\_\\_," in findings and "(__launch_bounds__," not in findings
 
 
 def test_cli_writes_html_to_report_html_by_default(sample_db, isolated_cwd):
@@ -237,7 +336,6 @@ def test_errors_are_one_line_and_exit_1(tmp_path, sample_db, fresh_db):
 
 def test_render_rejects_an_unknown_format(sample_db):
     from tracekit.errors import TracekitError
-    from tracekit.report.data import load
     with pytest.raises(TracekitError, match="unknown report format"):
         render(load(sample_db), "pdf")
 

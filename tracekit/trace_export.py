@@ -201,8 +201,7 @@ def export(con, out, *, trace=None, sql=None, findings=False):
     traces = sorted({e["trace"] for e in events})
     if findings:
         from tracekit.findings_track import findings_events
-        for name in traces:
-            events += findings_events(con, name)
+        events += findings_events(con, traces)
     events, moved, lanes = assign_lanes(events)
     first = min((e["ts_ns"] for e in events if e["ts_ns"] is not None), default=0)
     for event in events:

@@ -43,7 +43,8 @@ def open_command(trace_file, trace_name, db, port, no_browser):
               help="Export the events this query selects (SELECT * FROM events WHERE ...): the SQL itself, "
                    "- to read it from standard input, or @FILE.sql.")
 @click.option("--findings", is_flag=True,
-              help="Add a 'tracekit findings' track: Memcpys and their ops, SIMT GEMMs, cuDNN's plan build.")
+              help="Add a 'tracekit findings' process: a track per finding rule (see `tracekit findings`), "
+                   "a slice over each event a finding rests on, the finding in its args.")
 @click.option("--allow-files", is_flag=True, help="Let --sql read your own files too; it still never writes.")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
               help="The trace to write (.json or .json.gz).")

@@ -6,8 +6,9 @@
     html = build_report(db="tracekit.duckdb")            # or db=None: ./tracekit.duckdb, else the samples
     text = build_report(fmt="markdown")
 
-The numbers come from the named queries (summary, memcpy, gemm_classes, occupancy,
-cudnn_plan_time) and the public views; the findings are computed from them.
+The numbers come from the named queries (summary, gemm_classes, occupancy, cudnn_plan_time)
+and the public views; the findings are the findings engine's rows (queries/findings/), as
+`tracekit findings` lists them.
 """
 
 import sys
@@ -20,16 +21,13 @@ FORMATS = ("html", "markdown")
 
 def render(data, fmt="html"):
     """The report of a ReportData in `fmt` (html or markdown)."""
-    from tracekit.report.findings import findings
-
-    items = findings(data)
     if fmt == "html":
         from tracekit.report.figures import figures
         from tracekit.report.html import page
-        return page(data, items, figures(data))
+        return page(data, figures(data))
     if fmt == "markdown":
         from tracekit.report.markdown import markdown
-        return markdown(data, items)
+        return markdown(data)
     raise TracekitError(f"unknown report format {fmt!r} (choose from {', '.join(FORMATS)})")
 
 

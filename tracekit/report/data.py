@@ -1,4 +1,5 @@
-"""SQL → the numbers a report shows: named queries plus a few report-only queries on the views.
+"""SQL → the numbers a report shows: named queries, a few report-only queries on the views, and
+the findings engine's rows.
 
 Everything per step is over the steady steps (view steady_steps), the same steps the `summary`
 query averages over; a trace without ProfilerStep#N counts as one step holding all its GPU work.
@@ -9,6 +10,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from tracekit.errors import TracekitError
+from tracekit.findings_engine import run_findings
 from tracekit.named_queries import run_named, run_sql
 
 # GPU work of the steady steps (or of the whole trace when it has no steps), one row per
@@ -36,19 +38,6 @@ SELECT w.trace, w.cls AS kernel_class, count(*) / coalesce(any_value(n.steps), 1
 FROM w LEFT JOIN n ON n.trace = w.trace
 GROUP BY w.trace, w.cls
 ORDER BY w.trace, us_per_step DESC, kernel_class
-"""
-
-# Memcpys of the steady steps, per kind and chain of causing CPU ops.
-_STEADY_MEMCPY = f"""
-WITH w AS ({_STEADY_WORK}),
-n AS (SELECT trace, count(*) AS steps FROM steady_steps GROUP BY trace)
-SELECT w.trace, w.kind, w.cpu_op_path AS caused_by, count(*) AS memcpy_count,
-       coalesce(sum(w.bytes), 0) AS memcpy_bytes, sum(w.dur_us) AS memcpy_us,
-       coalesce(any_value(n.steps), 1) AS steps
-FROM w LEFT JOIN n ON n.trace = w.trace
-WHERE w.cls = 'memcpy'
-GROUP BY w.trace, w.kind, w.cpu_op_path
-ORDER BY w.trace, memcpy_bytes DESC, w.kind, caused_by
 """
 
 # The steady step whose GPU time is the median (lower middle on an even count, earliest on
@@ -81,12 +70,11 @@ class ReportData:
     summary: pd.DataFrame    # named query summary, fastest first
     traces: pd.DataFrame     # view traces: variant, device, metadata
     by_class: pd.DataFrame   # GPU µs per steady step of each kernel class
-    memcpy: pd.DataFrame     # named query memcpy (all steps)
-    steady_memcpy: pd.DataFrame  # memcpys of the steady steps by kind and cause
     gemm: pd.DataFrame       # named query gemm_classes
     occupancy: pd.DataFrame  # named query occupancy (per kernel name)
     plans: pd.DataFrame      # named query cudnn_plan_time
     timeline: pd.DataFrame   # GPU work of one (the median) steady step per trace
+    findings: pd.DataFrame   # the findings engine's rows, ranked (tracekit.findings_engine)
 
     @property
     def order(self):
@@ -109,12 +97,11 @@ def collect(con, source=""):
         summary=summary,
         traces=run_sql(con, _TRACES),
         by_class=run_sql(con, _BY_CLASS),
-        memcpy=run_named(con, "memcpy"),
-        steady_memcpy=run_sql(con, _STEADY_MEMCPY),
         gemm=run_named(con, "gemm_classes"),
         occupancy=run_named(con, "occupancy"),
         plans=run_named(con, "cudnn_plan_time"),
         timeline=run_sql(con, _TIMELINE),
+        findings=run_findings(con),
     )
 
 

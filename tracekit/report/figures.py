@@ -6,11 +6,14 @@ line of every chart.
 
 from dataclasses import dataclass
 
+from tracekit.findings_engine import rules
 from tracekit.report import charts, units
 from tracekit.report.data import present, top_kernel_rows
-from tracekit.report.findings import LOW_OCCUPANCY_PCT
 
 GOOD, BAD = "#59a14f", "#e15759"
+# Below this occupancy a kernel is drawn red: the low_occupancy rule's own threshold, so the
+# chart and the findings agree and the number lives in one place (queries/findings/low_occupancy.sql).
+LOW_OCCUPANCY_PCT = float(rules()["low_occupancy"].params["max_pct"][0])
 
 
 @dataclass

@@ -5,11 +5,13 @@ from html import escape
 from tracekit import __version__
 from tracekit.report import units
 from tracekit.report.data import present
+from tracekit.report.findings_section import html_section
 from tracekit.report.table import COLUMNS, table_frame
 
 _CSS = """
 :root { --ink:#1f2933; --muted:#5f6b7a; --line:#e3e6eb; --bg:#f5f6f8; --card:#fff;
-        --good:#2f7d32; --bad:#c0392b; --info:#4e79a7; }
+        --good:#2f7d32; --bad:#c0392b; --info:#7b8794;
+        --high:#c0392b; --medium:#e07b1f; --low:#c9a227; }
 * { box-sizing:border-box; }
 body { margin:0; background:var(--bg); color:var(--ink);
        font:14px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif; }
@@ -27,14 +29,26 @@ h3 { font-size:14.5px; margin:0 0 2px; font-weight:650; }
 .kpi .k { color:var(--muted); font-size:12px; text-transform:uppercase; letter-spacing:.04em; }
 .kpi .v { font-size:22px; font-weight:650; font-variant-numeric:tabular-nums; margin:2px 0; }
 .kpi .s { color:var(--muted); font-size:12.5px; }
-.findings { columns:2; column-gap:12px; }
+.overview { color:var(--muted); margin:-4px 0 10px; }
+.rule-group { margin:0 0 18px; }
+.rule-group h3 { font-size:15px; margin:0; } .rule-group h3 .count { color:var(--muted); font-weight:500; }
+.rule-group .cap { color:var(--muted); font-size:12.5px; margin:0 0 8px; }
+.findings { display:grid; grid-template-columns:1fr 1fr; gap:12px; align-items:start; margin:0 0 10px; }
 .finding { background:var(--card); border:1px solid var(--line); border-left:4px solid var(--info);
-           border-radius:8px; padding:12px 16px; break-inside:avoid; margin:0 0 12px; }
-.finding.bad { border-left-color:var(--bad); } .finding.good { border-left-color:var(--good); }
-.finding .topic { font-size:11.5px; text-transform:uppercase; letter-spacing:.05em; color:var(--muted); }
-.finding p { margin:2px 0 6px; font-weight:600; }
-.finding ul { margin:0; padding-left:18px; color:#3a4450; font-size:13px; }
-.finding li { margin:2px 0; }
+           border-radius:8px; padding:12px 16px; overflow-wrap:anywhere; }
+.finding.high { border-left-color:var(--high); } .finding.medium { border-left-color:var(--medium); }
+.finding.low { border-left-color:var(--low); } .finding.info { border-left-color:var(--info); }
+.finding .topic { font-size:12px; color:var(--muted); font-weight:600; }
+.sev { display:inline-block; font-size:10.5px; text-transform:uppercase; letter-spacing:.05em; color:#fff;
+       background:var(--info); border-radius:3px; padding:0 5px; margin-right:4px; font-weight:650; }
+.high .sev, .sev.high { background:var(--high); } .medium .sev, .sev.medium { background:var(--medium); }
+.low .sev, .sev.low { background:var(--low); } .info .sev, .sev.info { background:var(--info); }
+.finding p { margin:3px 0; font-size:13px; color:#3a4450; }
+.finding p.title { font-weight:600; font-size:14px; color:var(--ink); }
+.finding p.saving { color:var(--good); }
+details.more { margin:-4px 0 0; font-size:13px; color:#3a4450; }
+details.more summary { cursor:pointer; color:var(--muted); }
+details.more li { margin:2px 0; }
 .card { background:var(--card); border:1px solid var(--line); border-radius:8px; padding:16px 18px;
         box-shadow:0 1px 2px rgba(16,24,40,.05); }
 .tablewrap { overflow-x:auto; padding:0; }
@@ -63,7 +77,7 @@ svg.chart .legend { fill:#3a4450; font-size:11.5px; }
 svg.chart rect:hover { opacity:.8; }
 footer { color:var(--muted); font-size:12.5px; margin:36px 0 40px; border-top:1px solid var(--line); padding-top:14px; }
 footer p { margin:4px 0; }
-@media (max-width:900px) { .kpis { grid-template-columns:1fr 1fr; } .findings { columns:1; } .figs { grid-template-columns:1fr; } }
+@media (max-width:900px) { .kpis { grid-template-columns:1fr 1fr; } .findings { grid-template-columns:1fr; } .figs { grid-template-columns:1fr; } }
 @media print { header { background:#fff; color:#000; } .kpi, .card, .finding { box-shadow:none; } }
 """
 
@@ -131,16 +145,6 @@ def _kpis(data):
     return '<div class="kpis">' + "".join(cards) + "</div>"
 
 
-def _findings(items):
-    cards = []
-    for f in items:
-        lines = "".join(f"<li>{_e(line)}</li>" for line in f.lines)
-        cards.append(f'<div class="finding {_e(f.tone)}" data-topic="{_e(f.topic)}">'
-                     f'<div class="topic">{_e(f.topic)}</div><p>{_e(f.title)}</p>'
-                     + (f"<ul>{lines}</ul>" if lines else "") + "</div>")
-    return '<section id="findings"><h2>Findings</h2><div class="findings">' + "".join(cards) + "</div></section>"
-
-
 def _cell(column, row, descriptions, widest):
     value = row[column.key]
     text = _e(column.text(value))
@@ -184,7 +188,7 @@ def _figures(figs):
     return '<section id="charts"><h2>Charts</h2><div class="figs">' + "".join(parts) + "</div></section>"
 
 
-def page(data, findings, figures):
+def page(data, figures):
     """The whole report as one HTML document."""
     title = f"tracekit report · {len(data.summary)} variant(s)"
     return ("<!DOCTYPE html>\n"
@@ -192,10 +196,11 @@ def page(data, findings, figures):
             f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>"
             f'<header><div class="wrap"><div class="over">tracekit report</div><h1>{_e(_headline(data))}</h1>'
             f'<div class="meta">{_context(data)}</div></div></header>'
-            f'<main class="wrap">{_kpis(data)}{_findings(findings)}{_table(data)}{_figures(figures)}'
+            f'<main class="wrap">{_kpis(data)}{html_section(data.findings)}{_table(data)}{_figures(figures)}'
             "<footer><p>Steady steps are every ProfilerStep but the first, the cold call that pays for "
             "cuDNN plans, torch.compile and allocator warm-up. GPU time is the sum of kernel, memcpy and "
             "memset durations. Occupancy is the profiler's estimate; it records 0 when it has none.</p>"
             f"<p>Generated by tracekit {_e(__version__)} (<code>tracekit report</code>) from the named queries "
-            "summary, memcpy, gemm_classes, occupancy and cudnn_plan_time. This file is self-contained: "
+            "summary, gemm_classes, occupancy and cudnn_plan_time, and the findings of the rules in "
+            "queries/findings/ (<code>tracekit findings --list</code>). This file is self-contained: "
             "no scripts, no external resources.</p></footer></main></body></html>\n")

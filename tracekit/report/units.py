@@ -83,30 +83,3 @@ def short_kernel(name):
     if len(text) > SHORT_KERNEL_CHARS:
         text = text[:SHORT_KERNEL_CHARS - 1] + "…"
     return text
-
-
-def _chain(path):
-    """An op chain's ops, without the ProfilerStep#N range that encloses everything in a step."""
-    if missing(path):
-        return []
-    return [p.strip() for p in str(path).split(" → ") if p.strip() and not p.strip().startswith("ProfilerStep#")]
-
-
-def first_op(path):
-    """The outermost op of an op chain: 'aten::masked_fill → aten::clone' → 'aten::masked_fill'."""
-    ops = _chain(path)
-    return ops[0] if ops else None
-
-
-def rest_of_chain(path):
-    """The ops after the first of a chain, or None."""
-    ops = _chain(path)
-    return " → ".join(ops[1:]) if len(ops) > 1 else None
-
-
-def join_names(names):
-    """['a', 'b', 'c'] → 'a, b and c'."""
-    names = list(names)
-    if len(names) <= 1:
-        return "".join(names)
-    return ", ".join(names[:-1]) + " and " + names[-1]
