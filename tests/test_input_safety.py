@@ -238,3 +238,20 @@ def test_a_list_of_objects_split_between_two_reads_is_not_held_back(tmp_path, mo
     finally:
         con.close()
     assert max(sizes) < held + (12 << 10)  # nothing held back beyond the window and a few reads
+
+
+def test_bytes_that_are_not_utf8_in_an_event_are_one_line_and_lenient_drops_the_event(tmp_path):
+    # DuckDB quotes the bad bytes in its error, which its Python client cannot decode: found by
+    # tests/test_loader_properties.py's mutations.
+    data = gzip.decompress((SAMPLE_TRACES / "sdpa_flash.json.gz").read_bytes())
+    at = data.index(b'"name": "aten::empty"')
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(data[:at] + b'"name": "aten::\xc2A"' + data[at + len(b'"name": "aten::empty"'):])
+    db = tmp_path / "t.duckdb"
+    result = invoke_cli("load", bad, "--db", db)
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"Error: {bad}") and "UTF-8" in lines[0]
+    lenient = invoke_cli("load", bad, "--db", db, "--lenient")
+    assert lenient.exit_code == 0, lenient.output
+    assert "dropped 1 event" in lenient.output

@@ -102,6 +102,10 @@ def read_fast(con, path, trace_id, progress=None):
         if feed.error is not None and isinstance(feed.error, TracekitError):
             raise feed.error from None
         raise FastReadRefused(str(exc).splitlines()[0]) from None
+    except UnicodeDecodeError:
+        # DuckDB's error quoted bytes of the file that are not UTF-8, which its Python client
+        # cannot decode: the exact read says what is wrong.
+        raise FastReadRefused("DuckDB refused the events (its message held bytes that are not UTF-8)") from None
     refused = con.execute(f"SELECT count(*) FROM event_rows WHERE trace_id = $trace_id AND ({_REFUSED})",
                           {"trace_id": trace_id}).fetchone()[0]
     if refused:
@@ -220,11 +224,14 @@ def _run_on_fifo(con, path, statement, params, lenient, progress, lines):
         writer.start()
         try:
             con.execute(statement, {"fifo": fifo, **params})
-        except duckdb.Error as exc:
+        except (duckdb.Error, UnicodeDecodeError) as exc:
             writer.release()
             writer.join(timeout=5)
             if writer.error is not None:
                 raise writer.error from None
+            if isinstance(exc, UnicodeDecodeError):
+                # DuckDB's message quoted the file's bytes, which are not UTF-8 there.
+                raise _EventsRefused(path, f"{BROKEN_JSON} (bytes that are not UTF-8; --lenient drops the event)") from None
             raise _EventsRefused(path, duckdb_problem(exc)) from None
         writer.join()
         if writer.error is not None:
