@@ -64,10 +64,12 @@ def trace_name_for(path):
 
 
 # DuckDB's memory for a load, shared by its workers: sorts and joins spill to disk beside the
-# database instead of holding gigabytes (1 GB trace: 0.7 GB peak). Not every operator can spill:
-# a 10 GB trace ran out at 600 MB, so the limit grows with the biggest trace, up to half the RAM.
+# database instead of holding gigabytes (1 GB trace: 0.7 GB peak). Not every operator of the
+# derivation can spill: a 10 GB trace (27 M events) ran out at 600 MB, so once the events are
+# read the limit grows with their number, up to half the RAM. By events, not bytes: the same
+# events pretty-printed by another tool take 2.3 times the bytes and need no more memory.
 MIN_LOAD_MEMORY_BYTES = 600 << 20
-LOAD_MEMORY_PER_TRACE_BYTE = 0.6
+LOAD_MEMORY_PER_EVENT_BYTES = 230
 # Two loads at once keep both cores busy (one is parsing while the other derives); past this
 # size one load fills them alone, and two would need twice the memory.
 PARALLEL_BELOW_BYTES = 256 << 20
@@ -93,7 +95,7 @@ def load_files(con, paths, *, replace=False, lenient=False, workers=None, progre
 
     publisher = Publisher()
     before = con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
-    con.execute(f"SET memory_limit = '{load_memory_limit(biggest) >> 20}MB'")
+    con.execute(f"SET memory_limit = '{MIN_LOAD_MEMORY_BYTES >> 20}MB'")
     try:
         yield from _load_all(con, paths, workers, publisher, replace, lenient, progress, stop)
     except BaseException:
@@ -109,13 +111,33 @@ def load_files(con, paths, *, replace=False, lenient=False, workers=None, progre
             pass  # DuckDB gave up on the database (a full disk): the load's own error says why
 
 
-def load_memory_limit(biggest):
-    """Bytes of memory DuckDB may use to load traces the biggest of which holds `biggest` bytes."""
+def load_memory_limit(events):
+    """Bytes of memory DuckDB may use to derive the tables of a trace of `events` events."""
     try:
         half_the_ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
     except (ValueError, OSError):
         half_the_ram = 4 << 30
-    return max(MIN_LOAD_MEMORY_BYTES, min(int(biggest * LOAD_MEMORY_PER_TRACE_BYTE), half_the_ram))
+    return max(MIN_LOAD_MEMORY_BYTES, min(events * LOAD_MEMORY_PER_EVENT_BYTES, half_the_ram))
+
+
+def _make_room(con, events):
+    """Raises DuckDB's memory limit (never lowers it: loads side by side share it) for deriving
+    a trace of `events` events."""
+    wanted = load_memory_limit(events)
+    current = con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
+    if wanted > MIN_LOAD_MEMORY_BYTES and wanted > _setting_bytes(current):
+        con.execute(f"SET memory_limit = '{wanted >> 20}MB'")
+
+
+def _setting_bytes(text):
+    """DuckDB's memory_limit as it prints it ('572.2 MiB', '1.3 GiB') in bytes."""
+    number, _, unit = text.partition(" ")
+    scale = {"bytes": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,
+             "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}.get(unit.strip(), 1)
+    try:
+        return int(float(number) * scale)
+    except ValueError:
+        return 0
 
 
 def _load_all(con, paths, workers, publisher, replace, lenient, progress, stop):
@@ -251,6 +273,7 @@ def _load_events(con, path, replace, read, lenient, deriving, stop, publisher, t
     # The file's own bytes: the content's for a plain file, hashed again for a gzip (a tenth the size).
     info.file_sha256 = file_sha256(path, lambda: stop.check(path)) if info.compressed else info.sha256
     events = con.execute("SELECT count(*) FROM event_rows WHERE trace_id = ?", [trace_id]).fetchone()[0]
+    _make_room(con, events)
     if info.cut_events:
         dropped[TRUNCATED] = info.cut_events
     if lenient and dropped and not events:
