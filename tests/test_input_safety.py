@@ -255,3 +255,16 @@ def test_bytes_that_are_not_utf8_in_an_event_are_one_line_and_lenient_drops_the_
     lenient = invoke_cli("load", bad, "--db", db, "--lenient")
     assert lenient.exit_code == 0, lenient.output
     assert "dropped 1 event" in lenient.output
+
+
+def test_an_event_of_70_mb_is_named_too_big_in_one_line(tmp_path):
+    trace = json.loads(gzip.decompress((SAMPLE_TRACES / "sdpa_flash.json.gz").read_bytes()))
+    kernel = next(e for e in trace["traceEvents"] if e.get("cat") == "kernel")
+    kernel["args"]["blob"] = "x" * (70 << 20)
+    big = tmp_path / "big_event.json"
+    big.write_text(json.dumps(trace))
+    result = invoke_cli("load", big, "--db", tmp_path / "t.duckdb")
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    (line,) = result.output.strip().splitlines()
+    assert line.startswith(f"Error: {big}: an event too big to read: tracekit reads events of up to 64 MB")
+    assert not (tmp_path / "t.duckdb").exists()

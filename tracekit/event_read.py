@@ -255,6 +255,11 @@ def duckdb_problem(exc):
         return f"{BROKEN_JSON} ({what} at character {offset} of event {int(value) - 1}; --lenient drops it)"
     if "Empty array with trailing data" in message:
         return f"{BROKEN_JSON} (at its first event; --lenient drops it)"
+    if message.startswith("Out of Memory Error"):
+        # Reading one array, DuckDB holds a whole event at once: an event of tens of MB (the fast
+        # read already refused one over 16 MB) does not fit the load's memory.
+        return (f"an event too big to read: tracekit reads events of up to {MAX_EVENT_BYTES >> 20} MB, within the"
+                f" load's memory limit ({message.splitlines()[0][len('Out of Memory Error: '):]})")
     not_object = _NOT_OBJECT.search(message)
     if not_object:
         number, kind = not_object.groups()
