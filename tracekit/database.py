@@ -147,12 +147,20 @@ def _connect_once(path, read_only):
         con = duckdb.connect(path, read_only=read_only)
     except duckdb.Error as exc:
         raise _friendly(exc, path) from None
-    try:
+    def set_up():
         if read_only:
             _check_schema(con, path)
         else:
             ensure_schema(con, path)
         _prepare(con)
+
+    return _set_up(con, path, set_up)
+
+
+def _set_up(con, path, set_up):
+    """`con` once `set_up()` has run; closed, with the error said in a database's terms, if it fails."""
+    try:
+        set_up()
     except DatabaseError:
         con.close()
         raise
@@ -180,7 +188,8 @@ def _attach_for_queries(path, allow_files):
     from tracekit.sql_sandbox import lock_down
 
     con = duckdb.connect(":memory:")
-    try:
+
+    def set_up():
         quoted = path.replace("'", "''")
         con.execute(f"ATTACH '{quoted}' AS tracekit (TYPE duckdb, READ_ONLY)")
         con.execute("USE tracekit")
@@ -189,13 +198,8 @@ def _attach_for_queries(path, allow_files):
         _check_schema(con, path)
         _prepare(con)
         lock_down(con, allow_files=allow_files)
-    except DatabaseError:
-        con.close()
-        raise
-    except duckdb.Error as exc:
-        con.close()
-        raise _friendly(exc, path) from None
-    return con
+
+    return _set_up(con, path, set_up)
 
 
 def worker_connection(con):
