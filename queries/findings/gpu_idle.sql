@@ -79,22 +79,17 @@ WITH busy AS (
     -- start) to the launch, look at its midpoint.
     SELECT s.trace, s.device, s.gap_start_us, s.pid, s.tid, (s.cpu_from_us + greatest(s.launch_us, s.cpu_from_us)) / 2 AS probe_us
     FROM split s WHERE s.gap_us > s.wait_us AND s.launch_end_us > s.gap_start_us
-), op_sweep AS (
-    -- CPU ops of one nesting depth never overlap on a thread, so the one open at a probe, if any,
-    -- is the latest of that depth to start before it: found by a sort per thread and depth.
-    SELECT x.*, max(x.op_ts_us) OVER (PARTITION BY x.trace, x.pid, x.tid, x.depth ORDER BY x.ts_us, x.is_probe
-                                      ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS last_op_us
-    FROM (SELECT c.trace, c.pid, c.tid, c.depth, c.ts_us, 0 AS is_probe, c.ts_us AS op_ts_us,
-                 CAST(NULL AS INTEGER) AS device, CAST(NULL AS DOUBLE) AS gap_start_us
-          FROM cpu_ops c JOIN (SELECT DISTINCT trace, pid, tid FROM probes) t USING (trace, pid, tid)
-          UNION ALL
-          SELECT p.trace, p.pid, p.tid, d.depth, p.probe_us, 1, CAST(NULL AS DOUBLE), p.device, p.gap_start_us
-          FROM probes p JOIN (SELECT DISTINCT trace, pid, tid, depth FROM cpu_ops) d USING (trace, pid, tid)) x
 ), open_ops AS (
-    SELECT s.trace, s.device, s.gap_start_us, c.name, c.cat, c.depth, c.op_id, c.ts_us, c.dur_us
-    FROM op_sweep s
-    JOIN cpu_ops c ON c.trace = s.trace AND c.pid = s.pid AND c.tid = s.tid AND c.depth = s.depth AND c.ts_us = s.last_op_us
-    WHERE s.is_probe = 1 AND s.ts_us <= c.ts_us + c.dur_us
+    -- CPU ops of one nesting depth never overlap on a thread, so the one open at a probe, if any,
+    -- is the latest of that depth to start at or before it: an ASOF join per thread and depth.
+    SELECT p.trace, p.device, p.gap_start_us, c.name, c.cat, c.depth, c.op_id, c.ts_us, c.dur_us
+    FROM (SELECT p.*, d.depth
+          FROM probes p JOIN (SELECT DISTINCT trace, pid, tid, depth FROM cpu_ops
+                              WHERE $trace IS NULL OR trace = $trace) d USING (trace, pid, tid)) p
+    ASOF JOIN (SELECT trace, pid, tid, depth, name, cat, op_id, ts_us, dur_us FROM cpu_ops
+               WHERE $trace IS NULL OR trace = $trace) c
+      ON c.trace = p.trace AND c.pid = p.pid AND c.tid = p.tid AND c.depth = p.depth AND c.ts_us <= p.probe_us
+    WHERE p.probe_us <= c.ts_us + c.dur_us
 ), busy_cpu AS (
     -- What the launching thread was doing: the outermost CPU op open (a record_function range where
     -- no op was, ProfilerStep#N aside); data loading where any op open says so.
