@@ -172,13 +172,24 @@ def _attribution(con, a, b, by, steps_a, steps_b, top):
 
 
 def _findings_change(con, a, b):
+    from concurrent.futures import ThreadPoolExecutor
+
     from tracekit.findings_engine import run_findings
 
+    catalog = con.execute("SELECT current_database()").fetchone()[0]
+
     def rules_of(trace):
-        found = run_findings(con, trace=trace)
+        cursor = con.cursor()  # a connection of its own per thread, on the same database
+        try:
+            cursor.execute(f'USE "{catalog}"')  # a cursor starts in its instance's default catalog
+            found = run_findings(cursor, trace=trace)
+        finally:
+            cursor.close()
         return {rule: title for rule, title in zip(found["rule"], found["title"])}
 
-    before, after = rules_of(a), rules_of(b)
+    # Side by side: much of a rule's plan runs on one core (sorts, windows over one thread's ops).
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        before, after = pool.map(rules_of, (a, b))
     appeared = sorted((rule, after[rule]) for rule in after.keys() - before.keys())
     gone = sorted((rule, before[rule]) for rule in before.keys() - after.keys())
     return appeared, gone
