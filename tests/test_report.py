@@ -382,3 +382,34 @@ def test_the_page_renders_in_chromium_without_console_errors(tmp_path, sample_ht
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     assert struct.unpack(">II", png[16:24]) == (1400, 3000)
     assert len(png) > 100_000, "a blank page compresses to a few KB; the report's screenshot does not"
+
+
+def _report_of(folder, files, fmt):
+    folder.mkdir(parents=True, exist_ok=True)
+    db = folder / "r.duckdb"
+    con = connect(db)
+    for file in files:
+        assert load_file(con, file).status == "loaded"
+    con.close()
+    return build_report(db=db, fmt=fmt)
+
+
+def test_a_trace_without_steps_is_said_to_count_as_one_step(tmp_path):
+    # A public CPU-only training trace with no ProfilerStep#N, and one beside a capture that has steps.
+    foreign = CPU_TRACE.parent.parent / "foreign" / "cpu_only_linear_train_step.json.gz"
+    alone = _report_of(tmp_path / "a", [foreign], "markdown")
+    assert "no trace has ProfilerStep#N steps: each counts as one step, its figures the whole trace's." in alone
+    assert "means over the steady steps" not in alone
+    mixed = _report_of(tmp_path / "b", [foreign, SAMPLE_TRACES / "naive.json.gz"], "markdown")
+    assert "a trace without ProfilerStep#N counts as one step, the whole trace." in mixed
+    stepped = _report_of(tmp_path / "c", [SAMPLE_TRACES / "naive.json.gz"], "markdown")
+    assert "per-step figures are means over the steady steps (all but the first)." in stepped
+
+
+def test_the_speed_up_card_says_when_naive_is_loaded_but_not_at_this_shape(tmp_path):
+    h200 = CPU_TRACE.parent.parent / "h200"
+    # naive in fp32 and flash at head dim 128: no trace shares naive's shape.
+    page = _report_of(tmp_path / "a", [h200 / "fp32" / "naive.json.gz", h200 / "hd128" / "sdpa_flash.json.gz"], "html")
+    assert "no naive trace of the same shape" in page and "no naive trace loaded" not in page
+    without = _report_of(tmp_path / "b", [h200 / "hd128" / "sdpa_flash.json.gz"], "html")
+    assert "no naive trace loaded" in without

@@ -126,6 +126,18 @@ def top_kernel_rows(data):
     return merged.drop(columns=["kernel"])
 
 
+def steps_wording(summary):
+    """What a per-step figure of these traces averages over, in a sentence's words: traces without
+    ProfilerStep#N (their CPU time per step is unknown) count as one step, the whole trace."""
+    stepped = summary["cpu_us_per_step"].notna()
+    if stepped.all():
+        return "per-step figures are means over the steady steps (all but the first)"
+    if not stepped.any():
+        return "no trace has ProfilerStep#N steps: each counts as one step, its figures the whole trace's"
+    return ("per-step figures are means over the steady steps (all but the first); a trace without "
+            "ProfilerStep#N counts as one step, the whole trace")
+
+
 def present(value):
     """True when a cell holds a value (not None/NaN/NA)."""
     return value is not None and not pd.isna(value)

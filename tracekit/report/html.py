@@ -132,7 +132,8 @@ def _kpis(data):
     ups = s[s["speedup_vs_naive"].notna() & (s["variant"] != "naive")]
     top = ups.loc[ups["speedup_vs_naive"].idxmax()] if not ups.empty else None
     cards.append(_kpi("Best speed-up vs naive", units.times(top.speedup_vs_naive) if top is not None else "—",
-                      top.trace if top is not None else "no naive trace loaded"))
+                      top.trace if top is not None else
+                      "no naive trace of the same shape" if (s["variant"] == "naive").any() else "no naive trace loaded"))
     copy = s.loc[s["memcpy_bytes_per_step"].idxmax()]
     cards.append(_kpi("Largest memcpy / step", units.bytes_text(copy.memcpy_bytes_per_step)
                       if copy.memcpy_bytes_per_step > 0 else "none",

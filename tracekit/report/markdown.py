@@ -2,6 +2,7 @@
 
 from tracekit.render import as_markdown
 from tracekit.rows import Rows
+from tracekit.report.data import steps_wording
 from tracekit.report.findings_section import markdown_section
 from tracekit.report.table import display_frame
 
@@ -9,7 +10,7 @@ from tracekit.report.table import display_frame
 def markdown(data):
     """Markdown text: a heading, the table (fastest first) and one bullet per finding."""
     lines = ["# tracekit report", "",
-             f"{len(data.summary)} trace(s) from {data.source or 'a tracekit database'}; per-step figures "
-             "are means over the steady steps (all but the first).", "",
+             f"{len(data.summary)} trace(s) from {data.source or 'a tracekit database'}; "
+             f"{steps_wording(data.summary)}.", "",
              "## Variants, fastest first", "", as_markdown(Rows.from_frame(display_frame(data))).rstrip(), ""]
     return "\n".join(lines) + "\n" + markdown_section(data.findings)
