@@ -11,9 +11,9 @@ busy time per steady step between the two traces. tests/test_findings.py asserts
 import argparse
 from pathlib import Path
 
-from tracekit.database import connect, connect_for_queries
-from tracekit.findings_engine import run_findings
-from tracekit.loader import load_file
+from tracekit.store.database import connect, connect_for_queries
+from tracekit.analysis.findings_engine import run_findings
+from tracekit.ingest.loader import load_file
 
 ROOT = Path(__file__).resolve().parent.parent
 # (rule, before, after): after is the before trace with the rule's fix applied.

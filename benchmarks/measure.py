@@ -58,8 +58,8 @@ print(json.dumps({{"seconds": seconds, "rows": rows}}))
 """
 QUERY_CODE = """
 import json, sys, time
-from tracekit.database import connect
-from tracekit.named_queries import named_queries, run_named
+from tracekit.store.database import connect
+from tracekit.analysis.named_queries import named_queries, run_named
 con = connect(sys.argv[1], read_only=True)
 out = {}
 for name in named_queries():

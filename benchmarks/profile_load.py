@@ -1,6 +1,6 @@
 """Where `tracekit load` spends its time and memory: the loader's statements, timed, and experiments.
 
-  statements TRACE   runs the real tracekit.loader.load_file on a fresh database through a connection
+  statements TRACE   runs the real tracekit.ingest.loader.load_file on a fresh database through a connection
                      proxy that times each execute(), so it follows whatever the loader does today.
   insert TRACE       one way of getting the events into event_rows, in this process: through a FIFO fed
                      by stream_events (today's way) or by `cat`, or from a file; --max-object, --set.
@@ -22,9 +22,9 @@ from pathlib import Path
 
 import duckdb
 
-from tracekit import loader
-from tracekit.database import connect
-from tracekit.tracefile import stream_events
+from tracekit.ingest import loader
+from tracekit.store.database import connect
+from tracekit.ingest.tracefile import stream_events
 
 HERE = Path(__file__).resolve().parent
 WORK = Path("/tmp/bench/profile")

@@ -1,6 +1,6 @@
 -- Which kernel names did the classification rules miss?
 -- A row per kernel name no rule matched (kernel_class NULL), busiest first: add a rule in
--- tracekit/classify.py, or tell us the name.
+-- tracekit/analysis/classify.py, or tell us the name.
 -- columns:
 --   kernel: kernel name
 --   traces: how many traces ran it

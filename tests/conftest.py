@@ -57,8 +57,8 @@ CPU_TRACE = TEST_DATA / "cpu" / "naive_cpu.json.gz"
 @pytest.fixture(scope="session")
 def sample_db(tmp_path_factory):
     """A database holding the eight sample traces, loaded once for the session."""
-    from tracekit.database import connect
-    from tracekit.loader import load_file
+    from tracekit.store.database import connect
+    from tracekit.ingest.loader import load_file
 
     path = tmp_path_factory.mktemp("db") / "samples.duckdb"
     con = connect(path)
@@ -70,7 +70,7 @@ def sample_db(tmp_path_factory):
 
 @pytest.fixture
 def sample_con(sample_db):
-    from tracekit.database import connect
+    from tracekit.store.database import connect
 
     con = connect(sample_db, read_only=True)
     yield con

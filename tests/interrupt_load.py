@@ -20,7 +20,7 @@ import threading
 import time
 
 import tracekit.cli.analysis_cmd as analysis_cmd
-import tracekit.loader as loader
+import tracekit.ingest.loader as loader
 from tracekit.cli import main
 
 

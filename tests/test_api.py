@@ -144,7 +144,7 @@ def test_hta_runs_the_analyses_and_returns_a_row_per_analysis(own_db):
 
 HOLDER = """
 import sys
-from tracekit.database import connect
+from tracekit.store.database import connect
 con = connect(sys.argv[1])
 print("holding", flush=True)
 sys.stdin.readline()

@@ -253,7 +253,7 @@ def test_a_number_written_as_a_string_is_read_as_that_number(corpus_dir, db):
 HOLDER = """
 import sys
 import zlib
-from tracekit.database import connect
+from tracekit.store.database import connect
 con = connect(sys.argv[1])
 con.execute("BEGIN")
 con.execute("INSERT INTO event_rows SELECT * FROM event_rows")  # a load half done

@@ -10,7 +10,7 @@ import duckdb
 import pytest
 
 from conftest import SAMPLE_TRACES, TEST_DATA, read_trace
-from tracekit.classify import (KERNEL_CLASSES, MATH_CLASSES, MATH_UNITS, RULES, class_rows, classify,
+from tracekit.analysis.classify import (KERNEL_CLASSES, MATH_CLASSES, MATH_UNITS, RULES, class_rows, classify,
                                classify_many, rule_rows, rules_table)
 
 TC, SIMT = "tensor_core", "simt"
@@ -466,7 +466,7 @@ def test_rules_table_rows():
 
 def test_rows_land_in_the_columns_of_their_tables():
     """class_rows()/rule_rows() follow the tables' columns (rule_rows() is inserted positionally)."""
-    from tracekit.database import connect
+    from tracekit.store.database import connect
 
     con = connect(":memory:")
     names = ["volta_sgemm_128x64_nn", "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16",
@@ -519,8 +519,8 @@ def test_duckdb_regexes_agree_with_python():
 
 def test_queries_count_attention_as_tensor_core_matrix_math(sample_con):
     """summary's tensor_core_pct covers GEMMs, convolutions and attention; gemm_classes only GEMMs."""
-    from tracekit.named_queries import run_named
-    from tracekit.render import records
+    from tracekit.analysis.named_queries import run_named
+    from tracekit.outputs.render import records
 
     summary = {r["trace"]: r["tensor_core_pct"] for r in records(run_named(sample_con, "summary"))}
     # the fused-attention variants ran no GEMM: before math_unit their share was NULL ('—')
@@ -536,7 +536,7 @@ def test_queries_count_attention_as_tensor_core_matrix_math(sample_con):
 
 
 def test_unclassified_lists_the_rest_with_its_share_of_each_trace():
-    from tracekit.named_queries import named_queries
+    from tracekit.analysis.named_queries import named_queries
 
     con = duckdb.connect()  # a stand-in for the kernels view, with the columns the query reads
     con.execute("CREATE TABLE kernels (trace VARCHAR, name VARCHAR, kernel_class VARCHAR, dur_us DOUBLE)")
@@ -551,5 +551,5 @@ def test_unclassified_lists_the_rest_with_its_share_of_each_trace():
 
 def test_classify_does_not_import_torch():
     import subprocess
-    code = "import sys, tracekit.classify; assert 'torch' not in sys.modules"
+    code = "import sys, tracekit.analysis.classify; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -8,7 +8,7 @@ import pytest
 
 import tracekit
 from conftest import SAMPLE_TRACES, invoke_cli as invoke
-from tracekit.database import SCHEMA_VERSION
+from tracekit.store.database import SCHEMA_VERSION
 from tracekit.errors import DatabaseError
 
 NAIVE = SAMPLE_TRACES / "naive.json.gz"

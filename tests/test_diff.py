@@ -6,10 +6,10 @@ import json
 import pytest
 
 from conftest import SAMPLE_TRACES, TEST_DATA, invoke_cli
-from tracekit.compare import parse_condition
-from tracekit.database import connect
+from tracekit.analysis.compare import parse_condition
+from tracekit.store.database import connect
 from tracekit.errors import TracekitError
-from tracekit.loader import load_file
+from tracekit.ingest.loader import load_file
 
 RERUN = TEST_DATA / "h200"
 

@@ -11,12 +11,12 @@ from click.testing import CliRunner
 
 from conftest import CPU_TRACE, SAMPLE_TRACES, TEST_DATA
 from tracekit.cli import cli
-from tracekit.database import connect
-from tracekit.trace_export import export
-from tracekit.findings_engine import run_findings
-from tracekit.findings_track import FINDINGS_PID
-from tracekit.loader import load_file
-from tracekit.track_layout import OVERLAP_TRACKS_KEY
+from tracekit.store.database import connect
+from tracekit.outputs.trace_export import export
+from tracekit.analysis.findings_engine import run_findings
+from tracekit.outputs.findings_track import FINDINGS_PID
+from tracekit.ingest.loader import load_file
+from tracekit.outputs.track_layout import OVERLAP_TRACKS_KEY
 
 VARIANTS = sorted(p.name[: -len(".json.gz")] for p in SAMPLE_TRACES.glob("*.json.gz"))
 ROW_SQL = ("SELECT e.cat, e.name, e.ph, e.ts_ns, e.dur_ns, e.pid, e.tid, e.id, e.bp, e.s, e.args "
@@ -297,7 +297,7 @@ def test_export_errors_are_one_line(sample_db, tmp_path, args, message):
 
 
 def test_open_rebuilds_a_trace_whose_file_is_gone(tmp_path, monkeypatch):
-    from tracekit.trace_lookup import file_for_trace
+    from tracekit.analysis.trace_lookup import file_for_trace
 
     monkeypatch.setenv("TRACEKIT_CACHE", str(tmp_path / "cache"))
     copy = tmp_path / "sdpa_flash.json.gz"

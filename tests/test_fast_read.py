@@ -7,10 +7,10 @@ import pytest
 
 import trace_builder as tb
 from conftest import SAMPLE_TRACES, read_trace
-from tracekit import event_chunks, loader
-from tracekit.database import connect
-from tracekit.event_read import read_exact
-from tracekit.loader import load_file
+from tracekit.ingest import event_chunks, loader
+from tracekit.store.database import connect
+from tracekit.ingest.event_read import read_exact
+from tracekit.ingest.loader import load_file
 
 TABLES = {
     "event_rows": "SELECT cat, name, ph, ts_ns, dur_ns, pid, tid, id, bp, s, args::VARCHAR FROM event_rows",

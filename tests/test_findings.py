@@ -6,9 +6,9 @@ import json
 import pytest
 
 from conftest import SAMPLE_TRACES, TEST_DATA, invoke_cli
-from tracekit.database import connect, connect_for_queries
-from tracekit.findings_engine import FINDING_COLUMNS, SEVERITIES, rules, run_findings, view_sql
-from tracekit.loader import load_file
+from tracekit.store.database import connect, connect_for_queries
+from tracekit.analysis.findings_engine import FINDING_COLUMNS, SEVERITIES, rules, run_findings, view_sql
+from tracekit.ingest.loader import load_file
 
 H200 = TEST_DATA / "h200"
 # Each "before" capture with its fix, captured on the same GPU at the same shape.

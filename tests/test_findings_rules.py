@@ -9,9 +9,9 @@ import pytest
 
 import trace_builder as tb
 from conftest import SAMPLE_TRACES, TEST_DATA, read_trace
-from tracekit.database import connect, connect_for_queries
-from tracekit.findings_engine import run_findings
-from tracekit.loader import load_file
+from tracekit.store.database import connect, connect_for_queries
+from tracekit.analysis.findings_engine import run_findings
+from tracekit.ingest.loader import load_file
 
 FOREIGN = TEST_DATA / "foreign"
 GRAPH_REPLAY = FOREIGN / "rtx5080_cuda_graph_replay_manual_capture.json.gz"

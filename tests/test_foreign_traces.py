@@ -3,10 +3,10 @@
 import pytest
 
 from conftest import TEST_DATA
-from tracekit.database import connect
-from tracekit.loader import load_file
-from tracekit.named_queries import run_named, run_sql
-from tracekit.render import records
+from tracekit.store.database import connect
+from tracekit.ingest.loader import load_file
+from tracekit.analysis.named_queries import run_named, run_sql
+from tracekit.outputs.render import records
 
 FOREIGN = TEST_DATA / "foreign"
 

@@ -51,8 +51,8 @@ def file_hashes():
 @pytest.fixture(scope="module")
 def hta_run(sample_db, tmp_path_factory):
     """`tracekit hta` then `tracekit hta diff naive naive_inplace` on the samples and the CPU trace."""
-    from tracekit.database import connect
-    from tracekit.loader import load_file
+    from tracekit.store.database import connect
+    from tracekit.ingest.loader import load_file
 
     db = tmp_path_factory.mktemp("hta") / "hta.duckdb"
     shutil.copyfile(sample_db, db)

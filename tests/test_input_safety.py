@@ -14,12 +14,12 @@ import pytest
 import make_bad_corpus as corpus
 from conftest import SAMPLE_TRACES, db_rows, invoke_cli
 import trace_builder as tb
-from tracekit import array_end, loader, tracefile
-from tracekit.classify import MAX_CLASSIFIED_CHARS, classify
-from tracekit.database import connect
+from tracekit.ingest import array_end, loader, tracefile
+from tracekit.analysis.classify import MAX_CLASSIFIED_CHARS, classify
+from tracekit.store.database import connect
 from tracekit.errors import LoadInterrupted
-from tracekit.load_stop import LoadStop
-from tracekit.loader import load_file
+from tracekit.ingest.load_stop import LoadStop
+from tracekit.ingest.loader import load_file
 
 
 def _times_ns(raw):

@@ -150,7 +150,7 @@ def test_kill_9_leaves_the_database_intact_and_the_next_load_removes_its_fifos(t
 
 
 def test_only_the_temp_folders_of_processes_that_ended_are_removed(tmp_path):
-    from tracekit.scratch import remove_stale_scratch
+    from tracekit.ingest.scratch import remove_stale_scratch
 
     ended = subprocess.Popen([sys.executable, "-c", "pass"])
     ended.wait()
@@ -166,8 +166,8 @@ def test_only_the_temp_folders_of_processes_that_ended_are_removed(tmp_path):
 def test_the_spill_files_of_a_killed_duckdb_are_removed_by_the_next_load(tmp_path):
     # DuckDB spills beside the database, in files named after its process (as it writes them);
     # a killed load's stay until DuckDB spills again, so the next load removes them.
-    from tracekit.database import connect
-    from tracekit.loader import load_files
+    from tracekit.store.database import connect
+    from tracekit.ingest.loader import load_files
 
     ended = subprocess.Popen([sys.executable, "-c", "pass"])
     ended.wait()

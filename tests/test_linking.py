@@ -7,10 +7,10 @@ import pytest
 
 import trace_builder as tb
 from conftest import TEST_DATA, invoke_cli
-from tracekit.database import connect
-from tracekit.loader import load_file
-from tracekit.named_queries import run_named, run_sql
-from tracekit.render import records
+from tracekit.store.database import connect
+from tracekit.ingest.loader import load_file
+from tracekit.analysis.named_queries import run_named, run_sql
+from tracekit.outputs.render import records
 
 
 @pytest.fixture

@@ -137,8 +137,8 @@ def test_a_path_that_does_not_exist(fresh_db, tmp_path):
 def test_a_load_reports_its_progress_to_the_end_of_the_commit(fresh_db):
     # The progress bar covers reading, deriving and committing: the last step is reported once the
     # trace is committed, and bytes read never run past the file.
-    from tracekit.database import connect
-    from tracekit.loader import load_file
+    from tracekit.store.database import connect
+    from tracekit.ingest.loader import load_file
 
     class Recorder:
         def __init__(self):

@@ -5,8 +5,8 @@ from decimal import Decimal
 import pytest
 
 from conftest import SAMPLE_TRACES, read_trace
-from tracekit.named_queries import run_named, run_sql
-from tracekit.render import records
+from tracekit.analysis.named_queries import run_named, run_sql
+from tracekit.outputs.render import records
 
 VARIANTS = ["flex", "naive", "naive_inplace", "sdpa_cudnn", "sdpa_default", "sdpa_efficient",
             "sdpa_flash", "sdpa_math"]

@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 
 from conftest import SAMPLE_TRACES, TEST_DATA
 from make_bad_corpus import database_state
-from tracekit.database import connect
+from tracekit.store.database import connect
 from tracekit.errors import TracekitError
-from tracekit.loader import load_file
+from tracekit.ingest.loader import load_file
 
 SOURCES = [SAMPLE_TRACES / "sdpa_flash.json.gz", SAMPLE_TRACES / "sdpa_default.json.gz",
            SAMPLE_TRACES / "naive.json.gz", TEST_DATA / "cpu" / "naive_cpu.json.gz",

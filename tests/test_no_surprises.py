@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from conftest import SAMPLE_TRACES, db_rows
 from tracekit.cli import cli
-from tracekit.named_queries import named_queries
+from tracekit.analysis.named_queries import named_queries
 
 LOADED = "flex, naive, naive_inplace, sdpa_cudnn, sdpa_default, sdpa_efficient, sdpa_flash, sdpa_math"
 TRACE_QUERIES = sorted(name for name, query in named_queries().items() if "trace" in query.params)
@@ -117,7 +117,7 @@ def test_schema_without_hta_lists_the_views_and_the_storage_tables(sample_db):
 # Holds the database's write lock as a load does, until a line comes on stdin.
 HOLDER = """
 import sys
-from tracekit.database import connect
+from tracekit.store.database import connect
 con = connect(sys.argv[1])
 con.execute("BEGIN")
 con.execute("INSERT INTO event_rows SELECT * FROM event_rows")

@@ -15,7 +15,7 @@ import pytest
 
 from conftest import SAMPLE_TRACES
 from tracekit.errors import TraceFileError, TracekitError
-from tracekit.perfetto_server import TraceServer, open_in_perfetto, perfetto_url
+from tracekit.outputs.perfetto_server import TraceServer, open_in_perfetto, perfetto_url
 
 NAIVE = SAMPLE_TRACES / "naive.json.gz"
 WAIT_S = 10

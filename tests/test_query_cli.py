@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from tracekit.cli import cli
-from tracekit.named_queries import named_queries
+from tracekit.analysis.named_queries import named_queries
 
 QUERIES = sorted(named_queries())
 TEXT_FORMATS = ["table", "csv", "json", "markdown"]
@@ -154,7 +154,7 @@ def test_schema_documents_every_view():
 
 
 def test_every_documented_view_column_exists(sample_con):
-    from tracekit.database import schema_doc
+    from tracekit.store.database import schema_doc
 
     view, documented = None, {}
     for line in schema_doc().splitlines():

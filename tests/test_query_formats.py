@@ -11,7 +11,7 @@ from html.parser import HTMLParser
 import duckdb
 import pytest
 
-from tracekit.named_queries import named_queries, named_sql
+from tracekit.analysis.named_queries import named_queries, named_sql
 
 QUERIES = sorted(named_queries())
 # Every type of value the renderer knows, with the values that used to lose digits or break JSON.

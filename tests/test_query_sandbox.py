@@ -13,7 +13,7 @@ import pytest
 
 from conftest import SAMPLE_TRACES, invoke_cli as invoke
 from make_bad_corpus import database_state
-from tracekit.database import connect_for_queries
+from tracekit.store.database import connect_for_queries
 from tracekit.errors import QueryError
 
 SECRET = "tracekit-sandbox-secret-7f3a"

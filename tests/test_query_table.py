@@ -14,8 +14,8 @@ import termios
 import pytest
 
 from test_query_formats import duckdb_rows, invoke, same
-from tracekit.cells import text
-from tracekit.named_queries import named_queries, named_sql
+from tracekit.outputs.cells import text
+from tracekit.analysis.named_queries import named_queries, named_sql
 
 QUERIES = sorted(named_queries())
 WIDE = ["summary", "occupancy", "gemm_classes", "top_kernels", "memcpy"]
@@ -110,8 +110,8 @@ def test_line_mode_shows_every_column_whole_as_duckdbs_mode_line(sample_db, name
 
 
 def test_line_mode_reads_like_duckdbs():
-    from tracekit.render import as_line
-    from tracekit.rows import Rows
+    from tracekit.outputs.render import as_line
+    from tracekit.outputs.rows import Rows
 
     assert as_line(Rows(["a", "bbb"], [(1, "x"), (None, "y")])) == "  a = 1\nbbb = x\n\n  a =\nbbb = y\n"
 

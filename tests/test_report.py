@@ -13,14 +13,14 @@ from click.testing import CliRunner
 
 from conftest import CPU_TRACE, SAMPLE_TRACES
 from tracekit.cli import cli
-from tracekit.database import connect
-from tracekit.loader import load_file
-from tracekit.named_queries import run_named
-from tracekit.report import build_report, render
-from tracekit.findings_engine import rules, run_findings
-from tracekit.report import figures
-from tracekit.report.data import load
-from tracekit.report.findings_section import CARDS_PER_RULE
+from tracekit.store.database import connect
+from tracekit.ingest.loader import load_file
+from tracekit.analysis.named_queries import run_named
+from tracekit.outputs.report import build_report, render
+from tracekit.analysis.findings_engine import rules, run_findings
+from tracekit.outputs.report import figures
+from tracekit.outputs.report.data import load
+from tracekit.outputs.report.findings_section import CARDS_PER_RULE
 
 CHART_IDS = ["chart-gpu-by-class", "chart-timeline", "chart-kernels-per-step", "chart-memcpy-bytes",
              "chart-tensor-core", "chart-cudnn-plan", "chart-occupancy"]
@@ -221,7 +221,7 @@ def test_many_findings_of_a_rule_are_capped_and_counted(sample_html, engine):
 
 
 def test_past_the_folded_list_only_a_count_is_left(sample_db, engine, monkeypatch):
-    from tracekit.report import findings_section
+    from tracekit.outputs.report import findings_section
     monkeypatch.setattr(findings_section, "LISTED_PER_RULE", 2)
     data = load(sample_db)
     html, markdown = render(data, "html"), render(data, "markdown")

@@ -27,11 +27,6 @@ _serve_source_checkout()
 
 def __getattr__(name):
     # Lazy, so `import tracekit` (and `tracekit capture` on a GPU box without duckdb) stays light.
-    if name == "report":
-        # The report package, which calls api.report: Python makes tracekit.report the package
-        # once it is imported, so it is the callable one either way.
-        from importlib import import_module
-        return import_module("tracekit.report")
     if name in _API:
         from tracekit import api
         return getattr(api, _API[name])

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tracekit.api_wording import speaks_python
-from tracekit.database import (DEFAULT_DB, DEFAULT_LOCK_WAIT_S, connect, connect_for_queries,
+from tracekit.store.database import (DEFAULT_DB, DEFAULT_LOCK_WAIT_S, connect, connect_for_queries,
                                waiting_for_lock)
 from tracekit.errors import LoadError, TracekitError
 
@@ -21,7 +21,7 @@ def resolve_db(db=None):
         return Path(db), False
     if Path(DEFAULT_DB).exists():
         return Path(DEFAULT_DB), False
-    from tracekit.samples import sample_database
+    from tracekit.store.samples import sample_database
     return sample_database(), True
 
 
@@ -42,7 +42,7 @@ def query(name=None, *, sql=None, db=None, params=None, allow_files=False, wait=
     (`read_csv('mine.csv')`, `'runs.parquet'`) to join with the traces; it still
     never writes. Off by default, so SQL passed on from someone else stays inside.
     """
-    from tracekit.named_queries import run_named, run_sql
+    from tracekit.analysis.named_queries import run_named, run_sql
     if (name is None) == (sql is None):
         raise ValueError("give a query name or sql=, not both")
     path, _ = resolve_db(db)
@@ -64,8 +64,8 @@ def load(paths, *, db=DEFAULT_DB, replace=False, lenient=False, wait=DEFAULT_LOC
     of the bad. One file that fails raises its own error. `lenient=True` loads what can
     be read from a truncated or partly malformed trace.
     """
-    from tracekit.load_batch import failure_summary, load_batch
-    from tracekit.loader import expand_paths
+    from tracekit.ingest.load_batch import failure_summary, load_batch
+    from tracekit.ingest.loader import expand_paths
 
     if isinstance(paths, (str, Path)):
         paths = [paths]
@@ -83,9 +83,9 @@ def load(paths, *, db=DEFAULT_DB, replace=False, lenient=False, wait=DEFAULT_LOC
 def report(db=None, *, fmt="html", output=None, force=False, wait=DEFAULT_LOCK_WAIT_S):
     """The report `tracekit report` writes, as text (html, or markdown with fmt="markdown");
     also written to `output` when given (never over a file of another kind unless `force`)."""
-    from tracekit.output_guard import HTML, TEXT, check_output
-    from tracekit.report import render
-    from tracekit.report.data import load as report_data
+    from tracekit.outputs.output_guard import HTML, TEXT, check_output
+    from tracekit.outputs.report import render
+    from tracekit.outputs.report.data import load as report_data
 
     path, is_samples = resolve_db(db)
     if output is not None:
@@ -111,8 +111,8 @@ def export(output, *, trace=None, sql=None, db=None, findings=False, allow_files
            wait=DEFAULT_LOCK_WAIT_S):
     """Writes a Chrome JSON trace (.json or .json.gz) of loaded trace `trace`, or of the events
     `sql` selects, as `tracekit export` does; returns an Exported."""
-    from tracekit.trace_export import export as export_trace
-    from tracekit.output_guard import JSON, check_output
+    from tracekit.outputs.trace_export import export as export_trace
+    from tracekit.outputs.output_guard import JSON, check_output
 
     if (trace is None) == (sql is None):
         raise ValueError("give trace= or sql=, not both")
@@ -132,7 +132,7 @@ def export(output, *, trace=None, sql=None, db=None, findings=False, allow_files
 @speaks_python
 def schema(db=None, *, wait=DEFAULT_LOCK_WAIT_S):
     """What `tracekit schema` prints: every table and view a query can read, with its columns."""
-    from tracekit.schema_listing import schema_text
+    from tracekit.analysis.schema_listing import schema_text
 
     path, _ = resolve_db(db)
     with _waiting(wait):
@@ -148,7 +148,7 @@ def hta(traces=None, *, db=DEFAULT_DB, wait=DEFAULT_LOCK_WAIT_S):
     """Runs HTA's analyses on loaded traces (all of them by default) into the hta_* tables, as
     `tracekit hta` does; returns a DataFrame with a row per trace and analysis: status ok,
     failed or not analysed, rows stored, why, seconds."""
-    from tracekit.hta_tables import run_all
+    from tracekit.outputs.hta_tables import run_all
 
     if isinstance(traces, str):
         traces = [traces]
@@ -169,7 +169,7 @@ def hta(traces=None, *, db=DEFAULT_DB, wait=DEFAULT_LOCK_WAIT_S):
 def hta_diff(control, test, *, db=DEFAULT_DB, wait=DEFAULT_LOCK_WAIT_S):
     """HTA's TraceDiff of two loaded traces into hta_trace_diff, as `tracekit hta diff` does;
     returns the rows it stored as a DataFrame."""
-    from tracekit.hta_tables import run_diff
+    from tracekit.outputs.hta_tables import run_diff
 
     with _waiting(wait):
         con = connect(_existing(db))
@@ -187,8 +187,8 @@ def hta_diff(control, test, *, db=DEFAULT_DB, wait=DEFAULT_LOCK_WAIT_S):
 def open_trace(trace_file=None, *, trace=None, db=None, port=9001, browser=True, timeout=None):
     """`tracekit.open()`: serves a trace file (or loaded trace `trace`) to ui.perfetto.dev until the UI has fetched
     it, as `tracekit open` does; returns the URL it gave the UI."""
-    from tracekit.perfetto_server import open_in_perfetto
-    from tracekit.trace_lookup import file_for_trace
+    from tracekit.outputs.perfetto_server import open_in_perfetto
+    from tracekit.analysis.trace_lookup import file_for_trace
 
     if (trace_file is None) == (trace is None):
         raise ValueError("give trace_file or trace=, not both")
@@ -227,7 +227,7 @@ def findings(*, db=None, trace=None, rule=None, params=None, wait=DEFAULT_LOCK_W
     """What the finding rules see (as `tracekit findings`): a DataFrame of trace, rule, severity,
     title, detail, fix, saving_us_per_step and evidence (a list of the events each rests on),
     ranked by saving. `params` sets rules' thresholds by name."""
-    from tracekit.findings_engine import run_findings
+    from tracekit.analysis.findings_engine import run_findings
 
     path, _ = resolve_db(db)
     with _waiting(wait):
@@ -241,12 +241,12 @@ def findings(*, db=None, trace=None, rule=None, params=None, wait=DEFAULT_LOCK_W
 @speaks_python
 def diff(a, b, *, db=None, by="class", fail_on=(), top=10, wait=DEFAULT_LOCK_WAIT_S):
     """Compares trace `b` against baseline `a` (as `tracekit diff`); returns a
-    tracekit.compare.DiffResult with per-step figures and intervals, the attribution, the findings'
+    tracekit.analysis.compare.DiffResult with per-step figures and intervals, the attribution, the findings'
     change and the verdict. `a` and `b` are trace names in `db`, or two trace files, loaded into a
     temporary database."""
     import tempfile
 
-    from tracekit.compare import diff as run_diff
+    from tracekit.analysis.compare import diff as run_diff
 
     if Path(a).is_file() and Path(b).is_file():
         with tempfile.TemporaryDirectory(prefix="tracekit-diff-") as folder:

@@ -51,8 +51,8 @@ def database_to_read(db, doing):
     return path, is_samples
 
 
-# How long a command waits for a database another process holds (tracekit.database.waiting_for_lock);
-# the API's default is tracekit.database.DEFAULT_LOCK_WAIT_S, the same.
+# How long a command waits for a database another process holds (tracekit.store.database.waiting_for_lock);
+# the API's default is tracekit.store.database.DEFAULT_LOCK_WAIT_S, the same.
 LOCK_WAIT_S = 30
 
 
@@ -61,7 +61,7 @@ def wait_option(command):
     process (a load) holds, before it gives up."""
     @functools.wraps(command)
     def run(*args, wait, **kwargs):
-        from tracekit.database import waiting_for_lock
+        from tracekit.store.database import waiting_for_lock
         with waiting_for_lock(wait, on_wait=lambda message: click.echo(message, err=True)):
             return command(*args, **kwargs)
 

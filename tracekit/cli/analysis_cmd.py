@@ -10,7 +10,7 @@ import click
 
 from tracekit.cli import wait_option
 from tracekit.errors import QueryError, TracekitError
-from tracekit.render import FORMATS  # light: the renderer imports neither duckdb nor pandas
+from tracekit.outputs.render import FORMATS  # light: the renderer imports neither duckdb nor pandas
 
 # Loads shorter than this finish before a progress bar would help.
 PROGRESS_AFTER_S = 1.0
@@ -42,15 +42,15 @@ def output_options(command):
 
 def check_output_file(output, fmt, force, database=None):
     """Refuses, before any work, an -o that would overwrite the database or a file of another format."""
-    from tracekit.output_guard import JSON, TEXT, check_output
+    from tracekit.outputs.output_guard import JSON, TEXT, check_output
     if output:
         kind = {"json": JSON, "parquet": "parquet"}.get(fmt, TEXT)
         check_output(output, kind, what=fmt, database=database, force=force)
 
 
 def output_format(fmt, output):
-    """The format -f and -o ask for together (see tracekit.output_format)."""
-    from tracekit.output_format import format_for_output
+    """The format -f and -o ask for together (see tracekit.outputs.output_format)."""
+    from tracekit.outputs.output_format import format_for_output
     return format_for_output(fmt, output, default="table", allowed=FORMATS)
 
 
@@ -71,8 +71,8 @@ def terminal_width():
 
 
 def emit(rows, fmt, output, columns=None):
-    """Prints `rows` (a tracekit.rows.Rows) in `fmt`, or writes them to the file `output`."""
-    from tracekit.render import render, write
+    """Prints `rows` (a tracekit.outputs.rows.Rows) in `fmt`, or writes them to the file `output`."""
+    from tracekit.outputs.render import render, write
     if columns:
         rows = rows.select(columns)
     if output:
@@ -169,9 +169,9 @@ def load(paths, db, replace, lenient):
     saying what was loaded (exit 130).
     """
     from tracekit.cli.load_end import loaded_any, remove_database, settle, stop_line, stops
-    from tracekit.load_batch import database_line, failure_summary, load_batch
-    from tracekit.load_stop import LoadStop
-    from tracekit.loader import expand_paths
+    from tracekit.ingest.load_batch import database_line, failure_summary, load_batch
+    from tracekit.ingest.load_stop import LoadStop
+    from tracekit.ingest.loader import expand_paths
 
     files = expand_paths(paths)
     created = not Path(db).exists()
@@ -220,7 +220,7 @@ def _report(path, outcome):
 
 def _dropped_note(result):
     """'; dropped 2 events: 1 with no ph, 1 cut off by truncation (the last 50 bytes)'."""
-    from tracekit.loader import TRUNCATED
+    from tracekit.ingest.loader import TRUNCATED
 
     if result.junk_bytes:
         return f"; left out {result.junk_bytes} bytes of junk after the trace" + _dropped_note(
@@ -266,8 +266,8 @@ def query(name, sql, db, params, list_queries, allow_files, fmt, force, output, 
     A table fits the terminal (or COLUMNS); piped, it shows every value whole.
     """
     from tracekit.cli import database_to_read
-    from tracekit.database import connect_for_queries
-    from tracekit.named_queries import fetch_rows, named_sql, write_parquet
+    from tracekit.store.database import connect_for_queries
+    from tracekit.analysis.named_queries import fetch_rows, named_sql, write_parquet
 
     if list_queries and (name is not None or sql is not None):
         raise click.UsageError("give --list or a query, not both")
@@ -300,8 +300,8 @@ def query(name, sql, db, params, list_queries, allow_files, fmt, force, output, 
 
 
 def _query_list():
-    from tracekit.named_queries import named_queries
-    from tracekit.rows import Rows
+    from tracekit.analysis.named_queries import named_queries
+    from tracekit.outputs.rows import Rows
     return Rows(["query", "question", "params"],
                 [(q.name, q.question, ", ".join(f"{k}={d if d is not None else 'NULL'}" for k, (d, _) in q.params.items()))
                  for q in named_queries().values()])
@@ -309,7 +309,7 @@ def _query_list():
 
 def _sql_to_run(name, sql):
     """The SqlText to run (from --sql, stdin, an @file or an .sql path), or None for a named query."""
-    from tracekit.sql_text import looks_like_sql_file, read_sql_file, sql_from
+    from tracekit.analysis.sql_text import looks_like_sql_file, read_sql_file, sql_from
 
     if name is not None and sql is not None:
         raise click.UsageError("give a query NAME or --sql SQL, not both")
@@ -328,8 +328,8 @@ def schema(db):
     """Print every table and view a query can read: the documented views (the SQL contract) with
     their columns, the hta_* tables once `tracekit hta` ran, and the storage tables."""
     from tracekit.cli import database_to_read
-    from tracekit.database import connect_for_queries
-    from tracekit.schema_listing import schema_text
+    from tracekit.store.database import connect_for_queries
+    from tracekit.analysis.schema_listing import schema_text
 
     path, _ = database_to_read(db, "listing")
     con = connect_for_queries(path)

@@ -28,8 +28,8 @@ def diff(a, b, db, by, fail_on, top, fmt):
     Exit status: 0 when no --fail-on holds beyond noise, 1 when one does, 2 for a usage error.
     """
     from tracekit.api import diff as run_diff
-    from tracekit.compare import parse_condition
-    from tracekit.compare_render import as_json, as_markdown_summary, as_text
+    from tracekit.analysis.compare import parse_condition
+    from tracekit.outputs.compare_render import as_json, as_markdown_summary, as_text
 
     try:
         conditions = [parse_condition(text) for text in fail_on]

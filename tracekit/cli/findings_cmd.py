@@ -22,9 +22,9 @@ def findings(db, params, rule, list_rules, evidence, fmt, force, output, columns
     With no --db and no tracekit.duckdb here, it runs on the bundled sample traces.
     """
     from tracekit.cli import database_to_read
-    from tracekit.database import connect_for_queries
-    from tracekit.findings_engine import rules, run_findings
-    from tracekit.rows import Rows
+    from tracekit.store.database import connect_for_queries
+    from tracekit.analysis.findings_engine import rules, run_findings
+    from tracekit.outputs.rows import Rows
 
     fmt = output_format(fmt, output)
     if list_rules:

@@ -12,7 +12,7 @@ DB_HELP = "Database with the loaded traces [default: ./tracekit.duckdb]."
 
 def _writable_db(db):
     """HTA writes tables, so unlike `query` there is no fallback to the read-only samples."""
-    from tracekit.database import DEFAULT_DB
+    from tracekit.store.database import DEFAULT_DB
     path = Path(db or DEFAULT_DB)
     if not path.is_file():
         raise TracekitError(f"{path}: no database: load traces first (tracekit load TRACE... --db {path})")
@@ -71,8 +71,8 @@ def hta(ctx, db, traces):
     ctx.ensure_object(dict)["db"] = db
     if ctx.invoked_subcommand is not None:
         return
-    from tracekit.database import connect
-    from tracekit.hta_tables import run_all
+    from tracekit.store.database import connect
+    from tracekit.outputs.hta_tables import run_all
 
     con = connect(_writable_db(db))
     try:
@@ -96,8 +96,8 @@ def diff(ctx, control, test, db):
     One row per CPU op and GPU kernel name: counts and total time in CONTROL and TEST
     over all their ProfilerSteps, and TEST minus CONTROL.
     """
-    from tracekit.database import connect
-    from tracekit.hta_tables import run_diff
+    from tracekit.store.database import connect
+    from tracekit.outputs.hta_tables import run_diff
 
     con = connect(_writable_db(db or ctx.obj.get("db")))
     try:

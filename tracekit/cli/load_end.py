@@ -19,9 +19,9 @@ def settle(db, outcomes):
     """Asks the database, reopened, whether the COMMITs DuckDB could not vouch for (it gives up on a
     database whose disk filled up) went through: such a file becomes loaded, or surely not. Returns
     the (path, LoadResult) of those that went through."""
-    from tracekit.database import connect
+    from tracekit.store.database import connect
     from tracekit.errors import TracekitError
-    from tracekit.load_publish import is_committed
+    from tracekit.ingest.load_publish import is_committed
 
     doubtful = [i for i, (_, outcome) in enumerate(outcomes) if getattr(outcome, "unsettled", None) is not None]
     if not doubtful:

@@ -21,7 +21,7 @@ def open_command(trace_file, trace_name, db, port, no_browser):
     Only that file is served, to the Perfetto UI's origin, until the UI has fetched
     it (or Ctrl-C); then it says what it served. A file that is not a trace is refused.
     """
-    from tracekit.perfetto_server import open_in_perfetto
+    from tracekit.outputs.perfetto_server import open_in_perfetto
 
     if trace_file is not None and trace_name is not None:
         raise click.UsageError("give a TRACE_FILE or --trace NAME, not both")
@@ -29,7 +29,7 @@ def open_command(trace_file, trace_name, db, port, no_browser):
         raise click.UsageError("give a TRACE_FILE or --trace NAME")
     if trace_name is not None:
         from tracekit.cli import database_to_read
-        from tracekit.trace_lookup import file_for_trace
+        from tracekit.analysis.trace_lookup import file_for_trace
         path, _ = database_to_read(db, "opening from")
         trace_file = file_for_trace(trace_name, path)
     open_in_perfetto(trace_file, port=port, browser=not no_browser, echo=click.echo)
@@ -57,10 +57,10 @@ def export_command(db, trace_name, sql, findings, allow_files, output, force):
     so Perfetto shows every one; nesting is kept.
     """
     from tracekit.cli import database_to_read
-    from tracekit.database import connect_for_queries
-    from tracekit.trace_export import export
-    from tracekit.output_guard import JSON, check_output
-    from tracekit.sql_text import sql_from
+    from tracekit.store.database import connect_for_queries
+    from tracekit.outputs.trace_export import export
+    from tracekit.outputs.output_guard import JSON, check_output
+    from tracekit.analysis.sql_text import sql_from
 
     if trace_name is not None and sql is not None:
         raise click.UsageError("give --trace NAME or --sql SQL, not both")

@@ -26,10 +26,10 @@ def report(db, output, fmt, force):
     With no --db and no tracekit.duckdb here, it reports on the bundled sample traces.
     """
     from tracekit.cli import database_to_read
-    from tracekit.output_format import format_for_output
-    from tracekit.output_guard import HTML, TEXT, check_output
-    from tracekit.report import render
-    from tracekit.report.data import load
+    from tracekit.outputs.output_format import format_for_output
+    from tracekit.outputs.output_guard import HTML, TEXT, check_output
+    from tracekit.outputs.report import render
+    from tracekit.outputs.report.data import load
 
     fmt = format_for_output(fmt, output, default="html", allowed=FORMATS)
     path, is_samples = database_to_read(db, "reporting on")

@@ -32,7 +32,7 @@ def shell(db, allow_files, fmt, harlequin):
     statements it reads and exits 1 if any failed.
     """
     from tracekit.cli import database_to_read
-    from tracekit.database import connect_for_queries
+    from tracekit.store.database import connect_for_queries
 
     path, _ = database_to_read(db, "querying")
     if harlequin:
@@ -47,7 +47,7 @@ def shell(db, allow_files, fmt, harlequin):
 def _run_shell(path, allow_files, fmt):
     """Runs the prompt until .quit or end of input; returns how many statements failed."""
     from tracekit.cli.analysis_cmd import emit
-    from tracekit.sql_shell import Shell, ShellIO, stream_reader, terminal_reader
+    from tracekit.outputs.sql_shell import Shell, ShellIO, stream_reader, terminal_reader
 
     interactive = sys.stdin.isatty()
     if interactive:

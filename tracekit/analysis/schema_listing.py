@@ -1,0 +1,78 @@
+"""What `tracekit schema` prints: every table and view of a database that a query can read.
+
+First the documented views (the contract, from views.sql), then the tables `tracekit hta`
+stored, then the storage tables the views read. A name starting with `_` is tracekit's own.
+"""
+
+import textwrap
+
+from tracekit.store.database import schema_doc
+from tracekit.outputs.hta_tables import TABLE_DOCS
+
+_WIDTH = 100
+
+
+def _columns_by_relation(con):
+    """{table or view name: [(column, type), ...]} of the database in use, in column order."""
+    rows = con.execute(
+        "SELECT table_name, column_name, data_type FROM information_schema.columns "
+        "WHERE table_catalog = current_database() AND table_schema = 'main' "
+        "ORDER BY table_name, ordinal_position").fetchall()
+    found = {}
+    for table, column, data_type in rows:
+        found.setdefault(table, []).append((column, data_type))
+    return found
+
+
+def _documented_names(doc):
+    """The names of the views schema_doc documents (`kernels: ...`, `kernel_rules (a table): ...`)."""
+    return {line.split(":")[0].split(" ")[0] for line in doc.splitlines() if line and not line.startswith(" ")}
+
+
+def _block(name, about, columns):
+    """`name: about` and its columns as `column TYPE, ...`, wrapped between columns."""
+    lines, line = [], "  "
+    for n, (column, data_type) in enumerate(columns):
+        item = f"{column} {data_type}" + ("," if n < len(columns) - 1 else "")
+        if len(line) + len(item) > _WIDTH and line.strip():
+            lines.append(line.rstrip())
+            line = "  "
+        line += item + " "
+    lines.append(line.rstrip())
+    return "\n".join([f"{name}: {about}" if about else f"{name}:"] + lines)
+
+
+def relation_names(con):
+    """Every table and view a query can read, tracekit's private ones (`_...`) left out, sorted."""
+    return [name for name in sorted(_columns_by_relation(con)) if not name.startswith("_")]
+
+
+def describe(con, name):
+    """What `tracekit schema` says of one table or view; None when the database has no such one."""
+    relations = _columns_by_relation(con)
+    if name not in relations or name.startswith("_"):
+        return None
+    doc = schema_doc()
+    for block in doc.split("\n\n"):
+        if block.split(":")[0].split(" ")[0] == name:
+            return block.rstrip("\n") + "\n"
+    return _block(name, TABLE_DOCS.get(name, ""), relations[name]) + "\n"
+
+
+def schema_text(con):
+    """Every relation a query on `con`'s database can read, documented where tracekit documents it."""
+    doc = schema_doc()
+    relations = _columns_by_relation(con)
+    others = sorted(name for name in relations if name not in _documented_names(doc) and not name.startswith("_"))
+    hta = [name for name in others if name.startswith("hta_")]
+    storage = [name for name in others if name not in hta]
+    parts = [doc.rstrip("\n")]
+    if hta:
+        parts.append("# Tables `tracekit hta` stored (column TYPE):")
+        parts += [_block(name, TABLE_DOCS.get(name, ""), relations[name]) for name in hta]
+    if storage:
+        parts.append(textwrap.fill("# Storage tables the views read (column TYPE): query the views above, "
+                                   "whose columns are the contract; these may change between versions.", _WIDTH,
+                                   subsequent_indent="# "))
+        parts += [_block(name, "", relations[name]) for name in storage]
+    return "\n\n".join(parts) + "\n"

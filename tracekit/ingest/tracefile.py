@@ -1,0 +1,365 @@
+"""Read a Chrome/Kineto trace file as a header plus a byte stream of its event array.
+
+DuckDB parses a JSON *array* of events an order of magnitude faster (and in a
+tenth of the memory) than one huge object holding it, so we never hand it the
+whole file: the keys before `traceEvents` are parsed here, the array itself is
+streamed to DuckDB untouched, and the keys after it are recovered from a tail
+held back while streaming. Python never builds objects for the events.
+"""
+
+import codecs
+import gzip
+import hashlib
+import json
+import re
+from collections import deque
+from dataclasses import dataclass, field
+
+from tracekit.ingest.array_end import TWO_ARRAYS_PROBLEM, EndWatch, runs_out, split_array_end
+from tracekit.errors import TraceFileError
+# expected_size is event_read's, from here as before.
+from tracekit.ingest.raw_file import _GZIP_FILE, _ZLIB_ERRORS, expected_size, open_raw  # noqa: F401
+
+CHUNK_BYTES = 4 << 20
+# Kineto writes a few KB of header; anything past this before the array is not a trace we know.
+MAX_HEADER_BYTES = 64 << 20
+# Keys after the array (traceName, sometimes deviceProperties) must fit in this window.
+TAIL_BYTES = 4 << 20
+_WHITESPACE = re.compile(r"[ \t\n\r]*")
+_DECODER = json.JSONDecoder()
+_BOM = "\ufeff"
+# Python's JSON reader recurses once per level of nesting (the events themselves go to DuckDB).
+TOO_DEEP = "is nested deeper than tracekit reads (about 1,000 levels of objects and lists)"
+_NO_EVENTS = "a JSON object without a traceEvents array: not a Chrome/Kineto trace"
+
+
+@dataclass
+class TraceStream:
+    """What is known about a trace once its event array has been streamed."""
+
+    path: str
+    header: dict = field(default_factory=dict)
+    sha256: str = ""
+    bytes_read: int = 0
+    compressed: bool = False
+    array_closed: bool = True  # False: the array never ended and was closed here
+    dropped_tail_bytes: int = 0  # bytes after the last complete event (--lenient on a truncated trace)
+    cut_events: int = 0  # events cut in half by the truncation (0 or 1)
+    junk_bytes: int = 0  # bytes after the end of the trace (--lenient leaves them out)
+    file_sha256: str = ""  # of the file's own bytes (set by the loader)
+
+
+class GzipCutShort(TraceFileError):
+    """A gzip file that ends before its compressed stream does (a copy or a write cut short)."""
+
+
+def _read(stream, path):
+    size = CHUNK_BYTES
+    try:
+        # read1: one read of the file at most, so a gzip cut short gives up every byte it holds
+        # before EOFError (read() would drop the ones decompressed in its last call).
+        return stream.read1(size) if isinstance(stream, (gzip.GzipFile, _GZIP_FILE)) else stream.read(size)
+    except EOFError:
+        raise GzipCutShort(path, "corrupt gzip: it ends before the compressed data does (cut short?"
+                                 " --lenient loads the events it holds)") from None
+    except (OSError, *_ZLIB_ERRORS) as exc:
+        # gzip raises BadGzipFile (an OSError), zlib.error on bad data.
+        raise TraceFileError(path, f"corrupt gzip: {exc}") from None
+
+
+class _HeaderReader:
+    """Parses the top-level keys up to `"traceEvents": [` from a growing text buffer."""
+
+    def __init__(self, stream, path):
+        self.stream, self.path = stream, path
+        self.decoder = codecs.getincrementaldecoder("utf-8")()
+        self.raw = bytearray()
+        self.text = ""
+        self.eof = False
+        self.bad_byte = None  # offset of the first byte that is not UTF-8, once read
+
+    def _more(self):
+        if self.eof:
+            return False
+        chunk = _read(self.stream, self.path)
+        if not chunk:
+            self.eof = True
+            return False
+        if len(self.raw) + len(chunk) > MAX_HEADER_BYTES:
+            raise TraceFileError(self.path, "no traceEvents array in the first 64 MB: not a Chrome/Kineto trace")
+        self.raw += chunk
+        try:
+            self.text += self.decoder.decode(chunk)
+        except UnicodeDecodeError as exc:
+            # Only the header has to be text here; a bad byte in the events is DuckDB's to report.
+            self.text += chunk[:exc.start].decode("utf-8", errors="ignore")
+            self.bad_byte = len(self.raw) - len(chunk) + exc.start
+            self.eof = True
+        return True
+
+    def _skip_ws(self, pos):
+        while True:
+            pos = _WHITESPACE.match(self.text, pos).end()
+            if pos < len(self.text) or not self._more():
+                return pos
+
+    def _value(self, pos):
+        """Decodes one JSON value at `pos`, reading more until it is complete."""
+        while True:
+            try:
+                value, end = _DECODER.raw_decode(self.text, pos)
+            except json.JSONDecodeError as exc:
+                if not self._more():
+                    raise self._invalid(exc) from None
+                continue
+            except RecursionError:
+                raise TraceFileError(self.path, f"a key of its header {TOO_DEEP}") from None
+            # A number at the end of the buffer may go on in the next chunk.
+            if end < len(self.text) or not self._more():
+                return value, end
+
+    def _invalid(self, exc):
+        """The error for JSON that failed to decode with nothing left to read."""
+        if runs_out(self.text, exc):
+            return self._truncated()
+        return TraceFileError(self.path, f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})")
+
+    def _truncated(self):
+        """The error for a header that runs into the end of the file (or of its UTF-8 text)."""
+        if self.bad_byte is not None:
+            if not self.text.strip():
+                return TraceFileError(self.path, "not UTF-8 text: not a JSON trace")
+            return TraceFileError(self.path, f"not UTF-8 text at byte {self.bad_byte}, inside the header")
+        return TraceFileError(self.path, "truncated: the file ends inside its header, before the traceEvents array")
+
+    def _expect(self, pos, wanted, problem):
+        """Raises unless the text at `pos` is one of `wanted`; the end of the file means truncated."""
+        if pos >= len(self.text):
+            raise self._truncated()
+        if self.text[pos] not in wanted:
+            line = self.text.count("\n", 0, pos) + 1
+            column = pos - self.text.rfind("\n", 0, pos)
+            raise TraceFileError(self.path, f"not valid JSON ({problem} at line {line} column {column})")
+
+    def read(self):
+        """Returns (header dict, bytes of the stream already read past the array's `[`, is_array)."""
+        pos = self._skip_ws(0)
+        if self.text.startswith(_BOM):
+            pos = self._skip_ws(len(_BOM))  # a UTF-8 byte order mark, which some editors write
+        if pos >= len(self.text):
+            raise self._truncated() if self.bad_byte is not None else TraceFileError(self.path, "empty file")
+        first = self.text[pos]
+        if first == "[":
+            return {}, self._raw_from(pos), True
+        if first != "{":
+            raise TraceFileError(self.path, "not JSON: a trace starts with { or [")
+        header = {}
+        pos += 1
+        while True:
+            pos = self._skip_ws(pos)
+            if pos < len(self.text) and self.text[pos] == "}":
+                raise TraceFileError(self.path, _NO_EVENTS)
+            self._expect(pos, '"', "expected a key in double quotes")
+            key, pos = self._value(pos)
+            pos = self._skip_ws(pos)
+            self._expect(pos, ":", "expected ':' after a key")
+            pos = self._skip_ws(pos + 1)
+            if key == "traceEvents":
+                self._expect(pos, "[{\"-0123456789tfn", "expected a value")
+                if self.text[pos] != "[":
+                    raise TraceFileError(self.path, "traceEvents is not a JSON array")
+                return header, self._raw_from(pos), False
+            header[key], pos = self._value(pos)
+            pos = self._skip_ws(pos)
+            self._expect(pos, ",}", "expected ',' or '}' between keys")
+            if self.text[pos] == "}":
+                raise TraceFileError(self.path, _NO_EVENTS)
+            pos += 1
+
+    def _raw_from(self, char_pos):
+        """The raw bytes from text position `char_pos` on (the array's `[`)."""
+        byte_pos = len(self.text[:char_pos].encode("utf-8"))
+        return bytes(self.raw[byte_pos:])
+
+
+def read_header(path):
+    """The top-level keys before a trace's event array ({} for a bare array); raises TraceFileError
+    for a file that is no Chrome/Kineto trace, reading only as far as the array's start."""
+    stream, _, handle = open_raw(path)
+    with handle:
+        header, raw, is_array = _HeaderReader(stream, path).read()
+    if is_array and raw[1:].lstrip()[:1] not in (b"{", b"]"):
+        raise TraceFileError(path, "not a trace: a JSON array of events holds objects, [{...}, ...]")
+    return header
+
+
+_EVENT_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
+
+
+class EventLines:
+    """A sink that passes on the event array it is given as one event per line (NDJSON).
+
+    For --lenient on a trace with broken JSON: DuckDB skips a line it cannot parse only in
+    newline-delimited input, and with one event per line the events lost can be counted.
+    Newlines are JSON whitespace outside strings (and invalid inside them), so turning them into
+    spaces changes no valid event; the `}, {` between events becomes `}\n{`. Each write is cut
+    at its last `}`, so no such boundary is split between two writes.
+    """
+
+    def __init__(self, sink):
+        self.sink, self.carry, self.started = sink, b"", False
+
+    def write(self, data):
+        data = self.carry + bytes(data).replace(b"\n", b" ").replace(b"\r", b" ")
+        if not self.started and data.strip():
+            data = data.lstrip()
+            data = data[1:] if data.startswith(b"[") else data
+            self.started = True
+        cut = data.rfind(b"}")
+        if cut < 0:
+            self.carry = data
+            return
+        self.carry = data[cut:]
+        self.sink.write(_EVENT_BOUNDARY.sub(b"}\n{", data[:cut]))
+
+    def finish(self):
+        """Writes what is held back, less the array's closing `]`."""
+        rest = self.carry.rstrip()
+        self.sink.write(_EVENT_BOUNDARY.sub(b"}\n{", rest[:-1] if rest.endswith(b"]") else rest) + b"\n")
+
+
+def _decode_event(held, brace):
+    """The end offset (in `held`) of the JSON object starting at `held[brace]`, or None if it is cut."""
+    text = held[brace:].decode("utf-8", errors="surrogateescape")
+    try:
+        _, end = _DECODER.raw_decode(text)
+    except json.JSONDecodeError:
+        return None
+    return brace + len(text[:end].encode("utf-8", errors="surrogateescape"))
+
+
+def _complete_events_prefix(held, has_array_start):
+    """For --lenient: (`held` cut after its last complete event with the array closed, events cut off).
+
+    The last event is the one after the last `}, {`: kept when it decodes, cut off when it does
+    not. (A `}, {` inside an event's args can make the cut land inside that event; the JSON is
+    then broken and the loader's one-event-per-line read drops it.) `has_array_start`: `held`
+    still begins with the array's `[`, so a trace cut inside its first event keeps no events.
+    """
+    last = None
+    for last in _EVENT_BOUNDARY.finditer(held):
+        pass
+    if last is not None:
+        brace = held.index(b"{", last.start() + 1)
+    elif has_array_start:
+        first = re.match(rb"\[\s*\{", held)
+        if first is None:
+            return b"[]", 0
+        brace = first.end() - 1
+    else:
+        return None, 0
+    end = _decode_event(held, brace)
+    if end is None:
+        return held[:brace].rstrip().rstrip(b",") + b"]", 1
+    return held[:end] + b"]", 0  # the array or the keys after it are what is broken
+
+
+def _lenient_cut(path, held, lenient, flushed):
+    """(body, events cut off) for an event array that never ends: a --lenient cut, or the error."""
+    if lenient:
+        body, cut_events = _complete_events_prefix(bytes(held), not flushed)
+        if body is None:
+            raise TraceFileError(path, "truncated, and no complete event in its last 4 MB to keep")
+        return body, cut_events
+    if held.rstrip().endswith(b"}"):
+        raise TraceFileError(path, "the traceEvents array does not end properly (truncated after an event, or"
+                                   " broken JSON after the array? --lenient loads the events before)")
+    raise TraceFileError(path, "truncated: the traceEvents array never ends (a profiler killed mid-write?"
+                               " --lenient loads the events before the cut)")
+
+
+def stream_events(path, sink, *, lenient=False, progress=None):
+    """Writes the trace's event array, as one JSON array, to `sink` (a binary file object).
+
+    Returns a TraceStream with the header keys, the content's sha256 and whether the
+    array had to be closed by us (`array_closed` False means a truncated trace read
+    leniently). Raises TraceFileError for anything that is not a readable trace.
+    """
+    stream, compressed, raw_handle = open_raw(path, salvage=lenient)
+    digest = hashlib.sha256()
+    info = TraceStream(path=str(path), compressed=compressed)
+    try:
+        reader = _HeaderReader(stream, path)
+        header, pending, is_array = reader.read()
+        digest.update(bytes(reader.raw))
+        info.header = header
+        watch = EndWatch(path)
+        # The blocks read, as read: each goes to the sink untouched once TAIL_BYTES follow it and
+        # it cannot hold the array's end.
+        blocks, held_bytes, flushed = deque([pending]), len(pending), False
+        while True:
+            while len(blocks) > 1 and held_bytes - len(blocks[0]) >= TAIL_BYTES and _may_flush(watch, blocks,
+                                                                                             held_bytes, path):
+                block = blocks.popleft()
+                held_bytes -= len(block)
+                sink.write(block)
+                flushed = True
+            chunk = _next_chunk(stream, path, lenient)
+            if not chunk:
+                break
+            digest.update(chunk)
+            blocks.append(chunk)
+            held_bytes += len(chunk)
+            if progress is not None:
+                progress(raw_handle.tell())
+        if progress is not None:
+            progress(raw_handle.tell())  # a file read whole with its header reports here
+        try:
+            body, tail = _array_end(path, b"".join(blocks), is_array, lenient, flushed, watch, info)
+        except RecursionError:
+            raise TraceFileError(path, f"a key after its traceEvents array {TOO_DEEP}") from None
+        sink.write(body)
+        info.header.update(tail)
+        info.sha256 = digest.hexdigest()
+        info.bytes_read = raw_handle.tell()
+        return info
+    finally:
+        raw_handle.close()
+
+
+def _may_flush(watch, blocks, held_bytes, path):
+    try:
+        return watch.may_flush(blocks, held_bytes)
+    except RecursionError:
+        raise TraceFileError(path, f"a key after its traceEvents array {TOO_DEEP}") from None
+
+
+def _next_chunk(stream, path, lenient):
+    try:
+        return _read(stream, path)
+    except GzipCutShort:
+        if not lenient:
+            raise
+        return b""  # what it held has been read: cut the events as for any truncation
+
+
+def _array_end(path, held, is_array, lenient, flushed, watch, info):
+    """(the rest of the event array, closed, the keys after it) from the held-back end of the file;
+    notes in `info` what --lenient left out."""
+    end = split_array_end(held, is_array)
+    if end.two_arrays:
+        raise TraceFileError(path, TWO_ARRAYS_PROBLEM)
+    if end.body is not None and end.junk:
+        if not lenient:
+            closing = "bracket" if is_array else "brace"
+            raise TraceFileError(path, f"junk after the trace: {end.junk} bytes after its closing {closing}"
+                                       " (--lenient loads the trace without them)")
+        info.junk_bytes = end.junk
+    if end.body is not None:
+        return end.body, end.keys
+    if watch.gave_up:
+        raise TraceFileError(path, watch.gave_up_problem())
+    body, info.cut_events = _lenient_cut(path, held, lenient, flushed)
+    info.array_closed = False
+    info.dropped_tail_bytes = len(held) - (len(body) - 1)
+    return body, {}

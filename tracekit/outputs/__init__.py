@@ -1,0 +1,1 @@
+"""What tracekit hands out: rendered rows, the report, Perfetto traces and server, HTA's tables, the shell."""

@@ -1,0 +1,73 @@
+"""A DiffResult as text: a terminal table, a pull-request comment (markdown), or JSON."""
+
+import json
+
+from tracekit.analysis.compare import METRICS
+from tracekit.outputs.render import as_markdown, as_table
+from tracekit.outputs.rows import Rows
+
+_FIGURE_COLUMNS = ("metric", "a", "b", "change", "change_pct", "ci_low", "ci_high", "significant")
+
+
+def _figures_rows(result):
+    rows = [tuple(_round(f[c]) for c in _FIGURE_COLUMNS) for f in result.figures]
+    return Rows(["metric", result.a, result.b, "change", "change_pct", "ci95_low", "ci95_high", "beyond_noise"], rows)
+
+
+def _attribution_rows(result):
+    columns = ("key", "a_us_per_step", "b_us_per_step", "change_us_per_step", "share_pct", "a_per_step",
+               "b_per_step", "status")
+    names = [result.by, f"{result.a}_us_per_step", f"{result.b}_us_per_step", "change_us_per_step",
+             "share_of_change_pct", f"{result.a}_per_step", f"{result.b}_per_step", "status"]
+    return Rows(names, [tuple(_round(r[c]) for c in columns) for r in result.attribution])
+
+
+def _round(value):
+    return round(value, 3) if isinstance(value, float) else value
+
+
+def _header(result):
+    return (f"tracekit diff: {result.a} (baseline) → {result.b}; {result.steps[0]} and {result.steps[1]} steady "
+            "step(s); 95% intervals from a bootstrap over steps")
+
+
+def _findings_lines(result):
+    lines = [f"appeared: {rule}: {title}" for rule, title in result.findings_appeared]
+    lines += [f"went away: {rule}: {title}" for rule, title in result.findings_gone]
+    return lines or ["no finding appeared or went away"]
+
+
+def _verdict_lines(result):
+    if not result.failed:
+        return ["PASS: no --fail-on condition holds beyond noise"]
+    return [f"FAIL: {text}: {why}" for text, why in result.failed]
+
+
+def as_text(result, width=None):
+    parts = [_header(result), "", as_table(_figures_rows(result), width).rstrip(), "",
+             f"Change by {result.by}, largest first:", as_table(_attribution_rows(result), width).rstrip(), "",
+             "Findings:", *[f"  {line}" for line in _findings_lines(result)], "", *_verdict_lines(result)]
+    return "\n".join(parts) + "\n"
+
+
+def as_markdown_summary(result):
+    verdict = "❌ **fail**" if result.failed else "✅ **pass**"
+    parts = [f"### tracekit diff: `{result.a}` → `{result.b}`: {verdict}", "", *[f"- {line}" for line in _verdict_lines(result)],
+             "", as_markdown(_figures_rows(result)).rstrip(), "", f"**Top causes (by {result.by})**", "",
+             as_markdown(Rows(*_top(_attribution_rows(result), 5))).rstrip(), "", "**Findings**", "",
+             *[f"- {line}" for line in _findings_lines(result)]]
+    return "\n".join(parts) + "\n"
+
+
+def _top(rows, n):
+    return rows.columns, rows.rows[:n]
+
+
+def as_json(result):
+    payload = {"a": result.a, "b": result.b, "steps": list(result.steps), "verdict": result.verdict,
+               "failed": [{"condition": text, "why": why} for text, why in result.failed],
+               "figures": [dict(f, meaning=METRICS[f["metric"]]) for f in result.figures],
+               "by": result.by, "attribution": result.attribution,
+               "findings_appeared": [{"rule": r, "title": t} for r, t in result.findings_appeared],
+               "findings_gone": [{"rule": r, "title": t} for r, t in result.findings_gone]}
+    return json.dumps(payload, indent=2, allow_nan=False, default=str) + "\n"

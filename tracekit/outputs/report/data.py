@@ -1,0 +1,143 @@
+"""SQL → the numbers a report shows: named queries, a few report-only queries on the views, and
+the findings engine's rows.
+
+Everything per step is over the steady steps (view steady_steps), the same steps the `summary`
+query averages over; a trace without ProfilerStep#N counts as one step holding all its GPU work.
+"""
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from tracekit.errors import TracekitError
+from tracekit.analysis.findings_engine import run_findings
+from tracekit.analysis.named_queries import run_named, run_sql
+
+# GPU work of the steady steps (or of the whole trace when it has no steps), one row per
+# kernel, memcpy or memset. `cls` is the kernel class, 'memcpy', 'memset' or 'unclassified'.
+_STEADY_WORK = """
+WITH work AS (
+    SELECT trace, step, name, ts_us, dur_us, coalesce(kernel_class, 'unclassified') AS cls,
+           gemm_class, NULL AS kind, NULL AS bytes, cpu_op_path FROM kernels
+    UNION ALL
+    SELECT trace, step, name, ts_us, dur_us, 'memcpy', NULL, kind, bytes, cpu_op_path FROM memcpy
+    UNION ALL
+    SELECT trace, step, name, ts_us, dur_us, 'memset', NULL, kind, bytes, cpu_op_path FROM memset
+)
+SELECT w.* FROM work w
+WHERE w.step IN (SELECT s.step FROM steady_steps s WHERE s.trace = w.trace)
+   OR w.trace NOT IN (SELECT trace FROM steps)
+"""
+
+# GPU time per steady step of each kernel class (plus memcpy and memset).
+_BY_CLASS = f"""
+WITH w AS ({_STEADY_WORK}),
+n AS (SELECT trace, count(*) AS steps FROM steady_steps GROUP BY trace)
+SELECT w.trace, w.cls AS kernel_class, count(*) / coalesce(any_value(n.steps), 1) AS launches_per_step,
+       sum(w.dur_us) / coalesce(any_value(n.steps), 1) AS us_per_step
+FROM w LEFT JOIN n ON n.trace = w.trace
+GROUP BY w.trace, w.cls
+ORDER BY w.trace, us_per_step DESC, kernel_class
+"""
+
+# The steady step whose GPU time is the median (lower middle on an even count, earliest on
+# ties); for a trace without steps, all of its GPU work (step NULL).
+_TIMELINE = f"""
+WITH w AS ({_STEADY_WORK}),
+per_step AS (
+    SELECT trace, step, sum(dur_us) AS gpu_us FROM w GROUP BY trace, step
+), ranked AS (
+    SELECT *, row_number() OVER (PARTITION BY trace ORDER BY gpu_us, step) AS r,
+           count(*) OVER (PARTITION BY trace) AS n
+    FROM per_step
+), picked AS (
+    SELECT trace, step FROM ranked WHERE r = (n + 1) // 2
+)
+SELECT w.trace, w.step, w.name, w.cls AS kernel_class, w.kind, w.bytes,
+       w.ts_us - min(w.ts_us) OVER (PARTITION BY w.trace) AS start_us, w.dur_us
+FROM w JOIN picked p ON p.trace = w.trace AND p.step IS NOT DISTINCT FROM w.step
+ORDER BY w.trace, start_us, w.name
+"""
+
+_TRACES = "SELECT trace, variant, device_name, compute_capability, metadata FROM traces ORDER BY trace"
+
+
+@dataclass
+class ReportData:
+    """The frames a report is drawn from, each with a column `trace`."""
+
+    source: str              # what the data came from, for the page header
+    summary: pd.DataFrame    # named query summary, fastest first
+    traces: pd.DataFrame     # view traces: variant, device, metadata
+    by_class: pd.DataFrame   # GPU µs per steady step of each kernel class
+    gemm: pd.DataFrame       # named query gemm_classes
+    occupancy: pd.DataFrame  # named query occupancy (per kernel name)
+    plans: pd.DataFrame      # named query cudnn_plan_time
+    timeline: pd.DataFrame   # GPU work of one (the median) steady step per trace
+    findings: pd.DataFrame   # the findings engine's rows, ranked (tracekit.analysis.findings_engine)
+
+    @property
+    def order(self):
+        """Trace names, fastest GPU step first (the summary's order)."""
+        return list(self.summary["trace"])
+
+
+def collect(con, source=""):
+    """Runs every query a report needs on an open connection; raises when no trace is loaded."""
+    summary = run_named(con, "summary")
+    if summary.empty:
+        raise TracekitError(f"{source or 'the database'}: no traces loaded; "
+                            "load some with `tracekit load TRACE... --db FILE`")
+    # Fastest first, as the summary orders them, but a trace with no GPU work is not "fastest".
+    idle = ~(summary["gpu_us_per_step"] > 0)
+    summary = summary.assign(_idle=idle).sort_values(["_idle", "gpu_us_per_step", "trace"], kind="stable") \
+        .drop(columns="_idle").reset_index(drop=True)
+    return ReportData(
+        source=source,
+        summary=summary,
+        traces=run_sql(con, _TRACES),
+        by_class=run_sql(con, _BY_CLASS),
+        gemm=run_named(con, "gemm_classes"),
+        occupancy=run_named(con, "occupancy"),
+        plans=run_named(con, "cudnn_plan_time"),
+        timeline=run_sql(con, _TIMELINE),
+        findings=run_findings(con),
+    )
+
+
+def load(db=None):
+    """ReportData of `db` (or ./tracekit.duckdb, else the bundled samples), opened read-only."""
+    from tracekit.api import resolve_db
+    from tracekit.store.database import connect
+
+    path, is_samples = resolve_db(db)
+    source = "the bundled sample traces" if is_samples else str(path)
+    con = connect(path, read_only=True)
+    try:
+        return collect(con, source)
+    finally:
+        con.close()
+
+
+def top_kernel_rows(data):
+    """Each trace's top kernel (the summary's) with its launch resources from `occupancy`."""
+    merged = data.summary[["trace", "top_kernel", "top_kernel_occupancy_pct"]].merge(
+        data.occupancy, how="left", left_on=["trace", "top_kernel"], right_on=["trace", "kernel"])
+    return merged.drop(columns=["kernel"])
+
+
+def steps_wording(summary):
+    """What a per-step figure of these traces averages over, in a sentence's words: traces without
+    ProfilerStep#N (their CPU time per step is unknown) count as one step, the whole trace."""
+    stepped = summary["cpu_us_per_step"].notna()
+    if stepped.all():
+        return "per-step figures are means over the steady steps (all but the first)"
+    if not stepped.any():
+        return "no trace has ProfilerStep#N steps: each counts as one step, its figures the whole trace's"
+    return ("per-step figures are means over the steady steps (all but the first); a trace without "
+            "ProfilerStep#N counts as one step, the whole trace")
+
+
+def present(value):
+    """True when a cell holds a value (not None/NaN/NA)."""
+    return value is not None and not pd.isna(value)

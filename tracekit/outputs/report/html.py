@@ -1,0 +1,207 @@
+"""The report page: one self-contained HTML file (inline CSS and SVG, no scripts, nothing fetched)."""
+
+from html import escape
+
+from tracekit import __version__
+from tracekit.outputs.report import units
+from tracekit.outputs.report.data import present
+from tracekit.outputs.report.findings_section import html_section
+from tracekit.outputs.report.table import COLUMNS, table_frame
+
+_CSS = """
+:root { --ink:#1f2933; --muted:#5f6b7a; --line:#e3e6eb; --bg:#f5f6f8; --card:#fff;
+        --good:#2f7d32; --bad:#c0392b; --info:#7b8794;
+        --high:#c0392b; --medium:#e07b1f; --low:#c9a227; }
+* { box-sizing:border-box; }
+body { margin:0; background:var(--bg); color:var(--ink);
+       font:14px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif; }
+header { background:#1f2a37; color:#fff; padding:28px 0 24px; }
+.wrap { max-width:1320px; margin:0 auto; padding:0 28px; }
+h1 { margin:0 0 6px; font-size:26px; font-weight:650; letter-spacing:-.01em; }
+header .meta { color:#c3cad4; font-size:13px; }
+header .over { color:#8fa3b8; font-size:12px; text-transform:uppercase; letter-spacing:.08em; margin-bottom:4px; }
+header .meta b { color:#fff; font-weight:600; }
+h2 { font-size:18px; margin:34px 0 12px; font-weight:650; }
+h3 { font-size:14.5px; margin:0 0 2px; font-weight:650; }
+.kpis { display:grid; grid-template-columns:repeat(5,1fr); gap:12px; margin-top:-18px; }
+.kpi { background:var(--card); border:1px solid var(--line); border-radius:8px; padding:12px 14px;
+       box-shadow:0 1px 2px rgba(16,24,40,.05); }
+.kpi .k { color:var(--muted); font-size:12px; text-transform:uppercase; letter-spacing:.04em; }
+.kpi .v { font-size:22px; font-weight:650; font-variant-numeric:tabular-nums; margin:2px 0; }
+.kpi .s { color:var(--muted); font-size:12.5px; }
+.overview { color:var(--muted); margin:-4px 0 10px; }
+.rule-group { margin:0 0 18px; }
+.rule-group h3 { font-size:15px; margin:0; } .rule-group h3 .count { color:var(--muted); font-weight:500; }
+.rule-group .cap { color:var(--muted); font-size:12.5px; margin:0 0 8px; }
+.findings { display:grid; grid-template-columns:1fr 1fr; gap:12px; align-items:start; margin:0 0 10px; }
+.finding { background:var(--card); border:1px solid var(--line); border-left:4px solid var(--info);
+           border-radius:8px; padding:12px 16px; overflow-wrap:anywhere; }
+.finding.high { border-left-color:var(--high); } .finding.medium { border-left-color:var(--medium); }
+.finding.low { border-left-color:var(--low); } .finding.info { border-left-color:var(--info); }
+.finding .topic { font-size:12px; color:var(--muted); font-weight:600; }
+.sev { display:inline-block; font-size:10.5px; text-transform:uppercase; letter-spacing:.05em; color:#fff;
+       background:var(--info); border-radius:3px; padding:0 5px; margin-right:4px; font-weight:650; }
+.high .sev, .sev.high { background:var(--high); } .medium .sev, .sev.medium { background:var(--medium); }
+.low .sev, .sev.low { background:var(--low); } .info .sev, .sev.info { background:var(--info); }
+.finding p { margin:3px 0; font-size:13px; color:#3a4450; }
+.finding p.title { font-weight:600; font-size:14px; color:var(--ink); }
+.finding p.saving { color:var(--good); }
+details.more { margin:-4px 0 0; font-size:13px; color:#3a4450; }
+details.more summary { cursor:pointer; color:var(--muted); }
+details.more li { margin:2px 0; }
+.card { background:var(--card); border:1px solid var(--line); border-radius:8px; padding:16px 18px;
+        box-shadow:0 1px 2px rgba(16,24,40,.05); }
+.tablewrap { overflow-x:auto; padding:0; }
+table { border-collapse:collapse; width:100%; font-size:13px; }
+th, td { padding:7px 8px; border-bottom:1px solid var(--line); white-space:nowrap; }
+th { text-align:left; font-weight:600; color:var(--muted); background:#fafbfc; font-size:12px; white-space:normal; vertical-align:bottom; line-height:1.25; }
+td.n, th.n { text-align:right; font-variant-numeric:tabular-nums; }
+tbody tr:nth-child(even) { background:#fbfcfd; }
+tbody tr.best { background:#eef7ee; }
+td.variant { font-weight:600; white-space:normal; overflow-wrap:anywhere; min-width:196px; max-width:236px; }
+td.variant small { display:block; font-weight:400; color:var(--muted); line-height:1.3; }
+td.kernel { font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace; font-size:11.5px;
+            max-width:200px; overflow:hidden; text-overflow:ellipsis; }
+.cellbar { display:flex; align-items:center; gap:8px; justify-content:flex-end; }
+.cellbar span.b { display:inline-block; height:8px; background:#4e79a7; border-radius:2px; }
+.bad-cell { color:var(--bad); font-weight:600; }
+.figs { display:grid; grid-template-columns:1fr 1fr; gap:14px; }
+figure { margin:0; } figure.wide { grid-column:1 / -1; }
+figure .cap { color:var(--muted); font-size:12.5px; margin:0 0 10px; }
+svg.chart { width:100%; height:auto; display:block; }
+svg.chart text { font-family:system-ui,-apple-system,"Segoe UI",Roboto,Arial,sans-serif; font-size:12px; }
+svg.chart .lbl { fill:#1f2933; font-weight:500; } svg.chart .val { fill:#3a4450; }
+svg.chart .val-in { fill:#fff; font-weight:600; }
+svg.chart .tick { fill:#7b8794; font-size:11px; } svg.chart .note { fill:#8a94a3; font-style:italic; }
+svg.chart .legend { fill:#3a4450; font-size:11.5px; }
+svg.chart rect:hover { opacity:.8; }
+footer { color:var(--muted); font-size:12.5px; margin:36px 0 40px; border-top:1px solid var(--line); padding-top:14px; }
+footer p { margin:4px 0; }
+@media (max-width:900px) { .kpis { grid-template-columns:1fr 1fr; } .findings { grid-template-columns:1fr; } .figs { grid-template-columns:1fr; } }
+@media print { header { background:#fff; color:#000; } .kpi, .card, .finding { box-shadow:none; } }
+"""
+
+
+def _e(text):
+    return escape(str(text), quote=True)
+
+
+def _unique(values):
+    return sorted({str(v) for v in values if present(v)})
+
+
+def _context(data):
+    """The header's facts: device, shape, torch, steps, all from the data."""
+    meta = [t.metadata for t in data.traces.itertuples() if isinstance(t.metadata, dict)]
+    facts = [f"<b>{len(data.summary)}</b> trace(s) from {_e(data.source or 'a tracekit database')}"]
+    devices = _unique(data.traces["device_name"])
+    if devices:
+        facts.append(_e(", ".join(devices)))
+    shapes = _unique(f"B={m.get('batch')} H={m.get('heads')} S={m.get('seq_len')} D={m.get('head_dim')} "
+                     f"{m.get('dtype')}{' causal' if m.get('causal') else ''}" for m in meta)
+    if len(shapes) == 1:
+        facts.append(_e(shapes[0]))
+    elif shapes:
+        facts.append(f"{len(shapes)} shapes")
+    torches = _unique(m.get("torch") for m in meta)
+    if torches:
+        facts.append("torch " + _e(", ".join(torches)))
+    steps = _unique(int(s) for s in data.summary["steps"])
+    facts.append(f"per-step figures: means over {_e('/'.join(steps))} steady step(s)")
+    return " · ".join(facts)
+
+
+def _headline(data):
+    """Names attention variants only when every trace is a `tracekit capture` of one."""
+    if data.traces["variant"].notna().all():
+        return "Attention variants: where the GPU time goes"
+    return "Where the GPU time goes"
+
+
+def _kpi(key, value, sub):
+    return f'<div class="kpi"><div class="k">{_e(key)}</div><div class="v">{_e(value)}</div><div class="s">{_e(sub)}</div></div>'
+
+
+def _kpis(data):
+    s = data.summary
+    ran = s[s["gpu_us_per_step"] > 0]
+    cards = []
+    best = ran.iloc[0] if not ran.empty else None
+    cards.append(_kpi("Fastest", best.trace if best is not None else "—",
+                      f"{units.us(best.gpu_us_per_step)} GPU per step" if best is not None else "no GPU work"))
+    ups = s[s["speedup_vs_naive"].notna() & (s["variant"] != "naive")]
+    top = ups.loc[ups["speedup_vs_naive"].idxmax()] if not ups.empty else None
+    cards.append(_kpi("Best speed-up vs naive", units.times(top.speedup_vs_naive) if top is not None else "—",
+                      top.trace if top is not None else
+                      "no naive trace of the same shape" if (s["variant"] == "naive").any() else "no naive trace loaded"))
+    copy = s.loc[s["memcpy_bytes_per_step"].idxmax()]
+    cards.append(_kpi("Largest memcpy / step", units.bytes_text(copy.memcpy_bytes_per_step)
+                      if copy.memcpy_bytes_per_step > 0 else "none",
+                      copy.trace if copy.memcpy_bytes_per_step > 0 else "in any steady step"))
+    plan = data.plans.loc[data.plans["plan_ms"].idxmax()] if not data.plans.empty else None
+    cards.append(_kpi("cuDNN first-call plan", units.ms(plan.plan_ms) if plan is not None else "—",
+                      plan.trace if plan is not None else "no cuDNN attention"))
+    most = s.sort_values(["kernels_per_step", "trace"], ascending=[False, True]).iloc[0]
+    cards.append(_kpi("Most kernels / step", units.per_step(most.kernels_per_step), most.trace))
+    return '<div class="kpis">' + "".join(cards) + "</div>"
+
+
+def _cell(column, row, descriptions, widest):
+    value = row[column.key]
+    text = _e(column.text(value))
+    if column.key == "trace":
+        desc = descriptions.get(value)
+        # Break long trace names at their underscores rather than mid-word.
+        text = text.replace("_", "_<wbr>")
+        return f'<td class="variant">{text}' + (f"<small>{_e(desc)}</small>" if desc else "") + "</td>"
+    if column.key == "gpu_us_per_step" and widest > 0:
+        width = 80 * float(value) / widest
+        return f'<td class="n"><div class="cellbar">{text}<span class="b" style="width:{width:.1f}px"></span></div></td>'
+    if column.key == "top_kernel":
+        return f'<td class="kernel" title="{_e(value)}">{text}</td>'
+    bad = ((column.key == "memcpy_bytes_per_step" and value > 0)
+           or (column.key == "tensor_core_pct" and present(value) and value < 50)
+           or (column.key == "plan_ms" and present(value) and value >= 100))
+    return f'<td class="n{" bad-cell" if bad else ""}">{text}</td>'
+
+
+def _table(data):
+    frame = table_frame(data)
+    descriptions = {t.trace: t.metadata.get("description") for t in data.traces.itertuples()
+                    if isinstance(t.metadata, dict)}
+    widest = float(frame["gpu_us_per_step"].max() or 0)
+    head = "".join(f'<th class="{"n" if c.numeric else ""}" title="{_e(c.help)}">{_e(c.header)}</th>' for c in COLUMNS)
+    rows = []
+    for i, (_, row) in enumerate(frame.iterrows()):
+        cls = ' class="best"' if i == 0 and row["gpu_us_per_step"] > 0 else ""
+        cells = "".join(_cell(c, row, descriptions, widest) for c in COLUMNS)
+        rows.append(f'<tr{cls} data-trace="{_e(row["trace"])}">{cells}</tr>')
+    return ('<section id="summary"><h2>Variants, fastest first</h2><div class="card tablewrap">'
+            f'<table id="summary-table"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+            "</div></section>")
+
+
+def _figures(figs):
+    parts = []
+    for f in figs:
+        parts.append(f'<figure class="card{" wide" if f.wide else ""}" id="fig-{_e(f.id)}"><h3>{_e(f.title)}</h3>'
+                     f'<p class="cap">{_e(f.caption)}</p>{f.svg}</figure>')
+    return '<section id="charts"><h2>Charts</h2><div class="figs">' + "".join(parts) + "</div></section>"
+
+
+def page(data, figures):
+    """The whole report as one HTML document."""
+    title = f"tracekit report · {len(data.summary)} variant(s)"
+    return ("<!DOCTYPE html>\n"
+            f'<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">'
+            f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>"
+            f'<header><div class="wrap"><div class="over">tracekit report</div><h1>{_e(_headline(data))}</h1>'
+            f'<div class="meta">{_context(data)}</div></div></header>'
+            f'<main class="wrap">{_kpis(data)}{html_section(data.findings)}{_table(data)}{_figures(figures)}'
+            "<footer><p>Steady steps are every ProfilerStep but the first, the cold call that pays for "
+            "cuDNN plans, torch.compile and allocator warm-up. GPU time is the sum of kernel, memcpy and "
+            "memset durations. Occupancy is the profiler's estimate; it records 0 when it has none.</p>"
+            f"<p>Generated by tracekit {_e(__version__)} (<code>tracekit report</code>) from the named queries "
+            "summary, gemm_classes, occupancy and cudnn_plan_time, and the findings of the rules in "
+            "queries/findings/ (<code>tracekit findings --list</code>). This file is self-contained: "
+            "no scripts, no external resources.</p></footer></main></body></html>\n")

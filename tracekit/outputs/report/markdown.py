@@ -1,0 +1,16 @@
+"""The report for a terminal or a pull request: the comparative table and the findings."""
+
+from tracekit.outputs.render import as_markdown
+from tracekit.outputs.rows import Rows
+from tracekit.outputs.report.data import steps_wording
+from tracekit.outputs.report.findings_section import markdown_section
+from tracekit.outputs.report.table import display_frame
+
+
+def markdown(data):
+    """Markdown text: a heading, the table (fastest first) and one bullet per finding."""
+    lines = ["# tracekit report", "",
+             f"{len(data.summary)} trace(s) from {data.source or 'a tracekit database'}; "
+             f"{steps_wording(data.summary)}.", "",
+             "## Variants, fastest first", "", as_markdown(Rows.from_frame(display_frame(data))).rstrip(), ""]
+    return "\n".join(lines) + "\n" + markdown_section(data.findings)

@@ -1,0 +1,64 @@
+"""The comparative table (named query `summary`) as display text, shared by HTML and markdown."""
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from tracekit.outputs.report import units
+from tracekit.outputs.report.data import present
+
+
+@dataclass
+class Column:
+    key: str        # column of the summary (or a derived one)
+    header: str
+    text: object    # value -> display text
+    numeric: bool = True
+    help: str = ""
+
+
+def _tflops(row, metadata):
+    """Achieved TFLOP/s from the capture's flops_per_call over the GPU time per step (one call a step)."""
+    flops = (metadata.get(row["trace"]) or {}).get("flops_per_call")
+    if not flops or not row["gpu_us_per_step"] > 0:
+        return None
+    return float(flops) / (row["gpu_us_per_step"] * 1e-6) / 1e12
+
+
+COLUMNS = [
+    Column("trace", "variant", str, numeric=False, help="trace name"),
+    Column("gpu_us_per_step", "GPU µs / step", lambda v: units.number(v),
+           help="kernels + memcpy + memset per steady step"),
+    Column("speedup_vs_naive", "vs naive", units.times, help="naive's GPU time per step over this one's"),
+    Column("tflops", "TFLOP/s", lambda v: units.number(v, 0) if present(v) else "—",
+           help="the capture's FLOPs per call over GPU time per step"),
+    Column("kernels_per_step", "kernels / step", units.per_step),
+    Column("cpu_us_per_step", "CPU µs / step", lambda v: units.number(v), help="ProfilerStep span"),
+    Column("memcpy_per_step", "memcpy / step", units.per_step),
+    Column("memcpy_bytes_per_step", "memcpy bytes / step", units.bytes_text),
+    Column("tensor_core_pct", "Tensor Core %", units.pct,
+           help="share of GEMM, convolution and attention time on Tensor Cores"),
+    Column("top_kernel", "top kernel", units.short_kernel, numeric=False),
+    Column("top_kernel_occupancy_pct", "occupancy", lambda v: units.pct(v) if present(v) and v > 0 else "—",
+           help="estimated achieved occupancy of the top kernel (— : none recorded)"),
+    Column("plan_ms", "cuDNN plan", units.ms, help="first-call plan time"),
+]
+
+
+def table_frame(data):
+    """The summary with the derived columns of COLUMNS, fastest first (raw values)."""
+    frame = data.summary.copy()
+    metadata = {t.trace: t.metadata if isinstance(t.metadata, dict) else None for t in data.traces.itertuples()}
+    frame["tflops"] = [_tflops(row, metadata) for _, row in frame.iterrows()]
+    # summary's share covers the steady steps only; gemm_classes' (all of the trace) fills a gap.
+    shares = dict(zip(data.gemm["trace"], data.gemm["tensor_core_pct"]))
+    frame["tensor_core_pct"] = [v if present(v) else shares.get(t) for t, v in
+                                zip(frame["trace"], frame["tensor_core_pct"])]
+    return frame
+
+
+def display_frame(data):
+    """The table as text cells, one column per COLUMNS entry, headed by its header."""
+    frame = table_frame(data)
+    shown = {c.header: [c.text(v) for v in frame[c.key]] for c in COLUMNS}
+    return pd.DataFrame(shown)

@@ -1,0 +1,46 @@
+"""Keeps the database's kernel_classes and kernel_rules tables in step with classify.py.
+
+The loader classifies a trace's kernels in DuckDB, with the stored rules: its regular
+expressions are RE2's, which run in time linear in the name (Python's backtracking `re` can take
+the square of it: `gemm\\w*_ffma` on `gemmgemmgemm...`), and only a name's first
+MAX_CLASSIFIED_CHARS are looked at, as classify() does, so a 100 MB name costs what a short one does.
+"""
+
+from tracekit.analysis.classify import MAX_CLASSIFIED_CHARS, RULES, rule_rows
+
+_CLASS_COLUMNS = "(name, kernel_class, gemm_class, math_unit, rule, trace_id)"
+
+
+def _first_rule():
+    """SQL for the order of the first rule whose pattern matches `head` (NULL when none does),
+    each pattern a constant, compiled once per statement."""
+    cases = " ".join(f"WHEN regexp_matches(head, '{rule.pattern.replace(chr(39), chr(39) * 2)}', 'i') THEN {order}"
+                     for order, rule in enumerate(RULES, start=1))
+    return f"CASE {cases} END"
+
+
+_CLASSIFY = (f"INSERT INTO kernel_classes {_CLASS_COLUMNS}"
+             " SELECT k.name, r.kernel_class, r.gemm_class, r.math_unit, r.why, $trace_id"
+             f" FROM (SELECT name, {_first_rule()} AS rule_order"
+             f"       FROM (SELECT DISTINCT name, left(name, {MAX_CLASSIFIED_CHARS}) AS head"
+             "              FROM kernel_rows WHERE trace_id = $trace_id)) k"
+             " LEFT JOIN kernel_rules r USING (rule_order)")
+
+
+def store_classes(con, trace_id):
+    """Classifies the kernel names of one trace."""
+    con.execute(_CLASSIFY, {"trace_id": trace_id})
+
+
+def sync_rules(con):
+    """When classify.py's rules differ from the stored ones (a newer tracekit), stores them and
+    classifies every trace's kernels again, so old traces and new ones are classified alike."""
+    current = rule_rows()
+    stored = [tuple(row) for row in con.execute("SELECT * FROM kernel_rules ORDER BY rule_order").fetchall()]
+    if stored == current:
+        return
+    con.execute("DELETE FROM kernel_rules")
+    con.executemany(f"INSERT INTO kernel_rules VALUES ({', '.join('?' * len(current[0]))})", current)
+    con.execute("DELETE FROM kernel_classes")
+    for (trace_id,) in con.execute("SELECT trace_id FROM trace_files ORDER BY trace_id").fetchall():
+        store_classes(con, trace_id)

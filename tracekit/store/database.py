@@ -1,0 +1,310 @@
+"""Opening tracekit databases: creating the schema, read-only access, and clear errors."""
+
+import contextvars
+import re
+import time
+from contextlib import contextmanager
+from importlib import resources
+from pathlib import Path
+
+import duckdb
+
+from tracekit import __version__
+from tracekit.errors import DatabaseError, DatabaseLocked
+
+DEFAULT_DB = "tracekit.duckdb"
+# 2: trace_files.vendor and gpu_arch, gpu_busy_rows.
+# 3: the knowledge tables gpu_specs and gpu_arch_limits; event_rows.args compressed with ZSTD.
+SCHEMA_VERSION = "3"
+
+# Parses a JSON number's text into integer nanoseconds exactly: going through DOUBLE would lose
+# the nanosecond fraction of microsecond timestamps larger than 2^33.
+_MACROS = r"""
+CREATE OR REPLACE TEMP MACRO tk_ns_text(t) AS
+    CASE WHEN t LIKE '%e%' OR t LIKE '%E%' THEN TRY_CAST(round(TRY_CAST(t AS DOUBLE) * 1000) AS BIGINT)
+         ELSE (CASE WHEN starts_with(t, '-') THEN -1 ELSE 1 END)
+              * (abs(TRY_CAST(split_part(t, '.', 1) AS BIGINT)) * 1000
+                 + TRY_CAST(coalesce(nullif(rpad(split_part(t, '.', 2), 3, '0')[1:3], ''), '0') AS BIGINT))
+    END;
+-- A number, or a string holding one: Perfetto reads "ts": "12.5" as 12.5, and so do we.
+CREATE OR REPLACE TEMP MACRO tk_is_number(j) AS
+    json_type(j) IN ('UBIGINT', 'BIGINT', 'DOUBLE')
+    OR (json_type(j) = 'VARCHAR'
+        AND regexp_full_match(json_extract_string(j, '$'), '\s*-?[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?\s*'));
+CREATE OR REPLACE TEMP MACRO tk_ns(j) AS
+    CASE WHEN tk_is_number(j) THEN tk_ns_text(trim(json_extract_string(j, '$'))) END;
+-- A time as the exact read gives it: `j` the JSON value (whose number went through DOUBLE: it
+-- decides whether there is a number), `exact` the same value read from the event's text as a
+-- DECIMAL (every digit kept, rounded to the nanosecond as the fast read rounds).
+CREATE OR REPLACE TEMP MACRO tk_exact_ns(j, exact) AS
+    CASE WHEN tk_is_number(j) THEN coalesce(TRY_CAST(exact * 1000 AS BIGINT), tk_ns(j)) END;
+-- Times must stay under 2^62 ns (4.6e15 us, 146 years) so a ts plus a dur still fits a BIGINT;
+-- NaN and infinities are out of range too (the comparison is false for NaN). The loader's checks
+-- use it: tk_ns itself stays unguarded, as it runs on every ts and dur of every trace.
+CREATE OR REPLACE TEMP MACRO tk_in_range(j) AS abs(TRY_CAST(trim(json_extract_string(j, '$')) AS DOUBLE)) < 4.6e15;
+"""
+
+
+def sql_resource(name):
+    """The text of one of tracekit's own SQL files (tracekit/sql/<name>)."""
+    return resources.files("tracekit.store").joinpath("sql", name).read_text(encoding="utf-8")
+
+
+def split_statements(sql):
+    """Splits a tracekit SQL file on the `;` that ends a line (our files never put one elsewhere)."""
+    body = "\n".join(line for line in sql.splitlines() if not line.lstrip().startswith("--"))
+    return [part.strip() for part in re.split(r";\s*$", body, flags=re.M) if part.strip()]
+
+
+_LOCK_HOLDER = re.compile(r"lock is held in (\S+) \(PID (\d+)\)")
+
+
+def _friendly(exc, path):
+    from tracekit.ingest.load_stop import disk_full_folder
+
+    message = str(exc)
+    full = disk_full_folder(exc, Path(path).resolve().parent)
+    if full is not None:
+        return DatabaseError(f"{path}: the disk is full (no space left in {full})")
+    if "Could not set lock" in message or "Conflicting lock" in message:
+        holder = _LOCK_HOLDER.search(message)
+        by = f" by {Path(holder.group(1)).name} (PID {holder.group(2)})" if holder else ""
+        return DatabaseLocked(f"{path}: database is locked{by}, another tracekit load perhaps")
+    if "No such file or directory" in message and not Path(path).parent.is_dir():
+        return DatabaseError(f"{path}: its folder {Path(path).parent} does not exist")
+    if "not a valid DuckDB database" in message or "Unable to open" in message or "database file" in message.lower():
+        return DatabaseError(f"{path}: not a DuckDB database file (use another --db)")
+    return DatabaseError(f"{path}: cannot open the database ({message.splitlines()[0]})")
+
+
+def _refuse_other_files(path):
+    """Refuses an existing file that is not a DuckDB database before DuckDB opens it: DuckDB would
+    open a CSV, JSON or gzip file as an in-memory database holding a view of it."""
+    from tracekit.outputs.output_guard import sniff
+
+    if path == ":memory:" or not Path(path).is_file():
+        return
+    try:
+        holds = sniff(path)
+    except OSError as exc:
+        raise DatabaseError(f"{path}: cannot read the database ({exc.strerror})") from None
+    if holds not in (None, "a DuckDB database"):
+        raise DatabaseError(f"{path}: not a DuckDB database file, it holds {holds} (use another --db)")
+
+
+# How long an open waits for a database another process holds (a load, most often), and whom it
+# tells that it waits: set for a whole command or API call by waiting_for_lock.
+DEFAULT_LOCK_WAIT_S = 30  # the API's wait, as the CLI's --wait
+_LOCK_WAIT = contextvars.ContextVar("tracekit_lock_wait", default=(0.0, None))
+_LOCK_POLL_S = (0.05, 0.5)  # the first retry comes soon, later ones every half second
+
+
+@contextmanager
+def waiting_for_lock(seconds, on_wait=None):
+    """Within this block an open of a database that another process holds waits up to `seconds`
+    for it, calling `on_wait(message)` once when it starts to wait; then it fails as before."""
+    token = _LOCK_WAIT.set((max(float(seconds), 0.0), on_wait))
+    try:
+        yield
+    finally:
+        _LOCK_WAIT.reset(token)
+
+
+def _opened_when_free(open_once):
+    """`open_once()`, tried again while another process holds the database, up to the wait set by
+    waiting_for_lock. DuckDB lets one process write, or several read, never both: a load's lock
+    keeps readers out until its last commit (there is no older snapshot to read meanwhile)."""
+    limit, on_wait = _LOCK_WAIT.get()
+    started, pause, told = time.monotonic(), _LOCK_POLL_S[0], False
+    while True:
+        try:
+            return open_once()
+        except DatabaseLocked as exc:
+            waited = time.monotonic() - started
+            if limit <= 0:
+                raise DatabaseLocked(f"{exc}; wait for it to finish (or give --wait SECONDS)") from None
+            if waited >= limit:
+                raise DatabaseLocked(f"{exc}; still locked after waiting {limit:g} s "
+                                     "(--wait SECONDS waits longer)") from None
+            if on_wait is not None and not told:
+                on_wait(f"{exc}; waiting up to {limit:g} s for it (--wait SECONDS)")
+                told = True
+            time.sleep(min(pause, limit - waited))
+            pause = _LOCK_POLL_S[1]
+
+
+def connect(path=DEFAULT_DB, *, read_only=False):
+    """Opens (creating when writable) a tracekit database, with the schema in place."""
+    path = str(path)
+    if read_only and path != ":memory:" and not Path(path).exists():
+        raise DatabaseError(f"{path}: no such database; create it with `tracekit load TRACE... --db {path}`")
+    _refuse_other_files(path)
+    return _opened_when_free(lambda: _connect_once(path, read_only))
+
+
+def _connect_once(path, read_only):
+    try:
+        con = duckdb.connect(path, read_only=read_only)
+    except duckdb.Error as exc:
+        raise _friendly(exc, path) from None
+    def set_up():
+        if read_only:
+            _check_schema(con, path)
+        else:
+            ensure_schema(con, path)
+        _prepare(con)
+
+    return _set_up(con, path, set_up)
+
+
+def _set_up(con, path, set_up):
+    """`con` once `set_up()` has run; closed, with the error said in a database's terms, if it fails."""
+    try:
+        set_up()
+    except DatabaseError:
+        con.close()
+        raise
+    except duckdb.Error as exc:
+        con.close()
+        raise _friendly(exc, path) from None
+    return con
+
+
+def connect_for_queries(path, *, allow_files=False):
+    """A read-only connection for user SQL that reaches the tracekit database at `path` and nothing
+    else (with `allow_files`, the user's own files too, to read): see tracekit.analysis.sql_sandbox.
+
+    The database is attached to a DuckDB instance of its own, so the locked configuration never
+    reaches another connection this process holds to the same file (DuckDB shares one instance
+    between the connections to a path)."""
+    path = str(path)
+    if not Path(path).exists():
+        raise DatabaseError(f"{path}: no such database; create it with `tracekit load TRACE... --db {path}`")
+    _refuse_other_files(path)
+    return _opened_when_free(lambda: _attach_for_queries(path, allow_files))
+
+
+def _attach_for_queries(path, allow_files):
+    from tracekit.analysis.sql_sandbox import lock_down
+
+    con = duckdb.connect(":memory:")
+
+    def set_up():
+        quoted = path.replace("'", "''")
+        con.execute(f"ATTACH '{quoted}' AS tracekit (TYPE duckdb, READ_ONLY)")
+        con.execute("USE tracekit")
+        # Where DuckDB spills a big sort, as for the database opened directly.
+        con.execute(f"SET temp_directory = '{quoted}.tmp'")
+        _check_schema(con, path)
+        _prepare(con)
+        lock_down(con, allow_files=allow_files)
+
+    return _set_up(con, path, set_up)
+
+
+def worker_connection(con):
+    """Another connection to `con`'s database, for a thread of its own (temp tables and macros are
+    per connection)."""
+    worker = con.cursor()
+    _prepare(worker)
+    return worker
+
+
+def _prepare(con):
+    # DuckDB draws its own progress bar on a terminal, over tracekit's output.
+    con.execute("SET enable_progress_bar = false")
+    for statement in split_statements(_MACROS):
+        con.execute(statement)
+
+
+def _create_findings_view(con):
+    """The `findings` view: every finding rule with its default thresholds, made from the rules
+    this tracekit ships whenever it opens the database to write, as the other views are."""
+    from tracekit.analysis.findings_engine import view_sql
+    con.execute(f"CREATE OR REPLACE VIEW findings AS {view_sql()}")
+
+
+def _check_schema(con, path):
+    _refuse_foreign(con, path)
+    tables = set(_relations(con))
+    if "trace_files" not in tables or "kernels" not in tables:
+        raise DatabaseError(f"{path}: a DuckDB database with no traces loaded; load traces into it first")
+
+
+def _relations(con):
+    """The tables and views of the database in use (its main schema), sorted."""
+    return sorted(row[0] for row in con.execute(
+        "SELECT table_name FROM information_schema.tables "
+        "WHERE table_catalog = current_database() AND table_schema = 'main'").fetchall())
+
+
+def _stored_schema_version(con):
+    """schema_info's version, or None where there is no tracekit schema_info to read it from."""
+    if "schema_info" not in _relations(con):
+        return None
+    try:
+        row = con.execute("SELECT value FROM schema_info WHERE key = 'schema_version'").fetchone()
+    except duckdb.Error:
+        return None  # a schema_info of someone else's, with other columns
+    return str(row[0]) if row and row[0] is not None else None
+
+
+def _refuse_foreign(con, path):
+    """Refuses a database that is not tracekit's (tables or views and no tracekit schema_info) and
+    one of another tracekit schema; an empty DuckDB file is fine."""
+    stored = _stored_schema_version(con)
+    if stored is None:
+        names = _relations(con)
+        if names:
+            shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+            raise DatabaseError(f"{path or 'the database'}: a DuckDB database that is not tracekit's: it has "
+                                f"tables/views {shown}; give tracekit a database of its own (--db NEW.duckdb)")
+        return
+    _refuse_other_schema(stored, path)
+
+
+def _refuse_other_schema(stored, path):
+    if stored == SCHEMA_VERSION:
+        return
+    where = path or "the database"
+    if stored.isdigit() and int(stored) > int(SCHEMA_VERSION):
+        raise DatabaseError(f"{where}: made by a newer tracekit (schema {stored}); upgrade tracekit to read it")
+    raise DatabaseError(f"{where}: made by an older tracekit (schema {stored}; this one uses {SCHEMA_VERSION}):"
+                        " load its traces again into a new database (tracekit load TRACE... --db NEW.duckdb)")
+
+
+def ensure_schema(con, path=None):
+    """Creates the tables and (re)creates the views; safe to run on every open."""
+    from tracekit.store.class_tables import sync_rules
+    from tracekit.store.knowledge import sync_knowledge
+
+    _refuse_foreign(con, path)
+    con.execute("BEGIN")
+    try:
+        for statement in split_statements(sql_resource("tables.sql")):
+            con.execute(statement)
+        sync_knowledge(con)
+        for statement in split_statements(sql_resource("views.sql")):
+            con.execute(statement)
+        _create_findings_view(con)
+        sync_rules(con)
+        con.execute("INSERT OR REPLACE INTO schema_info VALUES ('schema_version', ?), ('tracekit_version', ?)",
+                    [SCHEMA_VERSION, __version__])
+        con.execute("COMMIT")
+    except Exception:
+        con.execute("ROLLBACK")
+        raise
+
+
+def schema_doc():
+    """The documented views, as text: each view's comment block from views.sql."""
+    blocks, current = [], None
+    for line in sql_resource("views.sql").splitlines():
+        if line.startswith("-- @view "):
+            current = [line[len("-- @view "):]]
+            blocks.append(current)
+        elif current is not None and line.startswith("--"):
+            current.append("  " + line[2:].strip())
+        else:
+            current = None
+    return "\n\n".join("\n".join(block) for block in blocks) + "\n"

@@ -1,0 +1,43 @@
+"""What tracekit knows about GPUs, kept as CSV files beside this module (tracekit/knowledge/), one
+row per GPU or architecture with its source, and stored in the database as tables the views join."""
+
+import csv
+import io
+from importlib import resources
+
+# table -> (CSV file, column types in CSV order)
+TABLES = {
+    "gpu_specs": ("gpu_specs.csv", {
+        "name_pattern": "VARCHAR", "gpu": "VARCHAR", "arch": "VARCHAR", "tf32_tflops": "DOUBLE",
+        "bf16_tflops": "DOUBLE", "fp16_tflops": "DOUBLE", "memory_tb_s": "DOUBLE", "source": "VARCHAR"}),
+    "gpu_arch_limits": ("gpu_arch_limits.csv", {
+        "arch": "VARCHAR", "max_blocks_per_sm": "INTEGER", "max_warps_per_sm": "INTEGER",
+        "registers_per_sm": "INTEGER", "register_alloc_unit": "INTEGER", "max_registers_per_thread": "INTEGER",
+        "shared_memory_per_sm": "INTEGER", "reserved_shared_memory_per_block": "INTEGER", "source": "VARCHAR"}),
+}
+_CASTS = {"DOUBLE": float, "INTEGER": int, "VARCHAR": str}
+
+
+def rows(table):
+    """The rows of a knowledge table, typed, in the CSV's order (an empty cell is NULL)."""
+    file_name, columns = TABLES[table]
+    text = resources.files("tracekit.store").joinpath("knowledge", file_name).read_text(encoding="utf-8")
+    return [tuple(_CASTS[kind](record[name]) if record[name] != "" else None for name, kind in columns.items())
+            for record in csv.DictReader(io.StringIO(text))]
+
+
+def create_statements():
+    return [f"CREATE TABLE IF NOT EXISTS {table} ({', '.join(f'{c} {t}' for c, t in columns.items())})"
+            for table, (_, columns) in TABLES.items()]
+
+
+def sync_knowledge(con):
+    """Creates the knowledge tables and stores this tracekit's rows when they differ."""
+    for statement in create_statements():
+        con.execute(statement)
+    for table, (_, columns) in TABLES.items():
+        current = rows(table)
+        stored = [tuple(r) for r in con.execute(f"SELECT * FROM {table} ORDER BY rowid").fetchall()]
+        if stored != current:
+            con.execute(f"DELETE FROM {table}")
+            con.executemany(f"INSERT INTO {table} VALUES ({', '.join('?' * len(columns))})", current)

@@ -1,0 +1,93 @@
+"""The bundled sample traces, and a database of them built once and cached.
+
+`tracekit query` with no database at hand runs on this, so a new user sees real
+answers at once.
+"""
+
+import errno
+import hashlib
+import os
+import tempfile
+from importlib import resources
+from pathlib import Path
+
+from tracekit import __version__
+from tracekit.errors import TracekitError
+
+
+def sample_trace_paths():
+    """The bundled sample traces (real H200 captures), sorted by name."""
+    folder = resources.files("tracekit.sample_traces")
+    return sorted(Path(str(entry)) for entry in folder.iterdir() if entry.name.endswith(".json.gz"))
+
+
+def _cache_dir():
+    root = Path(os.environ.get("TRACEKIT_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "tracekit"))
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        if not os.access(root, os.W_OK | os.X_OK):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+    except OSError as exc:
+        why = "it is a file, not a folder" if root.exists() and not root.is_dir() else exc.strerror or str(exc)
+        raise _unusable(root, why) from None
+    return root
+
+
+def _unusable(folder, why):
+    return TracekitError(f"{folder}: the cache folder cannot be used ({why}); set TRACEKIT_CACHE to a folder"
+                         " tracekit may write, or give --db")
+
+
+def _fingerprint():
+    """Changes whenever the traces, the schema or the classification rules change."""
+    import duckdb
+
+    # A database file is tied to the DuckDB that wrote it: another version gets its own.
+    digest = hashlib.sha256(f"{__version__} duckdb {duckdb.__version__}".encode())
+    for path in sample_trace_paths():
+        digest.update(path.name.encode())
+        digest.update(str(path.stat().st_size).encode())
+    # Everything that decides what a load writes: the ingest and store code and the schema files.
+    package = Path(resources.files("tracekit"))
+    sources = sorted([*package.glob("ingest/*.py"), *package.glob("store/**/*.*"),
+                      package / "analysis" / "classify.py", package / "outputs" / "track_layout.py"])
+    for source in sources:
+        if source.suffix in (".py", ".sql", ".csv"):
+            digest.update(source.relative_to(package).as_posix().encode())
+            digest.update(source.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def sample_database():
+    """Path of a database holding the sample traces, building it on first use."""
+    target = _cache_dir() / f"samples-{_fingerprint()}.duckdb"
+    if target.exists():
+        return target  # the loader is imported only to build it: `tracekit query` starts faster
+    from tracekit.store.database import connect
+    from tracekit.errors import DatabaseError
+    from tracekit.ingest.loader import load_file
+
+    scratch = None
+    try:
+        handle, scratch = tempfile.mkstemp(dir=target.parent, prefix=".samples-", suffix=".duckdb")
+        os.close(handle)
+        os.unlink(scratch)
+        con = connect(scratch)
+        try:
+            for path in sample_trace_paths():
+                load_file(con, path)
+        finally:
+            con.close()
+        # A rename is atomic: a concurrent first use sees either no file or a complete one.
+        os.replace(scratch, target)
+    except OSError as exc:
+        raise _unusable(target.parent, exc.strerror or type(exc).__name__) from None
+    except DatabaseError:
+        # Its message names the scratch file, which is ours, not the user's.
+        raise _unusable(target.parent, "the sample database cannot be written there") from None
+    finally:
+        for leftover in (scratch, f"{scratch}.wal"):
+            if leftover and os.path.exists(leftover):
+                os.unlink(leftover)
+    return target
