@@ -122,7 +122,7 @@ def _shown(sql):
     return shown if len(shown) <= 300 else shown[:297] + "..."
 
 
-def _checked(sql, params):
+def check_sql(sql, params):
     """Refuses, unrun, anything but one SELECT (whatever the connection allows, the SQL may only
     read), a parameter the SQL does not use, and a $name it uses that has no value."""
     statement = check_read_only(sql)
@@ -140,9 +140,9 @@ def _check_params(used, given):
 
 
 def _execute(con, sql, params):
-    """Runs one SELECT statement (every path that runs a user's SQL comes through _checked). The
+    """Runs one SELECT statement (every path that runs a user's SQL comes through check_sql). The
     SQL runs as written: a trailing `;` or `-- comment` is fine."""
-    _checked(sql, params)
+    check_sql(sql, params)
     try:
         relation = con.execute(sql, params) if params else con.execute(sql)
     except duckdb.Error as exc:
@@ -208,7 +208,7 @@ def write_parquet(con, sql, params, path, columns=None):
     from tracekit.outputs.parquet_out import write_relation
     from tracekit.outputs.rows import check_columns
 
-    _checked(sql, params)  # as _execute does: with --allow-files, a COPY here would write a file
+    check_sql(sql, params)  # as _execute does: with --allow-files, a COPY here would write a file
     try:
         relation = con.sql(_without_ending(sql), params=params)
         if relation is None:

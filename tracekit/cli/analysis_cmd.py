@@ -255,14 +255,21 @@ def _params(pairs):
 @click.option("--list", "list_queries", is_flag=True, help="List the named queries and exit.")
 @click.option("--allow-files", is_flag=True,
               help="Let --sql read your own files (CSV, Parquet, JSON) to join with the traces; it still never writes.")
+@click.option("--lake", metavar="DIR", help="Query this Parquet lake of tracekit's tables instead of a database.")
+@click.option("--engine", type=click.Choice(["duckdb", "spark"]), default="duckdb", show_default=True,
+              help="What runs the query: spark runs it on Apache Spark over --lake, translated from DuckDB's "
+                   "SQL (pip install 'tracekit[spark]').")
+@click.option("--master", metavar="URL",
+              help="Spark's master for --engine spark: spark://HOST:7077, yarn, k8s://... [default: local[*]].")
 @output_options
 @wait_option
-def query(name, sql, db, params, list_queries, allow_files, fmt, force, output, columns):
+def query(name, sql, db, params, list_queries, allow_files, lake, engine, master, fmt, force, output, columns):
     """Run a named query (queries/*.sql), an .sql file or --sql SQL, read-only, and print the rows.
 
     With no --db and no tracekit.duckdb here, it runs on the bundled sample traces.
     --sql is one SELECT that sees the trace database and nothing else (see --allow-files);
     -p NAME VALUE gives its $NAME, as text DuckDB casts to the type the SQL needs.
+    With --lake DIR --engine spark, Spark runs it over a Parquet lake (same SQL, same rows).
     A table fits the terminal (or COLUMNS); piped, it shows every value whole.
     """
     from tracekit.cli import database_to_read
@@ -278,6 +285,10 @@ def query(name, sql, db, params, list_queries, allow_files, fmt, force, output, 
         return
     sql_text = _sql_to_run(name, sql)
     params = _params(params)
+    if _on_spark(engine, lake, master, db, allow_files):
+        check_output_file(output, fmt, force)
+        emit(_spark_rows(lake, master, name, sql_text, params), fmt, output, columns)
+        return
     path, _ = database_to_read(db, "running on")
     check_output_file(output, fmt, force, database=path)
     con = connect_for_queries(path, allow_files=allow_files)
@@ -297,6 +308,38 @@ def query(name, sql, db, params, list_queries, allow_files, fmt, force, output, 
     finally:
         con.close()
     emit(rows, fmt, output, columns)
+
+
+def _on_spark(engine, lake, master, db, allow_files):
+    """True when the query runs on Spark; refuses the options that do not go together."""
+    if master is not None and engine != "spark":
+        raise click.UsageError("--master is Spark's: add --engine spark")
+    if lake is not None and db is not None:
+        raise click.UsageError("give --db or --lake, not both")
+    if engine != "spark":
+        if lake is not None:
+            raise click.UsageError("--lake is read by Spark: add --engine spark")
+        return False
+    if lake is None:
+        raise click.UsageError("--engine spark reads a lake: give --lake DIR")
+    if allow_files:
+        raise click.UsageError("--allow-files is DuckDB's: with --engine spark a query sees the lake alone")
+    return True
+
+
+def _spark_rows(lake, master, name, sql_text, params):
+    """The rows of the named query (or of `sql_text`), run by Spark over the lake."""
+    from tracekit.analysis.spark_session import require_pyspark
+
+    require_pyspark()  # before the modules that import sqlglot and pyspark
+    from tracekit.analysis.spark_lake import query_lake
+
+    if sql_text is None:
+        return query_lake(lake, name, params=params, master=master)
+    try:
+        return query_lake(lake, sql=sql_text.text, params=params, master=master)
+    except QueryError as exc:
+        raise QueryError(sql_text.blame(str(exc))) from None
 
 
 def _query_list():

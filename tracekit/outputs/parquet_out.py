@@ -45,9 +45,12 @@ def write_relation(relation, path):
 
 
 def write_rows(rows, path):
-    """Writes a small Rows of plain values (text, integers: `tracekit query --list`) to `path`."""
+    """Writes a small Rows of plain values (`tracekit query --list`, rows Spark returned) to `path`,
+    each column cast to the DuckDB type rows.types gives it (where it gives one)."""
     import pandas as pd
 
     frame = pd.DataFrame(rows.rows, columns=rows.columns, dtype=object)
-    _copy(frame, [], path)
+    types = rows.types or [None] * len(rows.columns)
+    casts = [f"CAST({_quoted(c)} AS {t}) AS {_quoted(c)}" if t else _quoted(c) for c, t in zip(rows.columns, types)]
+    _copy(frame, casts if rows.types else [], path)
     return len(frame)

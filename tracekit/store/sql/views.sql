@@ -120,8 +120,10 @@ SELECT d.trace_id, d.trace, d.device, d.gpu_arch AS arch,
 FROM devices d JOIN gpu_arch_limits a ON a.arch = d.gpu_arch;
 
 -- Each trace's row of gpu_specs: the longest name_pattern that matches its device's name.
+-- (Columns named, not sp.*: Spark's QUALIFY, as sqlglot writes it, would return its row number too.)
 CREATE OR REPLACE VIEW _trace_specs AS
-SELECT f.trace_id, sp.*
+SELECT f.trace_id, sp.name_pattern, sp.gpu, sp.arch, sp.tf32_tflops, sp.bf16_tflops, sp.fp16_tflops,
+       sp.memory_tb_s, sp.source
 FROM trace_files f JOIN gpu_specs sp ON regexp_matches(f.device_name, sp.name_pattern)
 QUALIFY row_number() OVER (PARTITION BY f.trace_id ORDER BY length(sp.name_pattern) DESC, sp.name_pattern) = 1;
 
@@ -132,7 +134,8 @@ WITH shapes AS (
     SELECT DISTINCT trace_id, device, block, registers_per_thread, shared_memory_bytes
     FROM kernel_rows WHERE block IS NOT NULL AND registers_per_thread IS NOT NULL
 ), sized AS (
-    SELECT s.*, l.max_warps_per_sm, l.max_blocks_per_sm,
+    SELECT s.trace_id, s.device, s.block, s.registers_per_thread, s.shared_memory_bytes,
+           l.max_warps_per_sm, l.max_blocks_per_sm,
            CAST(ceil(s.block[1] * coalesce(s.block[2], 1) * coalesce(s.block[3], 1) / 32.0) AS INTEGER) AS warps_per_block,
            CAST(ceil(greatest(s.registers_per_thread, 1) * 32.0 / l.register_alloc_unit) AS INTEGER) * l.register_alloc_unit
              AS registers_per_warp,
@@ -290,16 +293,19 @@ SELECT trace, step, count(*) OVER (PARTITION BY trace) AS steps FROM windows;
 --   cpu_us_per_step: the ProfilerStep#N span per step; NULL for a trace without steps
 --   kernels_per_step: kernel launches per step
 CREATE OR REPLACE VIEW step_totals AS
-SELECT w.trace, any_value(w.steps) AS steps,
-       (SELECT sum(b.busy_us) FROM gpu_busy b JOIN steady_window v
-          ON v.trace = b.trace AND v.step IS NOT DISTINCT FROM b.step WHERE b.trace = w.trace)
-         / any_value(w.steps) AS gpu_us_per_step,
-       (SELECT avg(s.dur_us) FROM steady_steps s WHERE s.trace = w.trace) AS cpu_us_per_step,
-       (SELECT sum(b.kernels) FROM gpu_busy b JOIN steady_window v
-          ON v.trace = b.trace AND v.step IS NOT DISTINCT FROM b.step WHERE b.trace = w.trace)
-         / any_value(w.steps) AS kernels_per_step
-FROM steady_window w
-GROUP BY w.trace;
+-- Joins of per-trace sums, not scalar subqueries: Spark runs no correlated subquery beside an aggregate.
+WITH windows AS (
+    SELECT trace, any_value(steps) AS steps FROM steady_window GROUP BY trace
+), busy AS (
+    SELECT b.trace, sum(b.busy_us) AS busy_us, sum(b.kernels) AS kernels
+    FROM gpu_busy b JOIN steady_window v ON v.trace = b.trace AND v.step IS NOT DISTINCT FROM b.step
+    GROUP BY b.trace
+), cpu AS (
+    SELECT trace, avg(dur_us) AS cpu_us FROM steady_steps GROUP BY trace
+)
+SELECT w.trace, w.steps, b.busy_us / w.steps AS gpu_us_per_step, c.cpu_us AS cpu_us_per_step,
+       b.kernels / w.steps AS kernels_per_step
+FROM windows w LEFT JOIN busy b ON b.trace = w.trace LEFT JOIN cpu c ON c.trace = w.trace;
 
 -- @view cudnn_attention_calls: each call into cuDNN attention on the CPU (the outermost op whose name
 -- mentions cudnn and attention), numbered per trace in time order. Its first call builds the plan.

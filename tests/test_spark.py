@@ -1,0 +1,239 @@
+"""`tracekit query --lake DIR --engine spark`: every named query gives on Spark, over a lake, the
+rows DuckDB gives on the database the lake was copied from; the CLI's options and errors.
+
+One Spark (local[2]) serves the module; its lake holds the sample traces, the foreign traces,
+the CPU trace, the H200 training and fp32 captures, and a trace whose name needs escaping.
+"""
+
+import gzip
+import math
+import subprocess
+import sys
+from decimal import Decimal
+
+import pytest
+
+from conftest import ROOT, SAMPLE_TRACES, TEST_DATA, invoke_cli
+from lake_copy import copy_to_lake
+from tracekit.analysis.named_queries import fetch_rows, named_queries, named_sql
+
+pytest.importorskip("sqlglot")
+pytest.importorskip("pyspark")
+
+QUERIES = sorted(named_queries())
+# Few shuffle partitions: the lake is small, and each partition is a task.
+TEST_SETTINGS = {"spark.sql.shuffle.partitions": "2"}
+ODD_NAME = "rank 0=é%,#"  # a space, =, a non-ASCII letter, %: each escaped in a partition folder
+TRACE_FOLDERS = [SAMPLE_TRACES, TEST_DATA / "foreign", TEST_DATA / "cpu", TEST_DATA / "h200" / "train_fp32",
+                 TEST_DATA / "h200" / "train_bf16", TEST_DATA / "h200" / "fp32"]
+
+
+@pytest.fixture(scope="module")
+def lake_db(tmp_path_factory):
+    """A database of the test traces, and a lake copied from it: (database, lake)."""
+    from tracekit.ingest.loader import expand_paths, load_file
+    from tracekit.store.database import connect
+
+    folder = tmp_path_factory.mktemp("spark")
+    odd = folder / f"{ODD_NAME}.json"
+    # Another trace's content with one more newline: a trace of its own (its sha256 differs).
+    odd.write_bytes(gzip.decompress((TEST_DATA / "foreign" / "l4_square_memcpy_two_steps.json.gz").read_bytes()) + b"\n")
+    db = folder / "traces.duckdb"
+    con = connect(db)
+    try:
+        for path in expand_paths([str(p) for p in TRACE_FOLDERS] + [str(odd)]):
+            assert load_file(con, path).status == "loaded", path
+    finally:
+        con.close()
+    return db, copy_to_lake(db, folder / "lake")
+
+
+@pytest.fixture(scope="module")
+def spark_lake(lake_db):
+    from tracekit.analysis.spark_lake import SparkLake
+
+    with SparkLake(lake_db[1], "local[2]", TEST_SETTINGS) as lake:
+        yield lake
+
+
+@pytest.fixture(scope="module")
+def duck(lake_db):
+    from tracekit.store.database import connect_for_queries
+
+    con = connect_for_queries(lake_db[0])
+    yield con
+    con.close()
+
+
+def same_value(a, b):
+    """Equal, numbers to 1e-9 relative (the engines sum floats in different orders); NULL == NULL."""
+    if a is None or b is None:
+        return a is None and b is None
+    if isinstance(a, (float, Decimal)) or isinstance(b, (float, Decimal)):
+        if isinstance(a, (str, bool)) or isinstance(b, (str, bool)):
+            return False
+        a, b = float(a), float(b)
+        return a == b or (math.isnan(a) and math.isnan(b)) or abs(a - b) <= 1e-9 * max(abs(a), abs(b))
+    return a == b
+
+
+def _sort_key(row):
+    # Floats to 9 digits, so that the last bits the engines differ in never reorder rows.
+    return tuple((v is None, f"{v:.9g}" if isinstance(v, float) else str(v)) for v in row)
+
+
+def assert_same_rows(spark_rows, duckdb_rows):
+    assert spark_rows.columns == duckdb_rows.columns
+    assert len(spark_rows.rows) == len(duckdb_rows.rows)
+    for got, want in zip(sorted(spark_rows.rows, key=_sort_key), sorted(duckdb_rows.rows, key=_sort_key)):
+        assert all(same_value(g, w) for g, w in zip(got, want)), f"Spark: {got}\nDuckDB: {want}"
+
+
+@pytest.mark.parametrize("name", QUERIES)
+def test_every_named_query_gives_duckdbs_rows_on_spark(spark_lake, duck, name):
+    rows = spark_lake.named(name)
+    assert_same_rows(rows, fetch_rows(duck, *named_sql(name)))
+    # No DECIMAL arithmetic crept in: Spark's numbers are DuckDB's doubles and integers.
+    assert not any(isinstance(v, Decimal) for row in rows.rows for v in row)
+
+
+def test_the_lake_holds_rows_for_every_query_to_compare(spark_lake):
+    """The comparison above means something: each named query returns rows on this lake."""
+    empty = [name for name in QUERIES if not spark_lake.named(name).rows]
+    assert empty == []
+
+
+@pytest.mark.parametrize("name, params", [("top_kernels", {"trace": "naive", "limit": "2"}),
+                                          ("memcpy", {"trace": ODD_NAME}),
+                                          ("anomalies", {"trace": "rtx4060_runtime_without_gpu_events"})])
+def test_parameters_reach_spark(spark_lake, duck, name, params):
+    rows = spark_lake.named(name, params)
+    assert rows.rows and {row[0] for row in rows.rows} == {params["trace"]}
+    assert_same_rows(rows, fetch_rows(duck, *named_sql(name, params)))
+
+
+def test_a_trace_name_that_needs_escaping_reads_back_as_loaded(spark_lake):
+    names = [row[0] for row in spark_lake.rows("SELECT trace FROM traces").rows]
+    assert ODD_NAME in names and len(names) == len(set(names))
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT trace, name, dur_us, grid, block FROM kernels WHERE trace = 'naive'",
+    "SELECT trace, kind, count(*) AS n, sum(bytes) AS b FROM memcpy GROUP BY ALL",
+    "SELECT * FROM device_limits",
+    "SELECT trace, name, flops, achieved_tflops, peak_tflops, pct_of_peak, theoretical_occupancy_pct, "
+    "occupancy_limiter FROM kernels",
+    "SELECT * FROM gemm_math",
+    "SELECT * FROM step_totals",
+    "SELECT * FROM cudnn_attention_calls",
+    "SELECT trace, cat, name, ts_us, dur_us, ts_ns FROM events WHERE ph = 'X' AND cat = 'kernel'",
+])
+def test_the_views_give_duckdbs_rows_on_spark(spark_lake, duck, sql):
+    assert_same_rows(spark_lake.rows(sql), fetch_rows(duck, sql))
+
+
+def test_ad_hoc_sql_with_a_parameter(spark_lake, duck):
+    sql = "SELECT trace, count(*) AS kernels FROM kernels WHERE dur_us > $min_us GROUP BY trace ORDER BY trace"
+    rows = spark_lake.rows(sql, {"min_us": 100})
+    assert rows.rows
+    assert_same_rows(rows, fetch_rows(duck, sql, {"min_us": 100}))
+
+
+def test_a_trace_that_is_not_in_the_lake_is_an_error(spark_lake):
+    from tracekit.errors import TracekitError
+
+    with pytest.raises(TracekitError, match="no trace named 'nope' \\(loaded: .*naive"):
+        spark_lake.named("summary", {"trace": "nope"})
+
+
+@pytest.mark.parametrize("sql, says", [
+    ("SELECT nosuch FROM kernels", "Spark: .*nosuch"),
+    ("DELETE FROM kernels", "DELETE is not allowed"),
+    ("SELECT reflect('java.lang.System', 'exit', 0)", "reflect\\(\\) is not allowed"),
+    ("SELECT * FROM kernels QUALIFY row_number() OVER (PARTITION BY trace ORDER BY ts_us) = 1",
+     "QUALIFY under SELECT \\*"),
+])
+def test_bad_sql_is_one_error_and_reads_nothing_else(spark_lake, sql, says):
+    from tracekit.errors import QueryError
+
+    with pytest.raises(QueryError, match=says):
+        spark_lake.rows(sql)
+
+
+def test_sql_cannot_read_files_beside_the_lake(spark_lake, lake_db):
+    """Spark reads `parquet.`PATH`` as a table unless told not to: tracekit tells it not to."""
+    from tracekit.errors import QueryError
+
+    with pytest.raises(QueryError, match="TABLE_OR_VIEW_NOT_FOUND"):
+        spark_lake.rows(f'SELECT * FROM parquet."{lake_db[1] / "gpu_specs"}"')
+
+
+def test_the_cli_runs_a_named_query_on_spark(lake_db, spark_lake):
+    result = invoke_cli("query", "top_kernels", "--lake", lake_db[1], "--engine", "spark", "-p", "trace", "naive",
+                        "-p", "limit", "2", "-f", "csv")
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0] == ",".join(named_queries()["top_kernels"].columns)
+    assert [line.split(",")[:2] for line in lines[1:]] == [["naive", "1"], ["naive", "2"]]
+
+
+def test_the_cli_writes_spark_rows_to_parquet_with_their_types(lake_db, spark_lake, tmp_path):
+    import duckdb
+
+    out = tmp_path / "gemm.parquet"
+    result = invoke_cli("query", "gemm_classes", "--lake", lake_db[1], "--engine", "spark", "-o", out)
+    assert result.exit_code == 0, result.output
+    types = dict(duckdb.sql(f"SELECT column_name, column_type FROM (DESCRIBE SELECT * FROM '{out}')").fetchall())
+    assert types["trace"] == "VARCHAR" and types["tensor_core_gemms"] == "BIGINT" and types["simt_us"] == "DOUBLE"
+
+
+def test_the_cli_runs_ad_hoc_sql_on_spark(lake_db, spark_lake):
+    result = invoke_cli("query", "--lake", lake_db[1], "--engine", "spark", "-f", "csv",
+                        "--sql", "SELECT count(*) AS traces FROM traces")
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines() == ["traces", str(len(spark_lake.rows("SELECT * FROM trace_files").rows))]
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--engine", "spark"], "--engine spark reads a lake: give --lake DIR"),
+    (["--master", "local[1]"], "--master is Spark's: add --engine spark"),
+    (["--lake", "L"], "--lake is read by Spark: add --engine spark"),
+    (["--lake", "L", "--db", "x.duckdb", "--engine", "spark"], "give --db or --lake, not both"),
+    (["--lake", "L", "--engine", "spark", "--allow-files"], "--allow-files is DuckDB's"),
+])
+def test_options_that_do_not_go_together(args, says):
+    result = invoke_cli("query", "summary", *args)
+    assert result.exit_code == 2 and says in result.output
+
+
+def test_a_folder_that_is_no_lake(tmp_path, spark_lake):
+    result = invoke_cli("query", "summary", "--lake", tmp_path, "--engine", "spark")
+    assert result.exit_code == 1
+    assert result.output.strip() == f"Error: {tmp_path}: not a tracekit lake (it has no trace_files dataset)"
+
+
+def test_without_pyspark_it_says_how_to_install_it(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "pyspark", None)  # makes the import fail
+    result = invoke_cli("query", "summary", "--lake", tmp_path, "--engine", "spark")
+    assert result.exit_code == 1
+    assert result.output.strip() == ("Error: --engine spark needs pyspark, which is not installed: "
+                                     "pip install 'tracekit[spark]'")
+
+
+def test_a_master_spark_cannot_use_is_one_error(tmp_path):
+    code = ("from tracekit.cli import cli\nfrom click.testing import CliRunner\n"
+            f"r = CliRunner().invoke(cli, ['query', 'summary', '--lake', {str(tmp_path)!r}, '--engine', 'spark', "
+            "'--master', 'nonsense://x'])\nprint(r.exit_code, r.output)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180)
+    assert done.stdout.startswith("1 Error: Spark did not start on nonsense://x: "), done.stdout + done.stderr
+    assert len(done.stdout.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+
+
+def test_duckdb_queries_and_import_tracekit_never_import_spark_or_sqlglot(lake_db):
+    code = ("import sys\nimport tracekit\nfrom click.testing import CliRunner\nfrom tracekit.cli import cli\n"
+            f"r = CliRunner().invoke(cli, ['query', 'summary', '--db', {str(lake_db[0])!r}])\n"
+            "assert r.exit_code == 0, r.output\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pyspark', 'sqlglot', 'py4j')))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "[]"
