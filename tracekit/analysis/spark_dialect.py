@@ -12,17 +12,26 @@ what no portable SQL can say is rewritten here, each rewrite with the reason:
 - `json_type(j)` says 'ARRAY' or 'OBJECT' for arrays and objects (what tracekit's SQL asks of it),
   else 'VALUE' for a number, string or boolean; Spark has no json_type (sqlglot keeps the name).
 - `regexp_full_match(s, p)` is `s RLIKE '^(?:p)$'` (sqlglot keeps the name; Spark has none).
-- `string_agg(... ORDER BY x)` (Spark's LISTAGG ... WITHIN GROUP) sorts without the NULLS LAST that
-  sqlglot adds: Spark 4.3 fails on it with DISTINCT, and the aggregate skips NULLs anyway.
+- `regexp_replace(s, p, r, 'g')` replaces every match, as Spark's does (sqlglot drops the 'g');
+  without 'g' DuckDB replaces the first match only, which Spark cannot say: that is refused unless
+  the pattern is anchored (^ or $), where there is one match at most. A literal replacement's
+  `\\1` is Spark's `$1`, and its `$` a plain `$`.
+- `format('{} took {:.1f} us', ...)` is the UDF tk_format (tracekit.analysis.spark_format): Spark's
+  own format_string rounds and writes numbers otherwise.
+- Ordered lists, slices, to_json and string_agg: see tracekit.analysis.spark_aggregates.
 - Spark's reflect, java_method and try_reflect (which call any static Java method) are refused:
   a query reads the lake and nothing else.
 - A QUALIFY under `SELECT *` (or `t.*`) is refused: sqlglot rewrites QUALIFY as a subquery whose
   outer `*` then also returns its row-number column. Write the columns out.
 """
 
+import re
+
 import sqlglot
 from sqlglot import exp
 
+from tracekit.analysis.spark_aggregates import rewrite_aggregate
+from tracekit.analysis.spark_format import UDF_NAME
 from tracekit.errors import QueryError
 
 READ, WRITE = "duckdb", "spark"
@@ -41,7 +50,7 @@ def spark_tree(sql):
         raise QueryError(f"sqlglot cannot read the SQL as DuckDB's ({_first_line(exc)})") from None
     _refuse_qualify_under_star(tree)
     _refuse_jvm_calls(tree)
-    return tree.transform(_rewrite, copy=False)
+    return _rewritten(tree)
 
 
 def view_selects(sql_text):
@@ -56,8 +65,21 @@ def view_selects(sql_text):
             raise QueryError(f"not a view: {statement[:80]}")
         select = tree.expression
         _refuse_qualify_under_star(select)
-        views.append((tree.this.name, select.transform(_rewrite, copy=False).sql(WRITE)))
+        views.append((tree.this.name, _rewritten(select).sql(WRITE)))
     return views
+
+
+def _rewritten(tree):
+    """`tree` with every rewrite made, children before their parents (a rewrite of a parent
+    then builds on its children's Spark forms)."""
+    for node in reversed(list(tree.walk())):
+        new = rewrite_aggregate(_rewrite(node))
+        if new is not node:
+            if node is tree:
+                tree = new
+            else:
+                node.replace(new)
+    return tree
 
 
 def _rewrite(node):
@@ -70,38 +92,35 @@ def _rewrite(node):
     if isinstance(node, exp.RegexpFullMatch):
         anchored = exp.func("CONCAT", exp.Literal.string("^(?:"), node.expression, exp.Literal.string(")$"))
         return exp.RegexpLike(this=node.this, expression=anchored)
-    if isinstance(node, exp.GroupConcat) and isinstance(node.this, exp.Order):
-        _spark_null_order(node.this)
-    if isinstance(node, exp.Filter) and _is_distinct_string_agg(node.this):
-        return _filter_inside(node.this, node.expression.this)
+    if isinstance(node, exp.RegexpReplace):
+        return _replace_all(node)
+    if isinstance(node, exp.Format):
+        return exp.Anonymous(this=UDF_NAME, expressions=[node.this, *node.expressions])
     return node
 
 
-def _is_distinct_string_agg(node):
-    return (isinstance(node, exp.GroupConcat) and isinstance(node.this, exp.Order)
-            and isinstance(node.this.this, exp.Distinct))
+def _replace_all(node):
+    """regexp_replace as Spark's, which replaces every match (see the module's doc)."""
+    pattern, replacement = node.expression, node.args.get("replacement")
+    modifiers = node.args.get("modifiers")
+    flags = modifiers.this if isinstance(modifiers, exp.Literal) else ("" if modifiers is None else None)
+    if flags is None or set(flags) - {"g", "i"}:
+        raise QueryError("regexp_replace's options translate to Spark only as 'g' and 'i'")
+    literal = isinstance(pattern, exp.Literal) and pattern.is_string
+    if "g" not in flags and not (literal and _anchored(pattern.this)):
+        raise QueryError("regexp_replace without 'g' replaces the first match, which Spark cannot say: "
+                         "anchor the pattern (^ or $), or give 'g' to replace every match")
+    if "i" in flags:
+        if not literal:
+            raise QueryError("regexp_replace's 'i' translates to Spark for a literal pattern only")
+        pattern = exp.Literal.string("(?i)" + pattern.this)
+    if isinstance(replacement, exp.Literal) and replacement.is_string:
+        replacement = exp.Literal.string(re.sub(r"\\(\d)", r"$\1", replacement.this.replace("$", "\\$")))
+    return exp.RegexpReplace(this=node.this, expression=pattern, replacement=replacement)
 
 
-def _filter_inside(aggregate, condition):
-    """string_agg(DISTINCT x ORDER BY x) FILTER (WHERE c) as string_agg(DISTINCT CASE WHEN c THEN x
-    END ORDER BY CASE WHEN c THEN x END): the same, as the aggregate skips NULLs; Spark 4.3's
-    LISTAGG fails (a ClassCastException) on DISTINCT with FILTER."""
-    def only_if(value):
-        return exp.case().when(condition.copy(), value.copy())
-
-    order = aggregate.this
-    for value in order.this.expressions:
-        value.replace(only_if(value))
-    for ordered in order.expressions:
-        ordered.this.replace(only_if(ordered.this))
-    _spark_null_order(order)
-    return aggregate
-
-
-def _spark_null_order(order):
-    """Spark's own NULL order for each key: sqlglot then writes no NULLS clause."""
-    for ordered in order.expressions:
-        ordered.set("nulls_first", not ordered.args.get("desc"))
+def _anchored(pattern):
+    return pattern.startswith("^") or (pattern.endswith("$") and not pattern.endswith("\\$"))
 
 
 def _is_decimal(text):

@@ -8,7 +8,8 @@ so a query sees what it sees in a tracekit database.
 """
 
 from tracekit.analysis.named_queries import check_sql, named_sql
-from tracekit.analysis.spark_dialect import to_spark, view_selects
+from tracekit.analysis.spark_ctes import query_frame, release
+from tracekit.analysis.spark_dialect import spark_tree, view_selects
 from tracekit.analysis.spark_session import own_session, spark_error_text, start_session
 from tracekit.analysis.trace_lookup import no_such_trace
 from tracekit.errors import QueryError, TracekitError
@@ -56,6 +57,7 @@ class SparkLake:
         self._base = start_session(master, settings)
         self.spark = own_session(self._base, settings)
         try:
+            _register_format(self.spark)
             self._register_tables()
             for name, select in view_selects(_views_sql()):
                 self._sql(select).createOrReplaceTempView(name)
@@ -83,12 +85,16 @@ class SparkLake:
     def rows(self, sql, params=None):
         """The Rows of one SELECT (DuckDB's dialect, `$name` parameters), run on Spark."""
         check_sql(sql, params)
-        frame = self._sql(to_spark(sql), params, shown=sql)
+        tree = spark_tree(sql)
+        kept = []
         try:
+            frame = query_frame(self.spark, tree, params, kept)
             records = frame.collect()
+            schema = frame.schema
         except Exception as exc:
             raise _query_error(exc, sql) from None
-        schema = frame.schema
+        finally:
+            release(self.spark, kept)
         return Rows([field.name for field in schema.fields], [tuple(_plain(v) for v in r) for r in records],
                     [_duckdb_type(field.dataType) for field in schema.fields])
 
@@ -141,6 +147,17 @@ def _utf8_partition_value(column):
     utf8 = F.decode(F.encode(raw, "ISO-8859-1"), "UTF-8")
     misread = raw.rlike("^[\\x00-\\xff]*[\\x80-\\xff]") & ~raw.rlike("[^\\x00-\\xff]") & ~utf8.contains("\ufffd")
     return F.when(misread, utf8).otherwise(raw)
+
+
+def _register_format(session):
+    """The UDF tk_format, DuckDB's format() (tracekit.analysis.spark_format), sent to the executors
+    by value: they need not have tracekit installed."""
+    from pyspark import cloudpickle
+
+    from tracekit.analysis import spark_format
+
+    cloudpickle.register_pickle_by_value(spark_format)
+    session.udf.register(spark_format.UDF_NAME, spark_format.duckdb_format, "string")
 
 
 def _views_sql():

@@ -52,14 +52,19 @@ def start_session(master=None, settings=None):
     require_pyspark()
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.master(master or DEFAULT_MASTER).appName("tracekit")
+    master = master or DEFAULT_MASTER
+    if master.startswith("local"):
+        # The workers that run tracekit's UDF are this Python (with pyspark), not the first python3
+        # on the PATH; on a cluster, its own setting says which Python runs there.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder.master(master).appName("tracekit")
     for key, value in {**SETTINGS, **(settings or {})}.items():
         builder = builder.config(key, value)
     with tempfile.TemporaryFile() as log, _quiet_jvm(log):
         try:
             session = builder.getOrCreate()
         except Exception as exc:  # pyspark raises its own, py4j's or a RuntimeError: all mean "no Spark"
-            raise TracekitError(f"Spark did not start on {master or DEFAULT_MASTER}: "
+            raise TracekitError(f"Spark did not start on {master}: "
                                 f"{_reason(log) or _first_line(exc)}") from None
     session.sparkContext.setLogLevel("ERROR")
     _silence_python_error_log()
@@ -122,8 +127,10 @@ def _first_line(exc):
 
 
 def spark_error_text(exc):
-    """The first line of a Spark error, without its SQLSTATE tail and plan."""
-    first = _first_line(exc)
+    """The first line of a Spark error, without its SQLSTATE tail and plan (for an error pyspark
+    does not know, the Java exception's own message)."""
+    java = getattr(exc, "java_exception", None)
+    first = _first_line(java.toString() if java is not None else exc)
     for tail in (" SQLSTATE:", "; line "):
         if tail in first:
             first = first[:first.index(tail)]
