@@ -301,6 +301,27 @@ def test_a_folder_that_is_no_lake(tmp_path, spark_lake):
     assert result.output.strip() == f"Error: {tmp_path}: not a tracekit lake (it has no trace_files dataset)"
 
 
+def test_the_python_api_runs_a_query_on_spark(lake_db, spark_lake):
+    import tracekit
+    from tracekit.outputs.rows import Rows
+
+    params = {"trace": "naive", "limit": "3"}
+    frame = tracekit.query("top_kernels", lake=lake_db[1], engine="spark", params=params)
+    duckdb_frame = tracekit.query("top_kernels", db=lake_db[0], params=params)
+    assert len(frame) == 3
+    assert_same_rows(Rows.from_frame(frame), Rows.from_frame(duckdb_frame))
+
+
+def test_the_python_api_names_its_own_arguments_without_pyspark(monkeypatch, tmp_path):
+    import tracekit
+    from tracekit.errors import TracekitError
+
+    monkeypatch.setitem(sys.modules, "pyspark", None)
+    with pytest.raises(TracekitError, match='^engine="spark" needs pyspark, which is not installed: '
+                                          "pip install 'tracekit\\[spark\\]'$"):
+        tracekit.query("summary", lake=tmp_path, engine="spark")
+
+
 def test_without_pyspark_it_says_how_to_install_it(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "pyspark", None)  # makes the import fail
     result = invoke_cli("query", "summary", "--lake", tmp_path, "--engine", "spark")

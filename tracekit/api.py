@@ -30,7 +30,8 @@ def _waiting(wait):
 
 
 @speaks_python
-def query(name=None, *, sql=None, db=None, params=None, allow_files=False, wait=DEFAULT_LOCK_WAIT_S):
+def query(name=None, *, sql=None, db=None, params=None, allow_files=False, lake=None, engine="duckdb",
+          master=None, wait=DEFAULT_LOCK_WAIT_S):
     """Runs a named query (or `sql`, one SELECT) read-only and returns a DataFrame.
 
     With no `db` and no tracekit.duckdb in the working directory it runs on the
@@ -41,10 +42,18 @@ def query(name=None, *, sql=None, db=None, params=None, allow_files=False, wait=
     no other file, no ATTACH, no COPY. `allow_files=True` lets it read files too
     (`read_csv('mine.csv')`, `'runs.parquet'`) to join with the traces; it still
     never writes. Off by default, so SQL passed on from someone else stays inside.
+
+    `engine="spark"` runs it on Apache Spark over the Parquet lake `lake` (`master`:
+    Spark's master URL, local[*] by default), the same SQL giving the same rows; a
+    Spark session this process already runs is used, and left running.
     """
     from tracekit.analysis.named_queries import run_named, run_sql
     if (name is None) == (sql is None):
         raise ValueError("give a query name or sql=, not both")
+    if engine == "spark":
+        return _on_spark(lake, master, name, sql, params, db, allow_files)
+    if engine != "duckdb" or lake is not None or master is not None:
+        raise ValueError('lake= and master= are for engine="spark"; engine is "duckdb" or "spark"')
     path, _ = resolve_db(db)
     with _waiting(wait):
         con = connect_for_queries(path, allow_files=allow_files)
@@ -52,6 +61,20 @@ def query(name=None, *, sql=None, db=None, params=None, allow_files=False, wait=
         return run_named(con, name, params) if name is not None else run_sql(con, sql, params)
     finally:
         con.close()
+
+
+def _on_spark(lake, master, name, sql, params, db, allow_files):
+    import pandas as pd
+
+    from tracekit.analysis.spark_session import require_pyspark
+
+    if lake is None or db is not None or allow_files:
+        raise ValueError('engine="spark" reads lake= (and not db=, nor allow_files=)')
+    require_pyspark()
+    from tracekit.analysis.spark_lake import query_lake
+
+    rows = query_lake(lake, name, sql=sql, params=params, master=master)
+    return pd.DataFrame(rows.rows, columns=rows.columns)
 
 
 @speaks_python

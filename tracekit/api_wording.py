@@ -19,6 +19,7 @@ _CLI_TO_API = [
     (r"tracekit query --list shows them", "the named queries are"),
     (r"\(--db NEW\.duckdb\)", '(db="NEW.duckdb")'),
     (r"use another --db", "use another db="),
+    (r"--engine spark", 'engine="spark"'),
     (r"--lenient", "lenient=True"),
     (r"--replace", "replace=True"),
     (r"--allow-files", "allow_files=True"),
