@@ -116,15 +116,10 @@ def assert_same_rows(spark_rows, duckdb_rows):
 @pytest.mark.parametrize("name", QUERIES)
 def test_every_named_query_gives_duckdbs_rows_on_spark(spark_lake, duck, name):
     rows = spark_lake.named(name)
+    assert rows.rows, f"{name} returns nothing on the lake: the comparison would prove nothing"
     assert_same_rows(rows, fetch_rows(duck, *named_sql(name)))
     # No DECIMAL arithmetic crept in: Spark's numbers are DuckDB's doubles and integers.
     assert not any(isinstance(v, Decimal) for row in rows.rows for v in row)
-
-
-def test_the_lake_holds_rows_for_every_query_to_compare(spark_lake):
-    """The comparison above means something: each named query returns rows on this lake."""
-    empty = [name for name in QUERIES if not spark_lake.named(name).rows]
-    assert empty == []
 
 
 def _rule_rows(run, rule):
