@@ -148,6 +148,19 @@ def test_parameters_reach_spark(spark_lake, duck, name, params):
     assert_same_rows(rows, fetch_rows(duck, *named_sql(name, params)))
 
 
+def test_a_table_with_no_rows_in_the_lake_reads_as_empty(lake_db, spark_lake, tmp_path):
+    """A lake where no trace had a copy or a kernel has no such datasets: the views still work."""
+    from tracekit.analysis.spark_lake import SparkLake
+
+    lake = shutil.copytree(lake_db[1], tmp_path / "lake")
+    for table in ("transfer_rows", "kernel_rows", "kernel_classes"):
+        shutil.rmtree(lake / table)
+    with SparkLake(lake, "local[2]", TEST_SETTINGS) as bare:
+        memcpy = bare.named("memcpy")
+        assert memcpy.rows and {row[memcpy.columns.index("memcpy_count")] for row in memcpy.rows} == {0}
+        assert bare.rows("SELECT count(*) AS n, count(grid) AS g FROM kernels").rows == [(0, 0)]
+
+
 def test_a_trace_name_that_needs_escaping_reads_back_as_loaded(spark_lake):
     names = [row[0] for row in spark_lake.rows("SELECT trace FROM traces").rows]
     assert ODD_NAME in names and len(names) == len(set(names))

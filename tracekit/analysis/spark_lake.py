@@ -60,7 +60,7 @@ class SparkLake:
             _register_format(self.spark)
             self._register_tables()
             for name, select in view_selects(_views_sql()):
-                self._sql(select).createOrReplaceTempView(name)
+                self._view(name, select)
         except Exception:
             self.close()
             raise
@@ -98,11 +98,11 @@ class SparkLake:
         return Rows([field.name for field in schema.fields], [tuple(_plain(v) for v in r) for r in records],
                     [_duckdb_type(field.dataType) for field in schema.fields])
 
-    def _sql(self, spark_sql, params=None, shown=None):
+    def _view(self, name, spark_sql):
         try:
-            return self.spark.sql(spark_sql, args=params or None)
+            self.spark.sql(spark_sql).createOrReplaceTempView(name)
         except Exception as exc:
-            raise _query_error(exc, shown or spark_sql) from None
+            raise _query_error(exc, spark_sql) from None
 
     def _check_trace(self, name):
         if not self.spark.sql("SELECT 1 FROM trace_files WHERE trace = :name", args={"name": name}).take(1):
