@@ -177,11 +177,13 @@ SELECT *, least(by_registers, by_shared_memory, by_threads, max_blocks_per_sm) A
 --                 SM's maximum, from its registers per thread, shared memory per block and threads
 --                 per block against the device's limits (deviceProperties, else gpu_arch_limits),
 --                 as CUDA's occupancy calculator computes it; NULL without those (AMD, CPU)
---   flops: the floating-point operations of the GEMM it computes (2 * batch * m * n * k from its
---          op's recorded input shapes: aten::mm, bmm, addmm, baddbmm), NULL when the trace has no
---          shapes, the op is another, or the op ran its GEMM as several kernels
+--   flops: the floating-point operations it computes, from its op's recorded input shapes: a
+--          GEMM's 2 * batch * m * n * k (aten::mm, bmm, addmm, baddbmm), or a fused attention
+--          call's (flash, efficient, cuDNN SDPA, forward and backward; the pairs a causal mask
+--          keeps; on the call's longest kernel); NULL when the trace has no shapes (or no
+--          is_causal), the op is another, or the op ran its GEMM as several kernels
 --   achieved_tflops: flops over its duration, TFLOP/s
---   peak_tflops: the device's dense Tensor Core peak for the GEMM's dtype (TF32 for fp32; see
+--   peak_tflops: the device's dense Tensor Core peak for its inputs' dtype (TF32 for fp32; see
 --                gpu_specs), NULL for a GPU or dtype tracekit has no figure for
 --   pct_of_peak: achieved_tflops over peak_tflops, percent
 --   occupancy_limiter: what caps it: 'registers', 'shared_memory', 'threads' (warps per block
