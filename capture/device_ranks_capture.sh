@@ -2,10 +2,10 @@
 # Captures, in one call to a lent machine with 2 GPUs (kind nvidia-h200-x2), the data-parallel job
 # of issue [12]: 2 ranks of DDP over NCCL training the small causal transformer in bf16, once as is
 # and once with rank 1 slowed by 20 ms a step, one trace per rank. Runs the GPU tests too.
-# NVLink multicast stays off (NCCL_NVLS_ENABLE=0), as the device tool's docs ask.
+# NVLink multicast stays off (NCCL, PyTorch and NVSHMEM), as the device tool's docs ask.
 # Usage (repo root, OUT set): bash capture/device_ranks_capture.sh
 set -uo pipefail
-export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
+export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 python3 -m pip install -q --no-build-isolation --no-deps --no-index --target /tmp/site . || exit 1
 export PYTHONPATH=/tmp/site
 repo=$(pwd)
