@@ -7,12 +7,14 @@
 -- near 0 says they do.
 -- columns:
 --   process_group: the group's name (Process Group Name; NULL where the traces do not say)
---   seq: c10d's sequence number of the call (NULL where not written); call: its place in the group
+--   seq: c10d's sequence number of the call (NULL where not written)
+--   call: its place among the group's calls in the straggler's trace
 --   collective: all_reduce, all_gather, reduce_scatter, ...
 --   step: the ProfilerStep#N of the straggler's kernel
 --   ranks: ranks holding the call
 --   in_bytes: the straggler's message size (NULL: not written)
---   straggler_rank, straggler_trace: the last rank to arrive (shortest kernel; ties: the later start, then the lower rank)
+--   straggler_rank: the last rank to arrive (its kernel the shortest; ties: the later start, then the lower rank)
+--   straggler_trace: its trace
 --   transfer_us: the straggler's kernel time, the collective's own time
 --   max_wait_us: the longest any rank waited for it (the longest kernel minus the straggler's)
 --   total_wait_us: the time all ranks together waited, microseconds of GPU time

@@ -24,6 +24,7 @@ jitter.
 
 Usage: python tests/make_rank_traces.py OUT_DIR [--ranks 4] [--straggler 2] [--step 3]
            [--delay-us 3000] [--allreduce-us 500] [--jitter-us 20] [--overlap-us 200] [--seed 0]
+           [--kernel-name NAME]
 It writes OUT_DIR/rank<r>/trace.json.gz (a job laid out one folder per rank), plus manifest.json with
 the parameters and the pauses it used (as manifest.json, which a folder load passes over).
 """
@@ -57,6 +58,9 @@ class Job:
     jitter_us: float = 20.0
     overlap_us: float = 200.0  # how long before the step's compute ends its all_reduce starts
     seed: int = 0
+    # The NCCL kernel's name: None keeps the real one (NCCL 2.19+: ncclDevKernel_AllReduce_...);
+    # HTA 0.5's straggler analysis knows only the older ncclKernel_... names.
+    kernel_name: str = None
     pauses_us: dict = field(default_factory=dict)  # step -> each rank's pause in it
     kernel_us: dict = field(default_factory=dict)  # step -> each rank's all_reduce kernel time
 
@@ -144,7 +148,7 @@ def allreduce(nccl, job, step, issued_at, thread, gpu_pid):
     op["args"].update(group, **{"External id": external_id})
     launch.update(ts=round(issued_at - OP_US + LAUNCH_AT_US, 3), dur=LAUNCH_US, pid=thread[0], tid=thread[1])
     launch["args"].update(correlation=correlation, **{"External id": external_id})
-    kernel.update(pid=gpu_pid, tid=COMM_STREAM)
+    kernel.update(pid=gpu_pid, tid=COMM_STREAM, name=job.kernel_name or kernel["name"])
     kernel["args"].update(group, stream=COMM_STREAM, correlation=correlation, device=gpu_pid,
                           **{"External id": external_id})
     return [op, launch, kernel]
@@ -213,7 +217,8 @@ def build(out_dir, job=None):
     for rank in range(job.ranks):
         path = out_dir / f"rank{rank}" / "trace.json.gz"
         path.parent.mkdir(parents=True, exist_ok=True)
-        text = json.dumps(rank_trace(base, nccl, points, job, rank), separators=(",", ":"))
+        # Kineto's own separators: HTA finds the rank with the regex `"rank":\s+(\d+)`.
+        text = json.dumps(rank_trace(base, nccl, points, job, rank))
         path.write_bytes(gzip.compress(text.encode(), compresslevel=1, mtime=0))
         paths.append(path)
     (out_dir / "manifest.json").write_text(json.dumps(asdict(job), indent=1) + "\n")
@@ -226,6 +231,7 @@ def main():
     defaults = Job()
     for name in ("ranks", "straggler", "step", "seed"):
         parser.add_argument(f"--{name}", type=int, default=getattr(defaults, name))
+    parser.add_argument("--kernel-name", dest="kernel_name", help="the NCCL kernel's name (default: the real one)")
     for name in ("delay_us", "allreduce_us", "jitter_us", "overlap_us"):
         parser.add_argument(f"--{name.replace('_', '-')}", dest=name, type=float, default=getattr(defaults, name))
     args = vars(parser.parse_args())
