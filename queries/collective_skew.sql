@@ -22,6 +22,7 @@
 --   end_spread_us: last end minus first end
 --   first_start_us: the earliest start, microseconds on the first rank's clock
 -- params:
+--   trace = NULL: only the calls this trace took part in
 --   min_wait_us = 0: only calls where some rank waited at least this long (microseconds)
 WITH per_rank AS (
     -- A rank's part of a call: its kernel (the first to the last of them, where it took several).
@@ -43,7 +44,7 @@ WITH per_rank AS (
     SELECT job_key, group_key, by_seq, call_key, count(*) AS ranks, max(wait_us) AS max_wait_us,
            sum(wait_us) AS total_wait_us, max(start_lag_us) AS start_spread_us,
            max(end_lag_us) AS end_spread_us,
-           min(start_us) AS first_start_us
+           min(start_us) AS first_start_us, max(CASE WHEN trace = $trace THEN 1 ELSE 0 END) AS has_trace
     FROM ordered
     GROUP BY job_key, group_key, by_seq, call_key
 )
@@ -53,5 +54,5 @@ SELECT s.process_group, s.seq, s.call, s.collective, s.step, c.ranks, s.in_bytes
 FROM ordered s
 JOIN per_call c ON c.job_key = s.job_key AND c.group_key = s.group_key AND c.by_seq = s.by_seq
      AND c.call_key = s.call_key
-WHERE s.arrival_from_last = 1 AND c.max_wait_us >= $min_wait_us
+WHERE s.arrival_from_last = 1 AND c.max_wait_us >= $min_wait_us AND ($trace IS NULL OR c.has_trace = 1)
 ORDER BY c.first_start_us, s.job_key, s.group_key, s.by_seq, s.call_key;

@@ -17,6 +17,7 @@
 --   slowest_rank: the rank with the most work_us in the step (ties: the lower rank)
 --   slowest_by_us: the slowest rank's vs_others_us: how much longer it worked than the others
 -- params:
+--   trace = NULL: only this trace's rows (compared with all the ranks of its job)
 --   step = NULL: only this step
 WITH windows AS (
     SELECT t.trace, t.rank, t.job, s.step, s.dur_us AS step_us
@@ -52,5 +53,5 @@ WITH windows AS (
 )
 SELECT c.trace, c.rank, c.step, c.step_us, c.wait_us, c.work_us, c.vs_others_us, s.slowest_rank, s.slowest_by_us
 FROM compared c JOIN slowest s ON s.job = c.job AND s.step_key = c.step_key
-WHERE $step IS NULL OR c.step = $step
+WHERE ($step IS NULL OR c.step = $step) AND ($trace IS NULL OR c.trace = $trace)
 ORDER BY c.job, c.step NULLS LAST, c.rank, c.trace;

@@ -182,3 +182,17 @@ def test_comm_overlap_counts_each_moment_once(rank_job):
         assert both > 0
         for row in rows:
             assert row["exposed_us"] == pytest.approx(row["comm_us"] - row["overlapped_us"], abs=1e-3)
+
+
+def test_a_replaced_rank_trace_leaves_no_collectives_behind(tmp_path):
+    db = tmp_path / "r.duckdb"
+    for args in ([RTX[0]], [RTX[0], "--replace"]):
+        assert invoke_cli("load", *args, "--db", db).exit_code == 0
+    assert db_rows(db, "SELECT count(*) FROM collective_rows") == [(1,)]
+
+
+def test_the_rank_queries_take_one_trace(rtx_db):
+    [row] = query(rtx_db, "rank_steps", ("trace", RTX[1].name.split(".")[0]))
+    assert row["rank"] == 1 and row["slowest_rank"] == 0
+    assert len(query(rtx_db, "collective_skew", ("trace", RTX[1].name.split(".")[0]))) == 1
+    assert query(rtx_db, "collective_skew", ("trace", "l4_square_memcpy_two_steps")) == []
