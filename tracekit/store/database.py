@@ -15,7 +15,8 @@ from tracekit.errors import DatabaseError, DatabaseLocked
 DEFAULT_DB = "tracekit.duckdb"
 # 2: trace_files.vendor and gpu_arch, gpu_busy_rows.
 # 3: the knowledge tables gpu_specs and gpu_arch_limits; event_rows.args compressed with ZSTD.
-SCHEMA_VERSION = "3"
+# 4: trace_files.rank, world_size, dist_backend and job; collective_rows.
+SCHEMA_VERSION = "4"
 
 # Parses a JSON number's text into integer nanoseconds exactly: going through DOUBLE would lose
 # the nanosecond fraction of microsecond timestamps larger than 2^33.
