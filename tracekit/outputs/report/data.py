@@ -152,6 +152,15 @@ def steps_wording(summary):
     return "; ".join([lead] + extra)
 
 
+def all_captures(data):
+    """True when every trace is a `tracekit capture` (it names its variant)."""
+    return bool(data.traces["variant"].notna().all())
+
+
+def table_heading(data):
+    return f"{'Variants' if all_captures(data) else 'Traces'}, fastest first"
+
+
 def step_noun(summary):
     """'steady step' where every trace averages over several steady steps, else 'step'."""
     several, one, none = step_kinds(summary)

@@ -4,7 +4,7 @@ from html import escape
 
 from tracekit import __version__
 from tracekit.outputs.report import units
-from tracekit.outputs.report.data import present, steps_wording
+from tracekit.outputs.report.data import all_captures, present, steps_wording, table_heading
 from tracekit.outputs.report.findings_section import html_section
 from tracekit.outputs.report.table import shown_columns, table_frame
 
@@ -78,7 +78,7 @@ svg.chart .val-in { fill:#fff; font-weight:600; }
 svg.chart .tick { fill:#7b8794; } svg.chart .note { fill:#8a94a3; font-style:italic; }
 svg.chart .legend { fill:#3a4450; }
 svg.chart rect:hover { opacity:.8; }
-table.values { font-size:12px; margin-top:10px; } table.values th, table.values td { padding:4px 8px; }
+table.values { width:auto; min-width:60%; font-size:12px; margin-top:10px; } table.values th, table.values td { padding:4px 8px; }
 table.values td { text-align:right; font-variant-numeric:tabular-nums; } table.values td:first-child { text-align:left; font-weight:600; }
 footer { color:var(--muted); font-size:12.5px; margin:36px 0 40px; border-top:1px solid var(--line); padding-top:14px; }
 footer p { margin:4px 0; }
@@ -137,13 +137,9 @@ def _context(data):
     return " · ".join(facts)
 
 
-def _all_captures(data):
-    return bool(data.traces["variant"].notna().all())
-
-
 def _headline(data):
     """Names attention variants only when every trace is a `tracekit capture` of one."""
-    if _all_captures(data):
+    if all_captures(data):
         return "Attention variants: where the GPU time goes"
     return "Where the GPU time goes"
 
@@ -212,7 +208,7 @@ def _table(data):
         cls = ' class="best"' if i == 0 and row["gpu_us_per_step"] > 0 else ""
         cells = "".join(_cell(c, row, descriptions, widest) for c in columns)
         rows.append(f'<tr{cls} data-trace="{_e(row["trace"])}">{cells}</tr>')
-    return (f'<section id="summary"><h2>{"Variants" if _all_captures(data) else "Traces"}, fastest first</h2>'
+    return (f'<section id="summary"><h2>{_e(table_heading(data))}</h2>'
             '<div class="card tablewrap">'
             f'<table id="summary-table"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
             "</div></section>")

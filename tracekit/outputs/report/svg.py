@@ -10,7 +10,8 @@ Font sizes are attributes (the <svg> sets the default), so a chart keeps its lay
 and a test can check the boxes from the SVG itself.
 """
 
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, field
 from html import escape
 
 EM_PER_CHAR = 0.6  # the least a character is taken to need, in em
@@ -37,6 +38,7 @@ class Frame:
     width: int
     left: float
     right: float
+    shown: dict = field(default_factory=dict)  # row name -> the text its label shows (row_labels)
 
     @property
     def plot_w(self):
@@ -91,11 +93,33 @@ def fit_middle(text, width, size=FONT):
     return fit(text, width, size)
 
 
+def row_labels(labels, room):
+    """Each row's name as shown in a label column `room` px wide: whole where it fits, else
+    shortened in the middle; names that would then read alike are shown from just before where
+    they differ."""
+    shown = [fit_middle(label, room) for label in labels]
+    for alike in _alike(labels, shown):
+        common = len(os.path.commonprefix([labels[i] for i in alike]))
+        for i in alike:
+            shown[i] = fit("…" + labels[i][max(common - 4, 0):], room)
+    return shown
+
+
+def _alike(labels, shown):
+    """Groups of row indexes whose names differ but whose shown texts do not."""
+    groups = {}
+    for i, text in enumerate(shown):
+        groups.setdefault(text, []).append(i)
+    return [g for g in groups.values() if len({labels[i] for i in g}) > 1]
+
+
 def frame(labels, width, right):
     """The Frame whose label column holds the longest of `labels` (within MIN_LEFT and
     LEFT_SHARE of the width)."""
+    labels = [str(label) for label in labels]
     longest = max((text_width(label) for label in labels), default=0)
-    return Frame(width, round(min(max(longest + 2 * GAP + 4, MIN_LEFT), width * LEFT_SHARE)), right)
+    left = round(min(max(longest + 2 * GAP + 4, MIN_LEFT), width * LEFT_SHARE))
+    return Frame(width, left, right, dict(zip(labels, row_labels(labels, left - 2 * GAP))))
 
 
 def svg(chart_id, title_text, width, height, body):
@@ -115,9 +139,9 @@ def text(content, x, y, *, cls, anchor="start", size=None, tooltip="", fill=None
 
 
 def row_label(label, fr, mid):
-    """The row's name, right-aligned in the label column; shortened in the middle, with the
-    full name as its tooltip, when it does not fit."""
-    shown = fit_middle(label, fr.left - 2 * GAP)
+    """The row's name as its frame shows it (row_labels), right-aligned in the label column, with
+    the full name as its tooltip when it is shortened."""
+    shown = fr.shown.get(label, label)
     return text(shown, fr.left - GAP, mid, cls="lbl", anchor="end", tooltip=label if shown != label else "")
 
 
