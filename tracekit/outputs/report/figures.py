@@ -46,19 +46,22 @@ def gpu_by_class(data):
         stacks.append(charts.Stack(r.trace, segments, total))
     svg = charts.stacked_bar_chart("chart-gpu-by-class", f"GPU time per {noun} by kernel class",
                                    stacks, _classes(data), width=WIDE, tick_fmt=lambda v: f"{v:,.0f} µs")
+    values = _class_values(data)
     return Figure("chart-gpu-by-class", f"GPU time per {noun}, by kernel class",
                   "Sum of kernel, memcpy and memset durations per step, by kernel class; after each bar the "
-                  "GPU's busy time per step (concurrent streams counted once). The table under the chart "
-                  "lists every segment.", svg, wide=True, values=_class_values(data))
+                  "GPU's busy time per step (concurrent streams counted once)."
+                  + (" The table under the chart lists every segment." if values else ""),
+                  svg, wide=True, values=values)
 
 
 def _class_values(data):
     """Rows of the GPU-by-class chart as text: µs per step of each class the chart draws."""
-    classes = [c for c in _classes(data) if (data.by_class.loc[data.by_class["kernel_class"] == c, "us_per_step"] > 0).any()]
+    drawn = set(data.by_class.loc[data.by_class["us_per_step"] > 0, "kernel_class"])
+    classes = [c for c in _classes(data) if c in drawn]
     if not classes:
         return []
     cells = {(r.trace, r.kernel_class): r.us_per_step for r in data.by_class.itertuples()}
-    rows = [["variant"] + classes]
+    rows = [["trace"] + classes]
     for trace in data.order:
         rows.append([trace] + [units.us(cells[trace, c]) if (trace, c) in cells else "—" for c in classes])
     return rows
