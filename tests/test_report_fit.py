@@ -7,9 +7,7 @@ import io
 import json
 import re
 import subprocess
-import xml.etree.ElementTree as ET
 
-import numpy as np
 import pytest
 
 import make_big_timeline
@@ -19,7 +17,7 @@ from tracekit.ingest.loader import load_file
 from tracekit.outputs.report import build_report, render, timeline
 from tracekit.outputs.report.data import load, steps_wording
 from tracekit.outputs.report.downsample import downsample
-from tracekit.outputs.report.svg import EM_PER_CHAR, FONT, text_width
+from tracekit.outputs.report.svg import EM_PER_CHAR, text_width
 from tracekit.store.database import connect
 
 FOREIGN = TEST_DATA / "foreign"
