@@ -15,6 +15,7 @@ class Column:
     text: object    # value -> display text
     numeric: bool = True
     help: str = ""
+    optional: bool = False  # left out of a table where no row has a value
 
 
 def _tflops(row, metadata):
@@ -28,10 +29,11 @@ def _tflops(row, metadata):
 COLUMNS = [
     Column("trace", "variant", str, numeric=False, help="trace name"),
     Column("gpu_us_per_step", "GPU µs / step", lambda v: units.number(v),
-           help="kernels + memcpy + memset per steady step"),
-    Column("speedup_vs_naive", "vs naive", units.times, help="naive's GPU time per step over this one's"),
+           help="kernels + memcpy + memset per step"),
+    Column("speedup_vs_naive", "vs naive", units.times, help="naive's GPU time per step over this one's",
+           optional=True),
     Column("tflops", "TFLOP/s", lambda v: units.number(v, 0) if present(v) else "—",
-           help="the capture's FLOPs per call over GPU time per step"),
+           help="the capture's FLOPs per call over GPU time per step", optional=True),
     Column("kernels_per_step", "kernels / step", units.per_step),
     Column("cpu_us_per_step", "CPU µs / step", lambda v: units.number(v), help="ProfilerStep span"),
     Column("memcpy_per_step", "memcpy / step", units.per_step),
@@ -41,8 +43,14 @@ COLUMNS = [
     Column("top_kernel", "top kernel", units.short_kernel, numeric=False),
     Column("top_kernel_occupancy_pct", "occupancy", lambda v: units.pct(v) if present(v) and v > 0 else "—",
            help="estimated achieved occupancy of the top kernel (— : none recorded)"),
-    Column("plan_ms", "cuDNN plan", units.ms, help="first-call plan time"),
+    Column("plan_ms", "cuDNN plan", units.ms, help="first-call plan time", optional=True),
 ]
+
+
+def shown_columns(frame):
+    """COLUMNS less the optional ones no row of `frame` has a value in: no "vs naive" column
+    without a naive trace of some trace's shape, no TFLOP/s without a capture's FLOPs."""
+    return [c for c in COLUMNS if not c.optional or frame[c.key].map(present).any()]
 
 
 def table_frame(data):
@@ -60,5 +68,5 @@ def table_frame(data):
 def display_frame(data):
     """The table as text cells, one column per COLUMNS entry, headed by its header."""
     frame = table_frame(data)
-    shown = {c.header: [c.text(v) for v in frame[c.key]] for c in COLUMNS}
+    shown = {c.header: [c.text(v) for v in frame[c.key]] for c in shown_columns(frame)}
     return pd.DataFrame(shown)
