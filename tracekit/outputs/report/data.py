@@ -59,6 +59,16 @@ FROM w JOIN picked p ON p.trace = w.trace AND p.step IS NOT DISTINCT FROM w.step
 ORDER BY w.trace, start_us, w.name
 """
 
+# The FLOPs tracekit counts on each trace's kernels (GEMMs and fused attention, from recorded
+# shapes: kernels.flops) per steady step; no row for a trace where no kernel carries any.
+_FLOPS = """
+SELECT k.trace, sum(k.flops) / any_value(w.steps) AS flops_per_step
+FROM kernels k JOIN steady_window w ON w.trace = k.trace AND w.step IS NOT DISTINCT FROM k.step
+WHERE k.flops IS NOT NULL
+GROUP BY k.trace
+ORDER BY k.trace
+"""
+
 _TRACES = "SELECT trace, variant, device_name, compute_capability, metadata FROM traces ORDER BY trace"
 
 
@@ -75,6 +85,7 @@ class ReportData:
     plans: pd.DataFrame      # named query cudnn_plan_time
     timeline: pd.DataFrame   # GPU work of one (the median) steady step per trace
     findings: pd.DataFrame   # the findings engine's rows, ranked (tracekit.analysis.findings_engine)
+    flops: pd.DataFrame      # counted kernel FLOPs per steady step (traces with any)
 
     @property
     def order(self):
@@ -102,6 +113,7 @@ def collect(con, source=""):
         plans=run_named(con, "cudnn_plan_time"),
         timeline=run_sql(con, _TIMELINE),
         findings=run_findings(con),
+        flops=run_sql(con, _FLOPS),
     )
 
 

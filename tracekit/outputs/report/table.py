@@ -18,9 +18,10 @@ class Column:
     optional: bool = False  # left out of a table where no row has a value
 
 
-def _tflops(row, metadata):
-    """Achieved TFLOP/s from the capture's flops_per_call over the GPU time per step (one call a step)."""
-    flops = (metadata.get(row["trace"]) or {}).get("flops_per_call")
+def _tflops(row, metadata, counted):
+    """Achieved TFLOP/s over the GPU time per step: of the capture's attention FLOPs per call (one
+    call a step: the work the variants share), else of the FLOPs counted on the trace's kernels."""
+    flops = (metadata.get(row["trace"]) or {}).get("flops_per_call") or counted.get(row["trace"])
     if not flops or not row["gpu_us_per_step"] > 0:
         return None
     return float(flops) / (row["gpu_us_per_step"] * 1e-6) / 1e12
@@ -33,7 +34,9 @@ COLUMNS = [
     Column("speedup_vs_naive", "vs naive", units.times, help="naive's GPU time per step over this one's",
            optional=True),
     Column("tflops", "TFLOP/s", lambda v: units.number(v, 0) if present(v) else "—",
-           help="the capture's FLOPs per call over GPU time per step", optional=True),
+           help="FLOPs over GPU time per step: the capture's attention FLOPs per call (4·B·H·S²·D, halved "
+                "when causal), else those counted on the trace's GEMM and fused attention kernels from "
+                "their recorded shapes", optional=True),
     Column("kernels_per_step", "kernels / step", units.per_step),
     Column("cpu_us_per_step", "CPU µs / step", lambda v: units.number(v), help="ProfilerStep span"),
     Column("memcpy_per_step", "memcpy / step", units.per_step),
@@ -49,7 +52,7 @@ COLUMNS = [
 
 def shown_columns(frame):
     """COLUMNS less the optional ones no row of `frame` has a value in: no "vs naive" column
-    without a naive trace of some trace's shape, no TFLOP/s without a capture's FLOPs."""
+    without a naive trace of some trace's shape, no TFLOP/s where no FLOPs are known."""
     return [c for c in COLUMNS if not c.optional or frame[c.key].map(present).any()]
 
 
@@ -57,7 +60,8 @@ def table_frame(data):
     """The summary with the derived columns of COLUMNS, fastest first (raw values)."""
     frame = data.summary.copy()
     metadata = {t.trace: t.metadata if isinstance(t.metadata, dict) else None for t in data.traces.itertuples()}
-    frame["tflops"] = [_tflops(row, metadata) for _, row in frame.iterrows()]
+    counted = dict(zip(data.flops["trace"], data.flops["flops_per_step"]))
+    frame["tflops"] = [_tflops(row, metadata, counted) for _, row in frame.iterrows()]
     # summary's share covers the steady steps only; gemm_classes' (all of the trace) fills a gap.
     shares = dict(zip(data.gemm["trace"], data.gemm["tensor_core_pct"]))
     frame["tensor_core_pct"] = [v if present(v) else shares.get(t) for t, v in
