@@ -47,7 +47,7 @@ CREATE OR REPLACE TEMP MACRO tk_in_range(j) AS abs(TRY_CAST(trim(json_extract_st
 
 
 def sql_resource(name):
-    """The text of one of tracekit's own SQL files (tracekit/sql/<name>)."""
+    """The text of one of tracekit's own SQL files (tracekit/store/sql/<name>)."""
     return resources.files("tracekit.store").joinpath("sql", name).read_text(encoding="utf-8")
 
 
