@@ -1,0 +1,83 @@
+"""Reading a lake with DuckDB: an in-memory database whose tables are views over the lake's
+Parquet files, with tracekit's views over them, so every named query, finding rule and ad hoc SQL
+runs on a lake as on a database file.
+
+The traces are those trace_files lists when the connection opens (a snapshot: a trace published
+later is not seen), and every other table reads only their partitions, so a trace a writer is
+still publishing, or one a dead writer left half-written, is never seen in part.
+"""
+
+from pathlib import Path
+
+import duckdb
+
+from tracekit.lake.layout import (LakeError, part_file, partition, per_trace_tables, published_names, read_meta,
+                                  shared_tables, table_columns)
+
+
+def connect_lake(lake, *, allow_files=False):
+    """A read-only connection to `lake` for queries, confined as tracekit.store.database's
+    connect_for_queries is (the lake's files, and with `allow_files` the user's own, to read)."""
+    from tracekit.analysis.sql_sandbox import lock_down
+    from tracekit.store.database import create_views, prepare
+
+    folder = Path(lake).resolve()
+    stored = read_meta(lake)
+    con = duckdb.connect(":memory:")
+    try:
+        # Parquet footers read once per connection, not once per query.
+        con.execute("SET parquet_metadata_cache = true")
+        _create_tables(con, folder)
+        con.execute("CREATE TABLE schema_info (key VARCHAR PRIMARY KEY, value VARCHAR)")
+        con.executemany("INSERT INTO schema_info VALUES (?, ?)",
+                        [[key, str(value)] for key, value in sorted(stored.items())])
+        create_views(con)
+        prepare(con)
+        lock_down(con, allow_files=allow_files, allowed_directories=[f"{folder}/"])
+    except duckdb.Error as exc:
+        con.close()
+        raise LakeError(f"{lake}: cannot be read as a lake ({str(exc).splitlines()[0]})") from None
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
+def _create_tables(con, lake):
+    names = _whole_traces(lake)
+    for table in per_trace_tables():
+        columns = table_columns()[table]
+        if not names:
+            con.execute(f"CREATE TABLE {_identifier(table)} ({_typed(columns)})")
+            continue
+        files = [str(part_file(partition(lake, table, name))) for name in names]
+        hive = ", hive_partitioning = true, hive_types = {'trace': 'VARCHAR'}" if table == "trace_files" else \
+            ", hive_partitioning = false"
+        selected = ", ".join(_identifier(column) for column, _ in columns)
+        con.execute(f"CREATE VIEW {_identifier(table)} AS SELECT {selected} "
+                    f"FROM read_parquet({_list(files)}{hive})")
+    for table in shared_tables():
+        part = part_file(lake / table)
+        if part is None:
+            raise LakeError(f"{lake}: a lake without its {table} table (was it copied in part?)")
+        con.execute(f"CREATE VIEW {_identifier(table)} AS SELECT * FROM read_parquet({_list([str(part)])})")
+
+
+def _whole_traces(lake):
+    """The published traces whose every partition is there: a trace being replaced this very
+    moment may have lost some already, and is left out as a whole."""
+    tables = per_trace_tables()
+    return [name for name in published_names(lake)
+            if all(part_file(partition(lake, table, name)) is not None for table in tables)]
+
+
+def _typed(columns):
+    return ", ".join(f"{_identifier(c)} {'BIGINT' if c == 'trace_id' else t}" for c, t in columns)
+
+
+def _identifier(name):
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _list(paths):
+    return "[" + ", ".join("'" + p.replace("'", "''") + "'" for p in paths) + "]"
