@@ -13,7 +13,7 @@ from pathlib import Path
 
 import duckdb
 
-from tracekit.errors import LoadInterrupted, TraceFileError, TracekitError
+from tracekit.errors import DiskFullError, LoadInterrupted, TraceFileError, TracekitError
 from tracekit.ingest.load_publish import LoadResult
 from tracekit.ingest.load_stop import LoadStop
 from tracekit.lake.layout import LakeError, part_file, partition, published_names, trace_id_for
@@ -129,13 +129,13 @@ def load_one(path, lake, *, replace=False, lenient=False, stop=None, progress=No
         result = convert_file(path, staging, lenient=lenient, stop=stop, progress=progress)
         stop.check(path)  # from here on no stop interrupts: the publication runs to its end
         return _published(staging, path, result, replace)
-    except duckdb.Error as exc:
+    except (duckdb.Error, OSError) as exc:
         if stop.requested:
             raise LoadInterrupted(path) from None
-        from tracekit.ingest.load_publish import file_error
-        raise file_error(path, exc) from None
-    except OSError as exc:
-        raise TraceFileError(path, f"cannot write to the lake ({exc.strerror or exc})") from None
+        error = _write_error(path, lake, exc)
+        if isinstance(error, DiskFullError):
+            stop.request(error)  # the files after it would meet the same full disk
+        raise error from None
     finally:
         staging.close()
 
@@ -177,8 +177,8 @@ def _export_one(con, name, lake, replace):
         write_trace(con, trace_id, name, sha256, staging)
         result = LoadResult(name, "loaded", name, events, kernels, sha256=sha256)
         return _published(staging, name, result, replace)
-    except OSError as exc:
-        raise TraceFileError(name, f"cannot write to the lake ({exc.strerror or exc})") from None
+    except (duckdb.Error, OSError) as exc:
+        raise _write_error(name, lake, exc) from None
     finally:
         staging.close()
 
@@ -200,7 +200,19 @@ def _staging(lake, path):
     try:
         return Staging(lake)
     except OSError as exc:
-        raise TraceFileError(path, f"cannot write to the lake ({exc.strerror or exc})") from None
+        raise _write_error(path, lake, exc) from None
+
+
+def _write_error(path, lake, exc):
+    """The error of a file whose tables could not be written to the lake (DuckDB's or the OS's)."""
+    from tracekit.ingest.event_read import duckdb_problem
+    from tracekit.ingest.load_stop import disk_full_folder
+
+    full = disk_full_folder(exc, Path(lake))
+    if full is not None:
+        return DiskFullError(path, full)
+    why = exc.strerror or str(exc) if isinstance(exc, OSError) else duckdb_problem(exc)
+    return TraceFileError(path, f"cannot write to the lake {lake} ({why})")
 
 
 def _ready(lake):

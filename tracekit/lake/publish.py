@@ -152,7 +152,11 @@ def publish(staging, name, sha256, replace, stored_sha256):
         for old in {n for n in (name if current else None, same_elsewhere) if n is not None}:
             _unpublish(lake, staging, old, stored_sha256)
         _orphans(lake, [name])
-        _move_in(staging, name)
+        try:
+            _move_in(staging, name)
+        except BaseException:
+            _orphans(lake, [name])  # what it moved in, unless trace_files went in too
+            raise
         _set_content_owner(lake, sha256, name)
     return None
 
@@ -199,9 +203,15 @@ def _move_in(staging, name):
         source = staging.folder / table / encoded
         target_folder = staging.lake / table
         target_folder.mkdir(exist_ok=True)
-        _fsync(part_file(source))
-        os.rename(source, target_folder / encoded)
-        _fsync(target_folder)
+        _rename_partition(source, target_folder / encoded)
+
+
+def _rename_partition(source, target):
+    """One partition folder into place (os.rename: atomic, and refused over a folder that holds
+    files), its file and the new entry on disk first and after."""
+    _fsync(part_file(source))
+    os.rename(source, target)
+    _fsync(target.parent)
 
 
 def _fsync(path):

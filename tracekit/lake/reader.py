@@ -44,13 +44,13 @@ def connect_lake(lake, *, allow_files=False):
 
 
 def _create_tables(con, lake):
-    names = _whole_traces(lake)
+    traces = _whole_traces(lake)
     for table in per_trace_tables():
         columns = table_columns()[table]
-        if not names:
+        if not traces:
             con.execute(f"CREATE TABLE {_identifier(table)} ({_typed(columns)})")
             continue
-        files = [str(part_file(partition(lake, table, name))) for name in names]
+        files = [str(partition(lake, table, name) / part) for name, part in traces]
         hive = ", hive_partitioning = true, hive_types = {'trace': 'VARCHAR'}" if table == "trace_files" else \
             ", hive_partitioning = false"
         selected = ", ".join(_identifier(column) for column, _ in columns)
@@ -64,11 +64,16 @@ def _create_tables(con, lake):
 
 
 def _whole_traces(lake):
-    """The published traces whose every partition is there: a trace being replaced this very
-    moment may have lost some already, and is left out as a whole."""
-    tables = per_trace_tables()
-    return [name for name in published_names(lake)
-            if all(part_file(partition(lake, table, name)) is not None for table in tables)]
+    """(name, part file name) of each published trace whose partitions all hold the file its
+    writer wrote (part-<writer>.parquet): a trace being replaced this very moment may have lost
+    some, or hold another writer's in some, and is left out."""
+    whole = []
+    for name in published_names(lake):
+        parts = {part_file(partition(lake, table, name)) for table in per_trace_tables()}
+        names = {part.name if part is not None else None for part in parts}
+        if len(names) == 1 and None not in names:
+            whole.append((name, names.pop()))
+    return whole
 
 
 def _typed(columns):

@@ -205,12 +205,15 @@ def _attach_for_queries(path, allow_files):
 def connect_scratch():
     """An in-memory database with tracekit's tables and the macros a load uses, and no views: a
     lake's writer (tracekit.lake) loads each file into one of these and keeps only its tables."""
-    from tracekit.store.class_tables import sync_rules
+    from tracekit.analysis.classify import rule_rows
 
     con = duckdb.connect(":memory:")
     for statement in split_statements(sql_resource("tables.sql")):
         con.execute(statement)
-    sync_rules(con)
+    rules = rule_rows()
+    # One statement for all the rules: an insert per rule would take most of the set-up's time.
+    con.execute("INSERT INTO kernel_rules VALUES " + ", ".join([f"({', '.join('?' * len(rules[0]))})"] * len(rules)),
+                [value for rule in rules for value in rule])
     _prepare(con)
     return con
 
