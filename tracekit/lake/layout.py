@@ -147,7 +147,9 @@ def refuse_foreign_folder(lake):
         raise LakeError(f"{lake}: is a file, not a folder; give --lake a folder (it is created if missing)")
     if (folder / META_FILE).exists() or not folder.exists():
         return
-    others = sorted(entry for entry in os.listdir(folder) if entry not in (STAGING, LOCK_FILE))
+    # What another writer making the lake this very moment may have made so far.
+    ours = {STAGING, LOCK_FILE, CONTENT, *table_columns()}
+    others = sorted(entry for entry in os.listdir(folder) if entry not in ours and not entry.startswith(META_FILE))
     if others:
         shown = ", ".join(others[:8]) + (f" and {len(others) - 8} more" if len(others) > 8 else "")
         raise LakeError(f"{lake}: a folder that is not a tracekit lake: it holds {shown}; "
