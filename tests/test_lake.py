@@ -246,3 +246,19 @@ def test_load_many_is_importable_and_loads_a_folder(tmp_path):
     assert sorted(r.trace for r in batch.results) == sorted(p.name[:-8] for p in SAMPLE_TRACES.glob("*.json.gz"))
     assert all(r.trace_id == int(r.sha256[:16], 16) >> 1 for r in batch.results)
     assert os.listdir(tmp_path / "lake" / "_staging") == []
+
+
+def test_the_python_api_takes_a_lake(both):
+    import tracekit
+    from tracekit.lake.layout import LakeError
+
+    db, lake, _ = both
+    on_db, on_lake = tracekit.query("memcpy", db=db), tracekit.query("memcpy", lake=lake)
+    same_rows(on_db.values.tolist(), on_lake.values.tolist())
+    assert len(tracekit.findings(lake=lake)) == len(tracekit.findings(db=db))
+    [skipped] = tracekit.load(SAMPLE_TRACES / "naive.json.gz", lake=lake)
+    assert skipped.status == "skipped" and skipped.trace == "naive"
+    with pytest.raises(LakeError, match=r'create it with tracekit.load\(TRACE..., lake="nowhere"\)'):
+        tracekit.query("summary", lake="nowhere")
+    with pytest.raises(ValueError, match="give db= or lake=, not both"):
+        tracekit.query("summary", db=db, lake=lake)
