@@ -6,7 +6,7 @@ traces, each an hour after the one before, as a job's ranks are distinct). Each 
 `tracekit load` process into a fresh lake; "2 processes" is two of them started together, each
 given half of the ranks, writing to one lake. Prints markdown tables; --json keeps the figures.
 
-    python benchmarks/lake.py [--dir /tmp/bench/lake] [--ranks 64] [--size 30] [--query-repeat 5]
+    python benchmarks/lake.py [--dir /tmp/bench/lake] [--ranks 64] [--size 30] [--query-repeat 5] [--wait-quiet S]
 
 The Spark engine's query times belong beside DuckDB's: spark_query_times() below is their place.
 """
@@ -21,7 +21,8 @@ import sys
 import time
 from pathlib import Path
 
-from measure import busy_cpus, measure, tracekit_bin
+import measure as measuring
+from measure import busy_cpus, measure, tracekit_bin, wait_for_quiet
 
 HERE = Path(__file__).resolve().parent
 MB = 1_000_000
@@ -79,6 +80,7 @@ def load_once(files, target, *flags):
 def load_in_processes(files, lake, processes):
     """`processes` `tracekit load` processes started together, each with its share of `files`
     (one file at a time), into one lake: wall s until the last ends, each one's peak RSS."""
+    wait_for_quiet(measuring.WAIT_S)
     load_before = os.getloadavg()[0]
     started = time.perf_counter()
     children = [subprocess.Popen([tracekit_bin(), "load", *map(str, files[i::processes]), "--lake", str(lake),
@@ -149,8 +151,11 @@ def main():
     parser.add_argument("--ranks", type=int, default=64)
     parser.add_argument("--size", type=float, default=30, help="MB of JSON per rank")
     parser.add_argument("--query-repeat", type=int, default=5)
+    parser.add_argument("--wait-quiet", type=float, default=0, metavar="S",
+                        help="before each measurement, wait up to S seconds for other processes to go quiet")
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args()
+    measuring.WAIT_S = args.wait_quiet
     folder = Path(args.dir)
     files = build_ranks(folder / f"ranks_{args.ranks}x{args.size:g}MB", args.ranks, args.size)
     lake, db = folder / "lake", folder / "ranks.duckdb"

@@ -18,6 +18,12 @@ Layout (the contract readers rely on; LAKE_FORMAT in _tracekit.json is its versi
     LAKE/_staging/, LAKE/_content/, LAKE/_lock
         the writers' own: readers ignore every name that starts with `_` (as Spark and Hive do)
 
+    A reader takes the traces of trace_files, and of every other table only those traces' rows
+    (a semi-join on `trace` or trace_id): a partition whose trace has no trace_files partition is
+    a write in progress, or a dead writer's leftover. All of a trace's partitions hold a file of
+    the same name, part-<its writer's id>.parquet. Read `trace` as a string (Spark:
+    spark.sql.sources.partitionColumnTypeInference.enabled=false, or a trace named 007 is 7).
+
     trace_id is the first 63 bits of the trace's content SHA-256 (trace_files.sha256), so writers
     that never talk to each other give distinct traces distinct ids (a trace's content is in a lake
     once); every table carries it, and the views join on it as in a database.
