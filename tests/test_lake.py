@@ -262,3 +262,15 @@ def test_the_python_api_takes_a_lake(both):
         tracekit.query("summary", lake="nowhere")
     with pytest.raises(ValueError, match="give db= or lake=, not both"):
         tracekit.query("summary", db=db, lake=lake)
+
+
+def test_a_lake_of_another_schema_is_not_written_to(tmp_path):
+    lake = tmp_path / "lake"
+    assert invoke_cli("load", SAMPLE_TRACES / "naive.json.gz", "--lake", lake).exit_code == 0
+    meta = json.loads((lake / "_tracekit.json").read_text())
+    (lake / "_tracekit.json").write_text(json.dumps({**meta, "schema_version": "2"}))
+    before = lake_state(lake)
+    result = invoke_cli("load", SAMPLE_TRACES / "flex.json.gz", "--lake", lake)
+    assert result.exit_code == 1
+    assert result.output.strip().startswith(f"Error: {lake}: made by an older tracekit (schema 2; this one uses")
+    assert lake_state(lake) == before

@@ -16,7 +16,7 @@ import duckdb
 from tracekit.errors import DiskFullError, LoadInterrupted, TraceFileError, TracekitError
 from tracekit.ingest.load_publish import LoadResult
 from tracekit.ingest.load_stop import LoadStop
-from tracekit.lake.layout import LakeError, part_file, partition, published_names, trace_id_for
+from tracekit.lake.layout import LakeError, part_file, partition, published_names, read_meta, trace_id_for
 from tracekit.lake.publish import Staging, ensure_lake, publish, remove_leftovers
 from tracekit.lake.writer import convert_file, stored_sha256, stored_trace_file, write_shared, write_trace
 
@@ -94,8 +94,8 @@ def load_many(files, lake, *, replace=False, lenient=False, workers=1, progress=
 
     batch = LakeBatch(Path(lake), paths)
     try:
-        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-            for path, outcome in pool.map(one, paths) if workers > 1 else map(one, paths):
+        with ThreadPoolExecutor(max_workers=workers) if workers > 1 else _InOrder() as pool:
+            for path, outcome in pool.map(one, paths):
                 batch.add(path, outcome)
                 if on_outcome is not None:
                     on_outcome(path, outcome)
@@ -106,6 +106,20 @@ def load_many(files, lake, *, replace=False, lenient=False, workers=1, progress=
         stop.finish()
     batch.traces_held = len(published_names(lake))
     return batch
+
+
+class _InOrder:
+    """One file at a time, in this thread: a pool of one without the thread."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    @staticmethod
+    def map(function, items):
+        return map(function, items)
 
 
 def load_one(path, lake, *, replace=False, lenient=False, stop=None, progress=None, ready=False):
@@ -219,6 +233,7 @@ def _ready(lake):
     """Makes `lake` a lake if it is not one, and removes what dead writers left in it."""
     try:
         ensure_lake(lake, write_shared)
+        read_meta(lake)  # a lake another tracekit's schema made is not written to
         remove_leftovers(lake)
     except OSError as exc:
         raise LakeError(f"{lake}: cannot write to the lake ({exc.strerror or exc})") from None
