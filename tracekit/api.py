@@ -30,7 +30,7 @@ def _waiting(wait):
 
 
 @speaks_python
-def query(name=None, *, sql=None, db=None, params=None, allow_files=False, wait=DEFAULT_LOCK_WAIT_S):
+def query(name=None, *, sql=None, db=None, params=None, allow_files=False, lake=None, wait=DEFAULT_LOCK_WAIT_S):
     """Runs a named query (or `sql`, one SELECT) read-only and returns a DataFrame.
 
     With no `db` and no tracekit.duckdb in the working directory it runs on the
@@ -41,13 +41,12 @@ def query(name=None, *, sql=None, db=None, params=None, allow_files=False, wait=
     no other file, no ATTACH, no COPY. `allow_files=True` lets it read files too
     (`read_csv('mine.csv')`, `'runs.parquet'`) to join with the traces; it still
     never writes. Off by default, so SQL passed on from someone else stays inside.
+    `lake` runs it on a Parquet lake (tracekit.lake) instead of a database.
     """
     from tracekit.analysis.named_queries import run_named, run_sql
     if (name is None) == (sql is None):
         raise ValueError("give a query name or sql=, not both")
-    path, _ = resolve_db(db)
-    with _waiting(wait):
-        con = connect_for_queries(path, allow_files=allow_files)
+    con = _connect_source(db, lake, allow_files, wait)
     try:
         return run_named(con, name, params) if name is not None else run_sql(con, sql, params)
     finally:
@@ -55,14 +54,15 @@ def query(name=None, *, sql=None, db=None, params=None, allow_files=False, wait=
 
 
 @speaks_python
-def load(paths, *, db=DEFAULT_DB, replace=False, lenient=False, wait=DEFAULT_LOCK_WAIT_S):
+def load(paths, *, db=DEFAULT_DB, replace=False, lenient=False, lake=None, wait=DEFAULT_LOCK_WAIT_S):
     """Loads trace files, folders or globs into `db`; returns a LoadResult per file loaded or skipped.
 
     Every file that can load does, each in one transaction. When some fail, it raises
     LoadError after loading the others: its message names each bad file and why, its
     `.results` are the LoadResults of the good ones, its `.failures` the (path, error)
     of the bad. One file that fails raises its own error. `lenient=True` loads what can
-    be read from a truncated or partly malformed trace.
+    be read from a truncated or partly malformed trace. `lake` loads into a Parquet lake
+    (a folder) instead of a database (tracekit.lake.load_many).
     """
     from tracekit.ingest.load_batch import failure_summary, load_batch
     from tracekit.ingest.loader import expand_paths
@@ -70,8 +70,14 @@ def load(paths, *, db=DEFAULT_DB, replace=False, lenient=False, wait=DEFAULT_LOC
     if isinstance(paths, (str, Path)):
         paths = [paths]
     files = expand_paths([str(p) for p in paths])
-    with _waiting(wait):
-        batch = load_batch(db, files, replace=replace, lenient=lenient)
+    if lake is not None:
+        if db != DEFAULT_DB:
+            raise ValueError("give db= or lake=, not both")
+        from tracekit.lake import load_many
+        batch = load_many(files, lake, replace=replace, lenient=lenient, workers=None)
+    else:
+        with _waiting(wait):
+            batch = load_batch(db, files, replace=replace, lenient=lenient)
     if len(batch.failures) == 1 and len(batch.files) == 1:
         raise batch.failures[0][1]
     if batch.failures:
@@ -197,6 +203,18 @@ def open_trace(trace_file=None, *, trace=None, db=None, port=9001, browser=True,
     return open_in_perfetto(trace_file, port=port, browser=browser, timeout=timeout)
 
 
+def _connect_source(db, lake, allow_files, wait):
+    """A connection for queries to the lake `lake`, or else to the database `db` (see resolve_db)."""
+    if lake is not None:
+        if db is not None:
+            raise ValueError("give db= or lake=, not both")
+        from tracekit.lake import connect_lake
+        return connect_lake(lake, allow_files=allow_files)
+    path, _ = resolve_db(db)
+    with _waiting(wait):
+        return connect_for_queries(path, allow_files=allow_files)
+
+
 def _existing(db):
     """HTA writes tables, so unlike a query there is no falling back to the read-only samples."""
     if not Path(db).is_file():
@@ -223,15 +241,13 @@ def _write_text(output, text):
 
 
 @speaks_python
-def findings(*, db=None, trace=None, rule=None, params=None, wait=DEFAULT_LOCK_WAIT_S):
+def findings(*, db=None, trace=None, rule=None, params=None, lake=None, wait=DEFAULT_LOCK_WAIT_S):
     """What the finding rules see (as `tracekit findings`): a DataFrame of trace, rule, severity,
     title, detail, fix, saving_us_per_step and evidence (a list of the events each rests on),
-    ranked by saving. `params` sets rules' thresholds by name."""
+    ranked by saving. `params` sets rules' thresholds by name. `lake`: a Parquet lake's traces."""
     from tracekit.analysis.findings_engine import run_findings
 
-    path, _ = resolve_db(db)
-    with _waiting(wait):
-        con = connect_for_queries(path)
+    con = _connect_source(db, lake, False, wait)
     try:
         return run_findings(con, trace=trace, rule=rule, params=params)
     finally:
