@@ -21,7 +21,7 @@ import make_bad_corpus as corpus
 from conftest import SAMPLE_TRACES, TEST_DATA, invoke_cli
 
 FOREIGN = TEST_DATA / "foreign"
-PER_TRACE_TABLES = ["trace_files", "cpu_op_rows", "event_rows", "gpu_busy_rows", "kernel_classes", "kernel_rows",
+PER_TRACE_TABLES = ["trace_files", "collective_rows", "cpu_op_rows", "event_rows", "gpu_busy_rows", "kernel_classes", "kernel_rows",
                     "runtime_rows", "step_rows", "transfer_rows"]
 
 

@@ -45,12 +45,12 @@ def partitions_of(lake, trace):
     return sorted(table for table in PER_TRACE_TABLES if (lake / table / f"trace={trace}").exists())
 
 
-@pytest.mark.parametrize("renamed", [1, 5, 8])
+@pytest.mark.parametrize("renamed", [1, 5, 9])
 def test_kill_9_mid_publication_shows_nothing_and_the_next_load_cleans_up(lake, tmp_path, renamed):
     run = stopped_at(f"published:{renamed}", "sdpa_math", "SIGKILL", [SAMPLE_TRACES / "sdpa_math.json.gz"], lake,
                      tmp_path)
     assert run.returncode == -9, run.stderr
-    # Its partitions are there but trace_files' (the last of nine): no reader sees any of it.
+    # Its partitions are there but trace_files' (the last of ten): no reader sees any of it.
     assert len(partitions_of(lake, "sdpa_math")) == renamed and "trace_files" not in partitions_of(lake, "sdpa_math")
     assert len(list((lake / "_staging").iterdir())) == 1
     assert traces_in(lake) == {"naive": 517}
