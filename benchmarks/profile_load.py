@@ -6,7 +6,7 @@
                      by stream_events (today's way) or by `cat`, or from a file; --max-object, --set.
   experiments TRACE  every `insert` variant in a fresh process (time and peak RSS), then the JSON
                      reader's scan speed: array vs NDJSON, file vs FIFO, 1 vs 2 threads.
-  derive DB          today's and cheaper forms of the costliest derive.sql statements, on a loaded DB.
+  derive DB          today's and cheaper forms of the costliest derive_*.sql statements, on a loaded DB.
 
     /tmp/venv/bin/python benchmarks/profile_load.py statements /tmp/bench/bench_1000MB.json
 """
@@ -273,7 +273,7 @@ DERIVE_CASES = {
 def derive(db):
     con = connect(db)
     trace_id = con.execute("SELECT max(trace_id) FROM trace_files").fetchone()[0]
-    print(f"derive.sql statement forms on {db} (trace_id {trace_id}), best of 2:\n\n| s | form |\n|---:|---|")
+    print(f"derive_*.sql statement forms on {db} (trace_id {trace_id}), best of 2:\n\n| s | form |\n|---:|---|")
     for label, sql in DERIVE_CASES.items():
         _timed(label, lambda: con.execute("CREATE OR REPLACE TEMP TABLE _x AS " + sql, {"t": trace_id}))
     con.close()

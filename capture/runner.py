@@ -175,13 +175,13 @@ def _workload(variant, shape, config):
     return call, lambda: max_relative_error(last["out"], q, k, v, shape.causal)
 
 
-def _profile(call, variant, shape, config, environment, path):
+def _profile(call, variant, shape, config, environment, path, extra_metadata=None):
     activities = [ProfilerActivity.CPU]
     if shape.device == "cuda":
         activities.append(ProfilerActivity.CUDA)
     # One cycle of `steps` active steps: the trace is written once, when it ends.
     steps = schedule(wait=0, warmup=0, active=config.steps, repeat=1)
-    metadata = _trace_metadata(variant, shape, config, environment)
+    metadata = {**_trace_metadata(variant, shape, config, environment), **(extra_metadata or {})}
     label = f"tracekit.{'train_step' if config.train else 'forward'}.{variant.name}"
     with profile(
         activities=activities, schedule=steps, record_shapes=True,

@@ -58,18 +58,22 @@ class TinyTransformer(nn.Module):
         return self.head(self.norm(x))
 
 
-def build_training_step(variant, shape, model=ModelShape(), seed=0):
+def build_training_step(variant, shape, model=ModelShape(), seed=0, data_seed=None, wrap=None):
     """A `step()` that runs one training step of the transformer on fixed random tokens.
 
     The model's parameters are fp32; shape.dtype below fp32 runs the step under autocast, as a
-    user would train in bf16. Returns (step, loss of the last step as a float)."""
+    user would train in bf16. `wrap` wraps the model (DistributedDataParallel across ranks), and
+    `data_seed` (default `seed`) picks the tokens: each rank of a job trains on its own batch.
+    Returns (step, loss of the last step as a float)."""
     torch.manual_seed(seed)
     # The variant's own builder, at the model's attention shape (it makes its masks once here).
     attention = variant.build(Shape(shape.batch, shape.heads, shape.seq_len, shape.head_dim,
                                     shape.dtype, shape.causal, shape.device))
     net = TinyTransformer(shape, model, attention).to(shape.device)
+    if wrap is not None:
+        net = wrap(net)
     optimizer = torch.optim.AdamW(net.parameters(), lr=1e-3)
-    generator = torch.Generator(device="cpu").manual_seed(seed)
+    generator = torch.Generator(device="cpu").manual_seed(seed if data_seed is None else data_seed)
     tokens = torch.randint(0, model.vocab, (shape.batch, shape.seq_len + 1), generator=generator).to(shape.device)
     inputs, targets = tokens[:, :-1], tokens[:, 1:]
     autocast = shape.dtype in (torch.bfloat16, torch.float16)

@@ -99,3 +99,22 @@ def isolated_cwd(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("TRACEKIT_CACHE", str(tmp_path / "cache"))
     return tmp_path
+
+
+# The NCCL kernel name of NCCL before 2.19: HTA 0.5's straggler analysis looks only for it.
+OLD_NCCL_KERNEL = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)"
+
+
+@pytest.fixture(scope="session")
+def rank_job(tmp_path_factory):
+    """A 3-rank job built by tests/make_rank_traces.py from real traces (rank 1 is 3 ms late in
+    step 3), loaded with one `tracekit load` of its folder: (Job, folder, database)."""
+    import make_rank_traces
+
+    folder = tmp_path_factory.mktemp("job")
+    job, _ = make_rank_traces.build(folder / "traces", make_rank_traces.Job(
+        ranks=3, straggler=1, step=3, delay_us=3000.0, kernel_name=OLD_NCCL_KERNEL))
+    db = folder / "job.duckdb"
+    result = invoke_cli("load", folder / "traces", "--db", db)
+    assert result.exit_code == 0, result.output
+    return job, folder / "traces", db

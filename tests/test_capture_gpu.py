@@ -105,3 +105,21 @@ def test_training_steps_launch_many_kernels(tmp_path):
     # Forward, backward and AdamW over 4 layers: hundreds of kernels per step.
     assert len(kernels) > 3 * 200
     assert trace["tracekit"]["workload"] == "train"
+
+
+def test_two_ranks_over_nccl_all_reduce_and_the_slow_rank_makes_the_other_wait(tmp_path):
+    import torch
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs 2 GPUs")
+    result = CliRunner().invoke(cli, ["capture", "--out", str(tmp_path), "--ranks", "2", "--variants", "sdpa_default",
+                                      "--dtype", "bf16", "--steps", "6", "--slow-rank", "1", "--delay-ms", "20"])
+    assert result.exit_code == 0, result.output
+    nccl = {}
+    for rank in (0, 1):
+        trace = read_trace(tmp_path / f"train_sdpa_default_rank{rank}.json.gz")
+        assert trace["distributedInfo"]["backend"] == "nccl" and trace["distributedInfo"]["rank"] == rank
+        nccl[rank] = [e["dur"] for e in trace["traceEvents"]
+                      if e.get("cat") == "kernel" and e["name"].startswith("ncclDevKernel_AllReduce")]
+    assert len(nccl[0]) == len(nccl[1]) > 0
+    # Rank 0 waits in its all-reduce for rank 1's late launch: most of the 20 ms a step.
+    assert sorted(nccl[0])[len(nccl[0]) // 2] > 10_000 > sorted(nccl[1])[len(nccl[1]) // 2]

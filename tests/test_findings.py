@@ -1,6 +1,7 @@
 """The findings engine on real H200 captures: each rule's finding, its fix, and its predicted
 saving against the saving measured by capturing the fix (tests/data/h200, sample_traces)."""
 
+import gzip
 import json
 
 import pytest
@@ -244,3 +245,57 @@ def test_gemm_kernels_carry_their_flops_and_share_of_the_peak(h200_db):
         assert tflops == pytest.approx(flops / dur_us / 1e6) and peak == 989.5
         assert pct == pytest.approx(100 * tflops / peak) and 5 < pct < 60
     assert others == 0
+
+
+def _attention_kernels(db, trace):
+    con = connect_for_queries(db)
+    try:
+        return con.execute("SELECT cpu_op, flops, achieved_tflops, dur_us, peak_tflops, pct_of_peak FROM kernels "
+                           "WHERE trace = ? AND cpu_op LIKE 'aten::\\_%attention%' ESCAPE '\\' ORDER BY ts_us",
+                           [trace]).fetchall()
+    finally:
+        con.close()
+
+
+def _causal_attention_flops(b, h, s, d, passes):
+    """Q·Kᵀ and P·V (forward) or the five matmuls of the backward over the s(s+1)/2 pairs a causal mask keeps."""
+    return 2.0 * b * h * s * (s + 1) / 2 * (d + d if passes == "forward" else 3 * d + 2 * d)
+
+
+@pytest.mark.parametrize("trace, d", [("samples_sdpa_flash", 64), ("samples_sdpa_efficient", 64),
+                                      ("samples_sdpa_cudnn", 64), ("hd128_sdpa_flash", 128)])
+def test_fused_attention_kernels_carry_the_flops_the_causal_mask_keeps(h200_db, trace, d):
+    rows = _attention_kernels(h200_db, trace)
+    assert len(rows) == 6 and {r[1] for r in rows} == {_causal_attention_flops(4, 16, 2048, d, "forward")}
+    for _, flops, tflops, dur_us, peak, pct in rows:
+        assert tflops == pytest.approx(flops / dur_us / 1e6) and peak == 989.5 and 5 < pct < 60
+
+
+def test_training_attention_carries_forward_and_backward_flops_on_its_main_kernel_only(h200_db):
+    # train_bf16: B=8, H=4, S=256, D=64; cuDNN's backward launches dO·O and a dQ conversion beside
+    # its main kernel: those carry no FLOPs.
+    rows = _attention_kernels(h200_db, "train_bf16_train_sdpa_default")
+    by_op = {}
+    for op, flops, *_ in rows:
+        by_op.setdefault(op, []).append(flops)
+    assert set(by_op["aten::_cudnn_attention_forward"]) == {_causal_attention_flops(8, 4, 256, 64, "forward")}
+    backward = by_op["aten::_cudnn_attention_backward"]
+    assert backward.count(_causal_attention_flops(8, 4, 256, 64, "backward")) == len(backward) // 3
+    assert backward.count(None) == 2 * len(backward) // 3
+
+
+def test_attention_flops_are_null_when_the_trace_does_not_say_whether_it_is_causal(tmp_path):
+    # A trace recorded without Concrete Inputs (torch < 2.1 has none): is_causal is unknown, so the
+    # FLOPs are too, rather than a guess that could be off by 2x.
+    with gzip.open(SAMPLE_TRACES / "sdpa_flash.json.gz", "rt") as f:
+        trace = json.load(f)
+    for event in trace["traceEvents"]:
+        event.get("args", {}).pop("Concrete Inputs", None)
+    stripped = tmp_path / "no_concrete_inputs.json"
+    stripped.write_text(json.dumps(trace))
+    db = tmp_path / "t.duckdb"
+    con = connect(db)
+    assert load_file(con, stripped).status == "loaded"
+    con.close()
+    rows = _attention_kernels(db, "no_concrete_inputs")
+    assert len(rows) == 6 and {r[1] for r in rows} == {None}

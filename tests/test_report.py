@@ -11,7 +11,7 @@ from html.parser import HTMLParser
 import pytest
 from click.testing import CliRunner
 
-from conftest import CPU_TRACE, SAMPLE_TRACES
+from conftest import CPU_TRACE, SAMPLE_TRACES, TEST_DATA
 from tracekit.cli import cli
 from tracekit.store.database import connect
 from tracekit.ingest.loader import load_file
@@ -413,3 +413,20 @@ def test_the_speed_up_card_says_when_naive_is_loaded_but_not_at_this_shape(tmp_p
     assert "no naive trace of the same shape" in page and "no naive trace loaded" not in page
     without = _report_of(tmp_path / "b", [h200 / "hd128" / "sdpa_flash.json.gz"], "html")
     assert "no naive trace loaded" in without
+
+
+def test_tflops_of_a_trace_without_the_captures_flops_come_from_its_counted_kernels(tmp_path):
+    # Training captures carry no flops_per_call: the column shows the FLOPs tracekit counts on
+    # the kernels (GEMMs and fused attention) of the steady steps over their GPU time.
+    path = tmp_path / "train.duckdb"
+    con = connect(path)
+    assert load_file(con, TEST_DATA / "h200" / "train_bf16" / "train_sdpa_default.json.gz").status == "loaded"
+    flops, steps, gpu_us = con.execute(
+        "SELECT sum(k.flops), any_value(w.steps), any_value(t.gpu_us_per_step) FROM kernels k "
+        "JOIN steady_window w ON w.trace = k.trace AND w.step IS NOT DISTINCT FROM k.step "
+        "JOIN step_totals t ON t.trace = k.trace").fetchone()
+    con.close()
+    assert flops > 0 and steps == 7
+    expected = flops / steps / (gpu_us * 1e-6) / 1e12
+    rows = dict(table_rows(build_report(path, "html")))
+    assert rows["train_sdpa_default"][2] == f"{expected:,.0f}" and 20 < expected < 200

@@ -43,20 +43,19 @@ def query(name=None, *, sql=None, db=None, params=None, allow_files=False, lake=
     (`read_csv('mine.csv')`, `'runs.parquet'`) to join with the traces; it still
     never writes. Off by default, so SQL passed on from someone else stays inside.
 
-    `engine="spark"` runs it on Apache Spark over the Parquet lake `lake` (`master`:
-    Spark's master URL, local[*] by default), the same SQL giving the same rows; a
-    Spark session this process already runs is used, and left running.
+    `lake` runs it on a Parquet lake (tracekit.lake) instead of a database, with
+    DuckDB; `engine="spark"` runs it there on Apache Spark (`master`: Spark's master
+    URL, local[*] by default), the same SQL giving the same rows; a Spark session
+    this process already runs is used, and left running.
     """
     from tracekit.analysis.named_queries import run_named, run_sql
     if (name is None) == (sql is None):
         raise ValueError("give a query name or sql=, not both")
     if engine == "spark":
         return _on_spark(lake, master, name, sql, params, db, allow_files)
-    if engine != "duckdb" or lake is not None or master is not None:
-        raise ValueError('lake= and master= are for engine="spark"; engine is "duckdb" or "spark"')
-    path, _ = resolve_db(db)
-    with _waiting(wait):
-        con = connect_for_queries(path, allow_files=allow_files)
+    if engine != "duckdb" or master is not None:
+        raise ValueError('master= is for engine="spark"; engine is "duckdb" or "spark"')
+    con = _connect_source(db, lake, allow_files, wait)
     try:
         return run_named(con, name, params) if name is not None else run_sql(con, sql, params)
     finally:
@@ -78,14 +77,15 @@ def _on_spark(lake, master, name, sql, params, db, allow_files):
 
 
 @speaks_python
-def load(paths, *, db=DEFAULT_DB, replace=False, lenient=False, wait=DEFAULT_LOCK_WAIT_S):
+def load(paths, *, db=DEFAULT_DB, replace=False, lenient=False, lake=None, wait=DEFAULT_LOCK_WAIT_S):
     """Loads trace files, folders or globs into `db`; returns a LoadResult per file loaded or skipped.
 
     Every file that can load does, each in one transaction. When some fail, it raises
     LoadError after loading the others: its message names each bad file and why, its
     `.results` are the LoadResults of the good ones, its `.failures` the (path, error)
     of the bad. One file that fails raises its own error. `lenient=True` loads what can
-    be read from a truncated or partly malformed trace.
+    be read from a truncated or partly malformed trace. `lake` loads into a Parquet lake
+    (a folder) instead of a database (tracekit.lake.load_many).
     """
     from tracekit.ingest.load_batch import failure_summary, load_batch
     from tracekit.ingest.loader import expand_paths
@@ -93,8 +93,14 @@ def load(paths, *, db=DEFAULT_DB, replace=False, lenient=False, wait=DEFAULT_LOC
     if isinstance(paths, (str, Path)):
         paths = [paths]
     files = expand_paths([str(p) for p in paths])
-    with _waiting(wait):
-        batch = load_batch(db, files, replace=replace, lenient=lenient)
+    if lake is not None:
+        if db != DEFAULT_DB:
+            raise ValueError("give db= or lake=, not both")
+        from tracekit.lake import load_many
+        batch = load_many(files, lake, replace=replace, lenient=lenient, workers=None)
+    else:
+        with _waiting(wait):
+            batch = load_batch(db, files, replace=replace, lenient=lenient)
     if len(batch.failures) == 1 and len(batch.files) == 1:
         raise batch.failures[0][1]
     if batch.failures:
@@ -220,6 +226,18 @@ def open_trace(trace_file=None, *, trace=None, db=None, port=9001, browser=True,
     return open_in_perfetto(trace_file, port=port, browser=browser, timeout=timeout)
 
 
+def _connect_source(db, lake, allow_files, wait):
+    """A connection for queries to the lake `lake`, or else to the database `db` (see resolve_db)."""
+    if lake is not None:
+        if db is not None:
+            raise ValueError("give db= or lake=, not both")
+        from tracekit.lake import connect_lake
+        return connect_lake(lake, allow_files=allow_files)
+    path, _ = resolve_db(db)
+    with _waiting(wait):
+        return connect_for_queries(path, allow_files=allow_files)
+
+
 def _existing(db):
     """HTA writes tables, so unlike a query there is no falling back to the read-only samples."""
     if not Path(db).is_file():
@@ -246,15 +264,13 @@ def _write_text(output, text):
 
 
 @speaks_python
-def findings(*, db=None, trace=None, rule=None, params=None, wait=DEFAULT_LOCK_WAIT_S):
+def findings(*, db=None, trace=None, rule=None, params=None, lake=None, wait=DEFAULT_LOCK_WAIT_S):
     """What the finding rules see (as `tracekit findings`): a DataFrame of trace, rule, severity,
     title, detail, fix, saving_us_per_step and evidence (a list of the events each rests on),
-    ranked by saving. `params` sets rules' thresholds by name."""
+    ranked by saving. `params` sets rules' thresholds by name. `lake`: a Parquet lake's traces."""
     from tracekit.analysis.findings_engine import run_findings
 
-    path, _ = resolve_db(db)
-    with _waiting(wait):
-        con = connect_for_queries(path)
+    con = _connect_source(db, lake, False, wait)
     try:
         return run_findings(con, trace=trace, rule=rule, params=params)
     finally:

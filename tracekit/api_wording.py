@@ -14,6 +14,8 @@ from tracekit.errors import TracekitError
 _CLI_TO_API = [
     (r"--allow-files \(allow_files=True in Python\)", "allow_files=True"),
     (r"`?tracekit load TRACE\.\.\. --db ([^\s`)]+)`?", r'tracekit.load(TRACE..., db="\1")'),
+    (r"`?tracekit load TRACE\.\.\. --lake ([^\s`)]+)`?", r'tracekit.load(TRACE..., lake="\1")'),
+    (r"give --lake a", "give lake= a"),
     (r"`?tracekit load TRACE\.\.\.`?", "tracekit.load(TRACE...)"),
     (r"`tracekit load --replace`", "tracekit.load(..., replace=True)"),
     (r"tracekit query --list shows them", "the named queries are"),

@@ -20,11 +20,14 @@ _EXTENSIONS_OFF = ("SET autoinstall_known_extensions = false",
 FILES_HINT = "--allow-files (allow_files=True in Python) lets a query read your own files"
 
 
-def lock_down(con, *, allow_files=False):
+def lock_down(con, *, allow_files=False, allowed_directories=()):
     """Confines `con`'s DuckDB instance to the databases already attached (reading files too with
-    `allow_files`), for good: the configuration is locked."""
+    `allow_files`), for good: the configuration is locked. `allowed_directories`: folders whose
+    files its views read (a lake's), reachable still (only to read: the SQL is one SELECT)."""
     for statement in _EXTENSIONS_OFF:
         con.execute(statement)
+    if allowed_directories:
+        con.execute("SET allowed_directories = $folders", {"folders": [str(f) for f in allowed_directories]})
     if not allow_files:
         con.execute("SET enable_external_access = false")
     con.execute("SET lock_configuration = true")

@@ -51,6 +51,30 @@ def database_to_read(db, doing):
     return path, is_samples
 
 
+def lake_option(command):
+    """--lake DIR: read a Parquet lake (tracekit.lake) instead of a database."""
+    return click.option("--lake", type=click.Path(file_okay=False), metavar="DIR",
+                        help="Read this Parquet lake (tracekit load --lake) instead of a database.")(command)
+
+
+def source_to_read(db, lake, doing):
+    """The database a reading command uses (see database_to_read), or None when --lake gives a lake."""
+    if lake is None:
+        return database_to_read(db, doing)[0]
+    if db is not None:
+        raise click.UsageError("give --db or --lake, not both")
+    return None
+
+
+def connect_source(path, lake, *, allow_files=False):
+    """A read-only connection for queries to the lake, when --lake gives one, else to database `path`."""
+    if lake is not None:
+        from tracekit.lake import connect_lake
+        return connect_lake(lake, allow_files=allow_files)
+    from tracekit.store.database import connect_for_queries
+    return connect_for_queries(path, allow_files=allow_files)
+
+
 # How long a command waits for a database another process holds (tracekit.store.database.waiting_for_lock);
 # the API's default is tracekit.store.database.DEFAULT_LOCK_WAIT_S, the same.
 LOCK_WAIT_S = 30

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from tracekit.cli import wait_option
+from tracekit.cli import lake_option, wait_option
 from tracekit.errors import QueryError, TracekitError
 from tracekit.outputs.render import FORMATS  # light: the renderer imports neither duckdb nor pandas
 
@@ -154,27 +154,36 @@ class _FileProgress:
 
 @click.command()
 @click.argument("paths", nargs=-1, required=True)
-@click.option("--db", default="tracekit.duckdb", show_default=True, type=click.Path(dir_okay=False),
-              help="Database file (created if missing).")
+@click.option("--db", type=click.Path(dir_okay=False),
+              help="Database file (created if missing) [default: tracekit.duckdb].")
+@click.option("--lake", type=click.Path(file_okay=False), metavar="DIR",
+              help="Write into this Parquet lake (a folder, made if missing) instead of a database: each file is "
+                   "converted and published on its own, so any number of loads may write to it at once.")
 @click.option("--replace", is_flag=True, help="Reload traces already loaded (same content or same file).")
 @click.option("--lenient", is_flag=True,
               help="Load what can be read from a truncated or partly malformed trace, and say what was dropped.")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), metavar="N",
+              help="Load N files at once [default: 2 for several files under 256 MB on two cores or more, else 1].")
 @wait_option
-def load(paths, db, replace, lenient):
-    """Load trace files, folders or globs (.json, .json.gz) into a DuckDB database.
+def load(paths, db, lake, replace, lenient, jobs):
+    """Load trace files, folders or globs (.json, .json.gz) into a DuckDB database, or a Parquet lake.
 
     Each file loads in one transaction: it loads completely or leaves the database
     as it was. Files with content already loaded are skipped (see --replace). The
     last line names the database written to. Ctrl-C or SIGTERM stops the load at once,
-    saying what was loaded (exit 130).
+    saying what was loaded (exit 130). With --lake, each file's tables become Parquet
+    files, published whole or not at all.
     """
     from tracekit.cli.load_end import loaded_any, remove_database, settle, stop_line, stops
     from tracekit.ingest.load_batch import database_line, failure_summary, load_batch
     from tracekit.ingest.load_stop import LoadStop
     from tracekit.ingest.loader import expand_paths
 
+    if db is not None and lake is not None:
+        raise click.UsageError("give --db or --lake, not both")
+    db = db or "tracekit.duckdb"
     files = expand_paths(paths)
-    created = not Path(db).exists()
+    created = lake is None and not Path(db).exists()
     progress = _Progress(files)
     stop = LoadStop()
 
@@ -185,16 +194,21 @@ def load(paths, db, replace, lenient):
             _report(path, outcome)
             progress.file_done(path)
 
+    options = dict(replace=replace, lenient=lenient, progress=progress, on_outcome=reported, stop=stop, workers=jobs)
     with stop.on_signals():
         try:
-            batch = load_batch(db, files, replace=replace, lenient=lenient, progress=progress, on_outcome=reported,
-                               stop=stop, remove_if_empty=False)
+            if lake is not None:
+                from tracekit.lake import load_many
+                batch = load_many(files, lake, **options)
+            else:
+                batch = load_batch(db, files, remove_if_empty=False, **options)
         finally:
             progress.close(finished=not stop.requested)
-        for path, result in settle(db, batch.outcomes):
-            _report(path, result)  # its COMMIT went through after all: its line was held back
-        if created and not loaded_any(batch.outcomes):
-            remove_database(db)  # nothing loaded: leave no empty database behind
+        if lake is None:
+            for path, result in settle(db, batch.outcomes):
+                _report(path, result)  # its COMMIT went through after all: its line was held back
+            if created and not loaded_any(batch.outcomes):
+                remove_database(db)  # nothing loaded: leave no empty database behind
     if stop.requested:
         line, status = stop_line(batch.outcomes, stop.reason)
         click.echo(line, err=True)
@@ -255,7 +269,7 @@ def _params(pairs):
 @click.option("--list", "list_queries", is_flag=True, help="List the named queries and exit.")
 @click.option("--allow-files", is_flag=True,
               help="Let --sql read your own files (CSV, Parquet, JSON) to join with the traces; it still never writes.")
-@click.option("--lake", metavar="DIR", help="Query this Parquet lake of tracekit's tables instead of a database.")
+@lake_option
 @click.option("--engine", type=click.Choice(["duckdb", "spark"]), default="duckdb", show_default=True,
               help="What runs the query: spark runs it on Apache Spark over --lake, translated from DuckDB's "
                    "SQL (pip install 'tracekit[spark]').")
@@ -266,14 +280,14 @@ def _params(pairs):
 def query(name, sql, db, params, list_queries, allow_files, lake, engine, master, fmt, force, output, columns):
     """Run a named query (queries/*.sql), an .sql file or --sql SQL, read-only, and print the rows.
 
-    With no --db and no tracekit.duckdb here, it runs on the bundled sample traces.
-    --sql is one SELECT that sees the trace database and nothing else (see --allow-files);
+    With no --db and no tracekit.duckdb here, it runs on the bundled sample traces;
+    --lake DIR runs it on a Parquet lake, and --engine spark runs it there on Apache
+    Spark (same SQL, same rows). --sql is one SELECT that sees the trace database and
+    nothing else (see --allow-files);
     -p NAME VALUE gives its $NAME, as text DuckDB casts to the type the SQL needs.
-    With --lake DIR --engine spark, Spark runs it over a Parquet lake (same SQL, same rows).
     A table fits the terminal (or COLUMNS); piped, it shows every value whole.
     """
-    from tracekit.cli import database_to_read
-    from tracekit.store.database import connect_for_queries
+    from tracekit.cli import connect_source, source_to_read
     from tracekit.analysis.named_queries import fetch_rows, named_sql, write_parquet
 
     if list_queries and (name is not None or sql is not None):
@@ -289,9 +303,9 @@ def query(name, sql, db, params, list_queries, allow_files, lake, engine, master
         check_output_file(output, fmt, force)
         emit(_spark_rows(lake, master, name, sql_text, params), fmt, output, columns)
         return
-    path, _ = database_to_read(db, "running on")
+    path = source_to_read(db, lake, "running on")
     check_output_file(output, fmt, force, database=path)
-    con = connect_for_queries(path, allow_files=allow_files)
+    con = connect_source(path, lake, allow_files=allow_files)
     try:
         sql, bound = (named_sql(name, params, con) if sql_text is None
                       else (sql_text.text, params or None))
@@ -317,8 +331,6 @@ def _on_spark(engine, lake, master, db, allow_files):
     if lake is not None and db is not None:
         raise click.UsageError("give --db or --lake, not both")
     if engine != "spark":
-        if lake is not None:
-            raise click.UsageError("--lake is read by Spark: add --engine spark")
         return False
     if lake is None:
         raise click.UsageError("--engine spark reads a lake: give --lake DIR")
@@ -366,16 +378,16 @@ def _sql_to_run(name, sql):
 @click.command()
 @click.option("--db", type=click.Path(dir_okay=False),
               help="Database [default: ./tracekit.duckdb, else the bundled sample traces].")
+@lake_option
 @wait_option
-def schema(db):
+def schema(db, lake):
     """Print every table and view a query can read: the documented views (the SQL contract) with
     their columns, the hta_* tables once `tracekit hta` ran, and the storage tables."""
-    from tracekit.cli import database_to_read
-    from tracekit.store.database import connect_for_queries
+    from tracekit.cli import connect_source, source_to_read
     from tracekit.analysis.schema_listing import schema_text
 
-    path, _ = database_to_read(db, "listing")
-    con = connect_for_queries(path)
+    path = source_to_read(db, lake, "listing")
+    con = connect_source(path, lake)
     try:
         click.echo(schema_text(con), nl=False)
     finally:

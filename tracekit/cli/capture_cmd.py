@@ -58,7 +58,15 @@ def _parse_seq_lens(ctx, param, value):
 @click.option("--tf32/--no-tf32", default=None,
               help="Let fp32 matmuls and convolutions use TF32 Tensor Cores, or not [default: PyTorch's: "
                    "matmuls off, convolutions on].")
-def capture(out_dir, variants, device, batch, heads, seq_lens, head_dim, dtype, causal, steps, train, tf32):
+@click.option("--ranks", type=click.IntRange(min=2),
+              help="Train data-parallel on this many ranks (DDP; one GPU each over NCCL, gloo on a CPU): "
+                   "one trace per rank, train_<variant>_rank<R>.json.gz. Implies --train.")
+@click.option("--slow-rank", type=click.IntRange(min=0),
+              help="With --ranks: the rank to slow down on purpose, by --delay-ms before each step.")
+@click.option("--delay-ms", type=click.FloatRange(min=0, min_open=True), default=20.0, show_default=True,
+              help="With --slow-rank: milliseconds the slow rank sleeps before each step.")
+def capture(out_dir, variants, device, batch, heads, seq_lens, head_dim, dtype, causal, steps, train, tf32,
+            ranks, slow_rank, delay_ms):
     """Record a torch.profiler (Kineto) trace of each attention variant.
 
     Writes <variant>.json.gz (<variant>_s<S>.json.gz in a sweep) and manifest.json
@@ -80,6 +88,8 @@ def capture(out_dir, variants, device, batch, heads, seq_lens, head_dim, dtype, 
         device = "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cuda" and not torch.cuda.is_available():
         raise click.BadParameter("no CUDA GPU is visible", param_hint="'--device'")
+    _check_ranks(ranks, slow_rank, seq_lens, device, torch)
+    train = train or ranks is not None
     if train:
         defaults = GPU_TRAIN_SHAPE if device == "cuda" else CPU_TRAIN_SHAPE
     else:
@@ -94,11 +104,32 @@ def capture(out_dir, variants, device, batch, heads, seq_lens, head_dim, dtype, 
     click.echo(f"capturing {'training steps with ' if train else ''}{len(variants)} variant(s) x {len(config.seq_lens)} shape(s) on "
                f"{device}: B={config.batch} H={config.heads} S={','.join(map(str, config.seq_lens))} "
                f"D={config.head_dim} {config.dtype} {'causal' if causal else 'non-causal'}", err=True)
-    manifest = run_capture(config, report=lambda line: click.echo(line, err=True))
+    if ranks:
+        from tracekit.capture.ranks import run_ranks
+        click.echo(f"on {ranks} ranks{f', rank {slow_rank} slowed by {delay_ms:g} ms a step' if slow_rank is not None else ''}",
+                   err=True)
+        manifest = run_ranks(config, ranks, slow_rank, delay_ms, report=lambda line: click.echo(line, err=True))
+    else:
+        manifest = run_capture(config, report=lambda line: click.echo(line, err=True))
     ran = [v for v in manifest["variants"] if v["status"] == "ran"]
     if not ran:
         raise TracekitError(f"{out_dir}: nothing could be captured (see manifest.json for why)")
     click.echo(f"wrote {len(ran)} trace(s) and manifest.json to {out_dir}")
+
+
+def _check_ranks(ranks, slow_rank, seq_lens, device, torch):
+    if ranks is None:
+        if slow_rank is not None:
+            raise click.BadParameter("needs --ranks", param_hint="'--slow-rank'")
+        return
+    if slow_rank is not None and slow_rank >= ranks:
+        raise click.BadParameter(f"rank {slow_rank} is not one of the {ranks} ranks (0 to {ranks - 1})",
+                                 param_hint="'--slow-rank'")
+    if seq_lens and len(seq_lens) > 1:
+        raise click.BadParameter("one sequence length with --ranks, not a sweep", param_hint="'--seq-len'")
+    if device == "cuda" and torch.cuda.device_count() < ranks:
+        raise click.BadParameter(f"{ranks} ranks need {ranks} GPUs; {torch.cuda.device_count()} visible",
+                                 param_hint="'--ranks'")
 
 
 COMMANDS = [capture]

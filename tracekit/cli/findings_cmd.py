@@ -2,6 +2,7 @@
 
 import click
 
+from tracekit.cli import lake_option
 from tracekit.cli.analysis_cmd import check_output_file, emit, output_format, output_options
 
 
@@ -14,15 +15,15 @@ from tracekit.cli.analysis_cmd import check_output_file, emit, output_format, ou
 @click.option("--list", "list_rules", is_flag=True, help="List the rules (what each detects, its fix) and exit.")
 @click.option("--evidence/--no-evidence", default=False, show_default=True,
               help="Include the evidence column (the events each finding rests on, as JSON).")
+@lake_option
 @output_options
-def findings(db, params, rule, list_rules, evidence, fmt, force, output, columns):
+def findings(db, params, rule, list_rules, evidence, lake, fmt, force, output, columns):
     """Explain the traces: what each rule finds, with the fix and the GPU time per step it would save.
 
     Ranked by saving (largest first); findings whose saving cannot be estimated come last.
     With no --db and no tracekit.duckdb here, it runs on the bundled sample traces.
     """
-    from tracekit.cli import database_to_read
-    from tracekit.store.database import connect_for_queries
+    from tracekit.cli import connect_source, source_to_read
     from tracekit.analysis.findings_engine import rules, run_findings
     from tracekit.outputs.rows import Rows
 
@@ -35,9 +36,9 @@ def findings(db, params, rule, list_rules, evidence, fmt, force, output, columns
         check_output_file(output, fmt, force)
         emit(Rows.from_frame(pd.DataFrame(rows)), fmt, output, columns)
         return
-    path, _ = database_to_read(db, "explaining")
+    path = source_to_read(db, lake, "explaining")
     check_output_file(output, fmt, force, database=path)
-    con = connect_for_queries(path)
+    con = connect_source(path, lake)
     try:
         frame = run_findings(con, rule=rule, params=dict(params))
     finally:

@@ -46,16 +46,27 @@ def open_command(trace_file, trace_name, db, port, no_browser):
               help="Add a 'tracekit findings' process: a track per finding rule (see `tracekit findings`), "
                    "a slice over each event a finding rests on, the finding in its args.")
 @click.option("--allow-files", is_flag=True, help="Let --sql read your own files too; it still never writes.")
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+@click.option("-o", "--output", type=click.Path(dir_okay=False),
               help="The trace to write (.json or .json.gz).")
 @click.option("--force", is_flag=True, help="Let -o replace an existing file that holds another format.")
+@click.option("--lake", type=click.Path(file_okay=False), metavar="DIR",
+              help="Write the database's traces (all, or --trace's) into this Parquet lake instead, "
+                   "as `tracekit load --lake` would.")
+@click.option("--replace", is_flag=True, help="With --lake: replace a trace of the same name in the lake.")
 @wait_option
-def export_command(db, trace_name, sql, findings, allow_files, output, force):
-    """Write a Chrome JSON trace (for Perfetto, or to load again) from the database.
+def export_command(db, trace_name, sql, findings, allow_files, output, force, lake, replace):
+    """Write a Chrome JSON trace (for Perfetto, or to load again) from the database,
+    or with --lake its traces' tables into a Parquet lake.
 
     Slices that partially overlap on a thread track are moved to an extra track,
     so Perfetto shows every one; nesting is kept.
     """
+    if lake is not None:
+        if output is not None or sql is not None or findings:
+            raise click.UsageError("--lake writes traces whole: give no -o, --sql or --findings with it")
+        return _export_to_lake(db, lake, trace_name, replace)
+    if output is None:
+        raise click.UsageError("give -o FILE (the trace to write), or --lake DIR")
     from tracekit.cli import database_to_read
     from tracekit.store.database import connect_for_queries
     from tracekit.outputs.trace_export import export
@@ -81,6 +92,29 @@ def export_command(db, trace_name, sql, findings, allow_files, output, force):
         con.close()
     note = f"; {moved} partially overlapping slice(s) moved to extra tracks" if moved else ""
     click.echo(f"wrote {count} events to {written}{note}")
+
+
+def _export_to_lake(db, lake, trace_name, replace):
+    from tracekit.cli import database_to_read
+    from tracekit.errors import TracekitError
+    from tracekit.ingest.load_batch import database_line, failure_summary
+    from tracekit.lake import export_database
+
+    def reported(name, outcome):
+        if isinstance(outcome, TracekitError):
+            click.echo(f"Error: {outcome}", err=True)
+        elif outcome.status == "skipped":
+            click.echo(f"skipped {name}: {outcome.message}")
+        else:
+            click.echo(f"exported {name}: {outcome.events} events, {outcome.kernels} kernels")
+
+    path, _ = database_to_read(db, "exporting from")
+    batch = export_database(path, lake, traces=[trace_name] if trace_name else None, replace=replace,
+                            on_outcome=reported)
+    if batch.results:
+        click.echo(database_line(batch))
+    if batch.failures:
+        raise TracekitError(failure_summary(batch).replace("failed to load", "failed to export"))
 
 
 COMMANDS = [open_command, export_command]

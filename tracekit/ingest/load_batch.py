@@ -38,12 +38,12 @@ class LoadBatch:
 
 
 def load_batch(db, files, *, replace=False, lenient=False, progress=None, on_outcome=None, stop=None,
-               remove_if_empty=True):
+               remove_if_empty=True, workers=None):
     """Loads `files` (loader.expand_paths of the files, folders and globs given) into `db`;
     returns a LoadBatch.
 
     `on_outcome(path, result or error)` sees each file as it finishes, in the order given;
-    `progress` and `stop` (a LoadStop) are load_files' own. The CLI removes an empty new database
+    `progress`, `stop` (a LoadStop) and `workers` are load_files' own. The CLI removes an empty new database
     itself (remove_if_empty=False), once it knows whether an interrupted COMMIT went through."""
     from tracekit.store.database import connect
     from tracekit.ingest.loader import load_files
@@ -53,7 +53,7 @@ def load_batch(db, files, *, replace=False, lenient=False, progress=None, on_out
     con = connect(db)
     try:
         for path, outcome in load_files(con, batch.files, replace=replace, lenient=lenient, progress=progress,
-                                        stop=stop):
+                                        stop=stop, workers=workers):
             batch.outcomes.append((path, outcome))
             if isinstance(outcome, TracekitError):
                 batch.failures.append((path, outcome))

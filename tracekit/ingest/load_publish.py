@@ -14,6 +14,7 @@ import duckdb
 
 from tracekit import __version__
 from tracekit.ingest.device import DEVICE_FROM_EVENTS, device_from_header
+from tracekit.ingest.distributed import rank_info
 from tracekit.errors import DiskFullError, TraceFileError
 from tracekit.ingest.event_read import duckdb_problem
 from tracekit.ingest.load_stop import disk_full_folder
@@ -188,7 +189,7 @@ def _unique_name(con, wanted, also_taken=()):
 
 def delete_trace(con, trace_id):
     for table in ("event_rows", "step_rows", "cpu_op_rows", "runtime_rows", "kernel_rows",
-                  "transfer_rows", "gpu_busy_rows", "kernel_classes", "trace_files"):
+                  "transfer_rows", "gpu_busy_rows", "collective_rows", "kernel_classes", "trace_files"):
         con.execute(f"DELETE FROM {table} WHERE trace_id = ?", [trace_id])
 
 
@@ -196,10 +197,12 @@ def _insert_trace_file(con, trace_id, name, path, info, events, dropped):
     header = info.header
     metadata = header.get("tracekit") if isinstance(header.get("tracekit"), dict) else None
     device = device_from_header(header)
+    ranked = rank_info(header, path)
     con.execute(
-        "INSERT INTO trace_files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO trace_files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [trace_id, name, str(path.resolve()), info.sha256, info.file_sha256 or None, path.stat().st_size,
          datetime.now(timezone.utc).replace(tzinfo=None), __version__,
          json.dumps({k: v for k, v in header.items() if k != "tracekit"}),
          json.dumps(metadata) if metadata is not None else None, device.name, device.compute_capability, events,
-         sum(dropped.values()), json.dumps(dropped) if dropped else None, device.vendor, device.arch])
+         sum(dropped.values()), json.dumps(dropped) if dropped else None, device.vendor, device.arch,
+         ranked.rank, ranked.world_size, ranked.backend, ranked.job])

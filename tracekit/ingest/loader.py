@@ -291,6 +291,11 @@ def _load_events(con, path, replace, read, lenient, deriving, stop, publisher, t
     return publish(con, path, trace_id, info, events, dropped, replace, trace_name_for(path), publisher, turn)
 
 
+# The derivation of a trace's rows from its events, stage by stage (tracekit/store/sql/).
+DERIVE_STAGES = ("derive_1_ops.sql", "derive_2_launches.sql", "derive_3_kernels.sql", "derive_4_collectives.sql",
+                 "derive_5_transfers_busy.sql")
+
+
 @functools.lru_cache(maxsize=None)
 def _derive_statements():
-    return tuple(split_statements(sql_resource("derive.sql")))
+    return tuple(statement for name in DERIVE_STAGES for statement in split_statements(sql_resource(name)))

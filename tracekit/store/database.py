@@ -15,7 +15,8 @@ from tracekit.errors import DatabaseError, DatabaseLocked
 DEFAULT_DB = "tracekit.duckdb"
 # 2: trace_files.vendor and gpu_arch, gpu_busy_rows.
 # 3: the knowledge tables gpu_specs and gpu_arch_limits; event_rows.args compressed with ZSTD.
-SCHEMA_VERSION = "3"
+# 4: trace_files.rank, world_size, dist_backend and job; collective_rows.
+SCHEMA_VERSION = "4"
 
 # Parses a JSON number's text into integer nanoseconds exactly: going through DOUBLE would lose
 # the nanosecond fraction of microsecond timestamps larger than 2^33.
@@ -46,7 +47,7 @@ CREATE OR REPLACE TEMP MACRO tk_in_range(j) AS abs(TRY_CAST(trim(json_extract_st
 
 
 def sql_resource(name):
-    """The text of one of tracekit's own SQL files (tracekit/sql/<name>)."""
+    """The text of one of tracekit's own SQL files (tracekit/store/sql/<name>)."""
     return resources.files("tracekit.store").joinpath("sql", name).read_text(encoding="utf-8")
 
 
@@ -202,6 +203,22 @@ def _attach_for_queries(path, allow_files):
     return _set_up(con, path, set_up)
 
 
+def connect_scratch():
+    """An in-memory database with tracekit's tables and the macros a load uses, and no views: a
+    lake's writer (tracekit.lake) loads each file into one of these and keeps only its tables."""
+    from tracekit.analysis.classify import rule_rows
+
+    con = duckdb.connect(":memory:")
+    for statement in split_statements(sql_resource("tables.sql")):
+        con.execute(statement)
+    rules = rule_rows()
+    # One statement for all the rules: an insert per rule would take most of the set-up's time.
+    con.execute("INSERT INTO kernel_rules VALUES " + ", ".join([f"({', '.join('?' * len(rules[0]))})"] * len(rules)),
+                [value for rule in rules for value in rule])
+    _prepare(con)
+    return con
+
+
 def worker_connection(con):
     """Another connection to `con`'s database, for a thread of its own (temp tables and macros are
     per connection)."""
@@ -213,8 +230,24 @@ def worker_connection(con):
 def _prepare(con):
     # DuckDB draws its own progress bar on a terminal, over tracekit's output.
     con.execute("SET enable_progress_bar = false")
+    # DuckDB runs an ASOF join as a nested loop when it expects few rows on the left; its estimate
+    # through a chain of CTEs can be 15 for 15,000, and gpu_idle's ASOF then took 91 s, not 0.3 s.
+    con.execute("SET asof_loop_join_threshold = 0")
     for statement in split_statements(_MACROS):
         con.execute(statement)
+
+
+def create_views(con):
+    """Creates the views users query (views.sql, and `findings`) over the tables `con` sees: a
+    database's, or those tracekit.lake.reader makes of a lake's files."""
+    for statement in split_statements(sql_resource("views.sql")):
+        con.execute(statement)
+    _create_findings_view(con)
+
+
+def prepare(con):
+    """The settings and macros every connection tracekit opens has."""
+    _prepare(con)
 
 
 def _create_findings_view(con):
@@ -284,9 +317,7 @@ def ensure_schema(con, path=None):
         for statement in split_statements(sql_resource("tables.sql")):
             con.execute(statement)
         sync_knowledge(con)
-        for statement in split_statements(sql_resource("views.sql")):
-            con.execute(statement)
-        _create_findings_view(con)
+        create_views(con)
         sync_rules(con)
         con.execute("INSERT OR REPLACE INTO schema_info VALUES ('schema_version', ?), ('tracekit_version', ?)",
                     [SCHEMA_VERSION, __version__])

@@ -59,6 +59,16 @@ FROM w JOIN picked p ON p.trace = w.trace AND p.step IS NOT DISTINCT FROM w.step
 ORDER BY w.trace, start_us, w.name
 """
 
+# The FLOPs tracekit counts on each trace's kernels (GEMMs and fused attention, from recorded
+# shapes: kernels.flops) per steady step; no row for a trace where no kernel carries any.
+_FLOPS = """
+SELECT k.trace, sum(k.flops) / any_value(w.steps) AS flops_per_step
+FROM kernels k JOIN steady_window w ON w.trace = k.trace AND w.step IS NOT DISTINCT FROM k.step
+WHERE k.flops IS NOT NULL
+GROUP BY k.trace
+ORDER BY k.trace
+"""
+
 _TRACES = "SELECT trace, variant, device_name, compute_capability, metadata FROM traces ORDER BY trace"
 
 
@@ -75,6 +85,7 @@ class ReportData:
     plans: pd.DataFrame      # named query cudnn_plan_time
     timeline: pd.DataFrame   # GPU work of one (the median) steady step per trace
     findings: pd.DataFrame   # the findings engine's rows, ranked (tracekit.analysis.findings_engine)
+    flops: pd.DataFrame      # counted kernel FLOPs per steady step (traces with any)
 
     @property
     def order(self):
@@ -102,6 +113,7 @@ def collect(con, source=""):
         plans=run_named(con, "cudnn_plan_time"),
         timeline=run_sql(con, _TIMELINE),
         findings=run_findings(con),
+        flops=run_sql(con, _FLOPS),
     )
 
 
@@ -126,16 +138,55 @@ def top_kernel_rows(data):
     return merged.drop(columns=["kernel"])
 
 
-def steps_wording(summary):
-    """What a per-step figure of these traces averages over, in a sentence's words: traces without
-    ProfilerStep#N (their CPU time per step is unknown) count as one step, the whole trace."""
+def step_kinds(summary):
+    """How many traces average over several steady steps, have exactly one, or have no
+    ProfilerStep#N at all (their CPU time per step is unknown; the whole trace is one step)."""
     stepped = summary["cpu_us_per_step"].notna()
-    if stepped.all():
-        return "per-step figures are means over the steady steps (all but the first)"
-    if not stepped.any():
+    several = stepped & (summary["steps"] > 1)
+    return int(several.sum()), int((stepped & ~several).sum()), int((~stepped).sum())
+
+
+def steps_wording(summary):
+    """What a per-step figure of these traces stands for, in a sentence's words: a mean over the
+    steady steps only where a trace has several; one steady step's figures where it has one; the
+    whole trace where it has no ProfilerStep#N."""
+    several, one, none = step_kinds(summary)
+    if not several and not one:
         return "no trace has ProfilerStep#N steps: each counts as one step, its figures the whole trace's"
-    return ("per-step figures are means over the steady steps (all but the first); a trace without "
-            "ProfilerStep#N counts as one step, the whole trace")
+    if several:
+        lead = "per-step figures are means over the steady steps (all but the first)"
+    elif none:
+        lead = "per-step figures are each trace's one steady step"
+    else:
+        return "each trace has one steady step: per-step figures are that step's"
+    extra = ["a trace with one steady step has that step's"] if several and one else []
+    extra += ["a trace without ProfilerStep#N counts as one step, the whole trace"] if none else []
+    return "; ".join([lead] + extra)
+
+
+def all_captures(data):
+    """True when every trace is a `tracekit capture` (it names its variant)."""
+    return bool(data.traces["variant"].notna().all())
+
+
+def table_heading(data):
+    return f"{'Variants' if all_captures(data) else 'Traces'}, fastest first"
+
+
+def step_noun(summary):
+    """'steady step' where every trace averages over several steady steps, else 'step'."""
+    several, one, none = step_kinds(summary)
+    return "steady step" if not (one or none) else "step"
+
+
+def timeline_wording(summary):
+    """Which step a timeline lane shows, for these traces."""
+    several, one, none = step_kinds(summary)
+    parts = ["the steady step with the median GPU time"] if several else []
+    parts += ["the one steady step" + (" where it has one" if several else "")] if one else []
+    parts += ["the whole trace" + (" where it has no ProfilerStep#N" if several or one else
+                                  " (no trace has ProfilerStep#N steps)")] if none else []
+    return "; ".join(parts)
 
 
 def present(value):

@@ -4,16 +4,20 @@ Rows are always in the summary's order (fastest GPU step first), so a variant si
 line of every chart.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+import numpy as np
 
 from tracekit.analysis.findings_engine import rules
 from tracekit.outputs.report import charts, units
-from tracekit.outputs.report.data import present, top_kernel_rows
+from tracekit.outputs.report.data import present, step_noun, timeline_wording, top_kernel_rows
+from tracekit.outputs.report.timeline import MAX_BLOCKS, Lane, timeline_chart
 
 GOOD, BAD = "#59a14f", "#e15759"
 # Below this occupancy a kernel is drawn red: the low_occupancy rule's own threshold, so the
 # chart and the findings agree and the number lives in one place (queries/findings/low_occupancy.sql).
 LOW_OCCUPANCY_PCT = float(rules()["low_occupancy"].params["max_pct"][0])
+WIDE = 960  # design width of a chart spanning the page; a narrow one is 560 (both shrink to fit)
 
 
 @dataclass
@@ -23,58 +27,88 @@ class Figure:
     caption: str
     svg: str
     wide: bool = False
+    values: list = field(default_factory=list)  # the chart's values as text rows, the first the header
 
 
-def _classes_present(data):
-    present_classes = set(data.by_class["kernel_class"])
-    known = [k for k in charts.CLASS_COLOURS if k in present_classes]
-    return known + sorted(present_classes - set(known))
+def _classes(data):
+    """Every class of the data, in the legend's order (the colour table's, then others sorted)."""
+    return charts.present_keys(list(charts.CLASS_COLOURS), set(data.by_class["kernel_class"]))
 
 
 def gpu_by_class(data):
-    stacks = []
+    stacks, noun = [], step_noun(data.summary)
     for r in data.summary.itertuples():
         rows = data.by_class[data.by_class["trace"] == r.trace]
         segments = [(c.kernel_class, c.us_per_step,
                      f"{r.trace} · {c.kernel_class}: {units.us(c.us_per_step)} per step "
                      f"({units.per_step(c.launches_per_step)} launch(es))") for c in rows.itertuples()]
-        stacks.append(charts.Stack(r.trace, segments, units.us(r.gpu_us_per_step)))
-    svg = charts.stacked_bar_chart("chart-gpu-by-class", "GPU time per steady step by kernel class",
-                                   stacks, _classes_present(data), tick_fmt=lambda v: f"{v:,.0f} µs")
-    return Figure("chart-gpu-by-class", "GPU time per steady step, by kernel class",
-                  "Sum of kernel, memcpy and memset durations per step, mean over the steady steps. "
-                  "Hover a segment for its time.", svg, wide=True)
+        total = units.us(r.gpu_us_per_step) if present(r.gpu_us_per_step) else "no GPU work"
+        stacks.append(charts.Stack(r.trace, segments, total))
+    svg = charts.stacked_bar_chart("chart-gpu-by-class", f"GPU time per {noun} by kernel class",
+                                   stacks, _classes(data), width=WIDE, tick_fmt=lambda v: f"{v:,.0f} µs")
+    values = _class_values(data)
+    return Figure("chart-gpu-by-class", f"GPU time per {noun}, by kernel class",
+                  "Sum of kernel, memcpy and memset durations per step, by kernel class; after each bar the "
+                  "GPU's busy time per step (concurrent streams counted once)."
+                  + (" The table under the chart lists every segment." if values else ""),
+                  svg, wide=True, values=values)
+
+
+def _class_values(data):
+    """Rows of the GPU-by-class chart as text: µs per step of each class the chart draws."""
+    drawn = set(data.by_class.loc[data.by_class["us_per_step"] > 0, "kernel_class"])
+    classes = [c for c in _classes(data) if c in drawn]
+    if not classes:
+        return []
+    cells = {(r.trace, r.kernel_class): r.us_per_step for r in data.by_class.itertuples()}
+    rows = [["trace"] + classes]
+    for trace in data.order:
+        rows.append([trace] + [units.us(cells[trace, c]) if (trace, c) in cells else "—" for c in classes])
+    return rows
+
+
+def _lanes(data):
+    """One Lane per trace (the summary's order) from the timeline frame, as arrays."""
+    frame = data.timeline
+    by_trace = {trace: rows for trace, rows in frame.groupby("trace", sort=False)} if len(frame) else {}
+    lanes = []
+    for trace in data.order:
+        events = by_trace.get(trace)
+        if events is None or events.empty:
+            lanes.append(Lane(trace, "no GPU work"))
+            continue
+        start, dur = events["start_us"].to_numpy(float), events["dur_us"].to_numpy(float)
+        cls = events["kernel_class"].to_numpy(object)
+        detail = np.full(len(events), "", dtype=object)
+        copies = (cls == "memcpy") & events["bytes"].notna().to_numpy()
+        detail[copies] = [f" · {units.bytes_text(b)}" for b in events["bytes"].to_numpy()[copies]]
+        step = events["step"].iloc[0]
+        where = f"step {int(step)}" if present(step) else "whole trace"
+        lanes.append(Lane(trace, f"{where} · {units.us(float(np.max(start + dur)))}", start, dur, cls,
+                          events["name"].to_numpy(object), detail))
+    return lanes
 
 
 def timeline(data):
-    rows = []
-    for trace in data.order:
-        events = data.timeline[data.timeline["trace"] == trace]
-        lanes = []
-        for e in events.itertuples():
-            extra = f" · {units.bytes_text(e.bytes)}" if present(e.bytes) and e.kernel_class == "memcpy" else ""
-            tip = (f"{e.name}\n{e.kernel_class}{extra} · starts at +{e.start_us:,.1f} µs · "
-                   f"lasts {units.us(e.dur_us)}")
-            lanes.append((e.start_us, e.dur_us, e.kernel_class, tip))
-        span = max((s + d for s, d, _, _ in lanes), default=0.0)
-        step = events["step"].iloc[0] if not events.empty else None
-        note = f"{'step ' + str(int(step)) if present(step) else 'all'} · {units.us(span)}" if lanes else "no GPU work"
-        rows.append((trace, note, lanes))
-    svg = charts.timeline_chart("chart-timeline", "One steady step per variant on the GPU", rows,
-                                _classes_present(data), tick_fmt=lambda v: f"{v:,.0f} µs")
-    return Figure("chart-timeline", "Timeline of one steady step",
-                  "Each lane is the steady step with the median GPU time of one variant; time runs from "
-                  "the step's first GPU event. All lanes share one time axis, so lengths compare "
-                  "directly (a fused kernel is a short block). Hover a block for its kernel.", svg, wide=True)
+    drawn = timeline_chart("chart-timeline", "One step per trace on the GPU", _lanes(data), list(charts.CLASS_COLOURS),
+                           width=WIDE, tick_fmt=lambda v: f"{v:,.0f} µs")
+    caption = (f"Each lane shows {timeline_wording(data.summary)}; time runs from its first GPU event. All lanes "
+               "share one time axis, so lengths compare directly (a fused kernel is a short block). A block "
+               "wide enough is labelled with its kernel.")
+    if drawn.blocks < drawn.events:
+        caption += (f" Downsampled: {drawn.events:,} GPU events drawn as {drawn.blocks:,} block(s) (at most "
+                    f"{MAX_BLOCKS:,}); neighbours of one class less than a pixel apart are merged, and where that "
+                    "is not enough each few-pixel column is one block in the colour of its busiest class.")
+    return Figure("chart-timeline", "Timeline of one step per trace", caption, drawn.svg, wide=True)
 
 
 def kernels_per_step(data):
     bars = [charts.Bar(r.trace, float(r.kernels_per_step), units.per_step(r.kernels_per_step),
                        f"{r.trace}: {units.per_step(r.kernels_per_step)} kernel launches per step")
             for r in data.summary.itertuples()]
-    svg = charts.bar_chart("chart-kernels-per-step", "Kernel launches per steady step", bars)
+    svg = charts.bar_chart("chart-kernels-per-step", f"Kernel launches per {step_noun(data.summary)}", bars)
     return Figure("chart-kernels-per-step", "Kernels per step",
-                  "Kernel launches per steady step: each is a launch the CPU pays for.", svg)
+                  "Kernel launches per step: each is a launch the CPU pays for.", svg)
 
 
 def _byte_unit(largest):
@@ -93,10 +127,10 @@ def memcpy_bytes(data):
                                units.bytes_text(r.memcpy_bytes_per_step),
                                f"{r.trace}: {units.per_step(r.memcpy_per_step)} memcpy per step, "
                                f"{units.bytes_text(r.memcpy_bytes_per_step)}", BAD))
-    svg = charts.bar_chart("chart-memcpy-bytes", "Bytes copied by memcpy per steady step", bars,
+    svg = charts.bar_chart("chart-memcpy-bytes", f"Bytes copied by memcpy per {step_noun(data.summary)}", bars,
                            tick_fmt=lambda v: f"{v:,.0f} {unit}" if float(v).is_integer() else f"{v:,.1f} {unit}")
     return Figure("chart-memcpy-bytes", "Memcpy bytes per step",
-                  "Device memory copied per steady step (any direction).", svg)
+                  "Device memory copied per step (any direction).", svg)
 
 
 def tensor_core_share(data):
@@ -136,7 +170,7 @@ def occupancy(data):
                                    f"{r.top_kernel}\n{units.pct(occ)} estimated achieved occupancy",
                                    BAD if occ < LOW_OCCUPANCY_PCT else charts.ACCENT))
     svg = charts.bar_chart("chart-occupancy", "Estimated occupancy of each variant's top kernel", bars,
-                           top=100, tick_fmt=lambda v: f"{v:.0f}%", width=1100)
+                           top=100, tick_fmt=lambda v: f"{v:.0f}%", width=WIDE)
     return Figure("chart-occupancy", "Occupancy of each variant's top kernel",
                   f"The profiler's estimated achieved occupancy of the kernel with the most GPU time; "
                   f"red below {LOW_OCCUPANCY_PCT:.0f}%.", svg, wide=True)

@@ -4,9 +4,9 @@ from html import escape
 
 from tracekit import __version__
 from tracekit.outputs.report import units
-from tracekit.outputs.report.data import present
+from tracekit.outputs.report.data import all_captures, present, steps_wording, table_heading
 from tracekit.outputs.report.findings_section import html_section
-from tracekit.outputs.report.table import COLUMNS, table_frame
+from tracekit.outputs.report.table import shown_columns, table_frame
 
 _CSS = """
 :root { --ink:#1f2933; --muted:#5f6b7a; --line:#e3e6eb; --bg:#f5f6f8; --card:#fff;
@@ -23,7 +23,7 @@ header .over { color:#8fa3b8; font-size:12px; text-transform:uppercase; letter-s
 header .meta b { color:#fff; font-weight:600; }
 h2 { font-size:18px; margin:34px 0 12px; font-weight:650; }
 h3 { font-size:14.5px; margin:0 0 2px; font-weight:650; }
-.kpis { display:grid; grid-template-columns:repeat(5,1fr); gap:12px; margin-top:-18px; }
+.kpis { display:grid; grid-template-columns:repeat(auto-fit,minmax(190px,1fr)); gap:12px; margin-top:-18px; }
 .kpi { background:var(--card); border:1px solid var(--line); border-radius:8px; padding:12px 14px;
        box-shadow:0 1px 2px rgba(16,24,40,.05); }
 .kpi .k { color:var(--muted); font-size:12px; text-transform:uppercase; letter-spacing:.04em; }
@@ -51,7 +51,8 @@ details.more summary { cursor:pointer; color:var(--muted); }
 details.more li { margin:2px 0; }
 .card { background:var(--card); border:1px solid var(--line); border-radius:8px; padding:16px 18px;
         box-shadow:0 1px 2px rgba(16,24,40,.05); }
-.tablewrap { overflow-x:auto; padding:0; }
+/* A table wider than the page scrolls inside its own box rather than losing or squashing columns. */
+.tablewrap { overflow-x:auto; padding:0; max-width:100%; }
 table { border-collapse:collapse; width:100%; font-size:13px; }
 th, td { padding:7px 8px; border-bottom:1px solid var(--line); white-space:nowrap; }
 th { text-align:left; font-weight:600; color:var(--muted); background:#fafbfc; font-size:12px; white-space:normal; vertical-align:bottom; line-height:1.25; }
@@ -67,18 +68,44 @@ td.kernel { font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace; fo
 .bad-cell { color:var(--bad); font-weight:600; }
 .figs { display:grid; grid-template-columns:1fr 1fr; gap:14px; }
 figure { margin:0; } figure.wide { grid-column:1 / -1; }
-figure .cap { color:var(--muted); font-size:12.5px; margin:0 0 10px; }
-svg.chart { width:100%; height:auto; display:block; }
-svg.chart text { font-family:system-ui,-apple-system,"Segoe UI",Roboto,Arial,sans-serif; font-size:12px; }
+figure { min-width:0; } figure .cap { color:var(--muted); font-size:12.5px; margin:0 0 10px; }
+/* A chart keeps its drawn size where it fits and shrinks to the width where it does not. Font
+   sizes are the SVG's own attributes: its text was placed for them. */
+svg.chart { max-width:100%; height:auto; display:block; }
+svg.chart text { font-family:system-ui,-apple-system,"Segoe UI",Roboto,Arial,sans-serif; }
 svg.chart .lbl { fill:#1f2933; font-weight:500; } svg.chart .val { fill:#3a4450; }
 svg.chart .val-in { fill:#fff; font-weight:600; }
-svg.chart .tick { fill:#7b8794; font-size:11px; } svg.chart .note { fill:#8a94a3; font-style:italic; }
-svg.chart .legend { fill:#3a4450; font-size:11.5px; }
+svg.chart .tick { fill:#7b8794; } svg.chart .note { fill:#8a94a3; font-style:italic; }
+svg.chart .legend { fill:#3a4450; }
 svg.chart rect:hover { opacity:.8; }
+table.values { width:auto; min-width:60%; font-size:12px; margin-top:10px; } table.values th, table.values td { padding:4px 8px; }
+table.values td { text-align:right; font-variant-numeric:tabular-nums; } table.values td:first-child { text-align:left; font-weight:600; }
 footer { color:var(--muted); font-size:12.5px; margin:36px 0 40px; border-top:1px solid var(--line); padding-top:14px; }
 footer p { margin:4px 0; }
 @media (max-width:900px) { .kpis { grid-template-columns:1fr 1fr; } .findings { grid-template-columns:1fr; } .figs { grid-template-columns:1fr; } }
-@media print { header { background:#fff; color:#000; } .kpi, .card, .finding { box-shadow:none; } }
+@media print {
+  @page { size:A4 landscape; margin:10mm; }
+  * { -webkit-print-color-adjust:exact; print-color-adjust:exact; }
+  body { background:#fff; font-size:11px; }
+  header { background:#fff; color:#000; padding:0 0 6px; } header .meta, header .over { color:#3a4450; }
+  header .meta b { color:#000; }
+  .wrap { max-width:none; padding:0; }
+  .kpis { margin-top:0; grid-template-columns:repeat(5,1fr); }
+  .kpi, .card, .finding { box-shadow:none; }
+  /* Nothing scrolls on paper: the table wraps its cells to fit the page instead. */
+  .tablewrap { overflow:visible; }
+  table { font-size:9.5px; }
+  th, td { white-space:normal; padding:3px 4px; }
+  td.variant { min-width:0; max-width:none; }
+  td.kernel { max-width:none; overflow:visible; text-overflow:clip; overflow-wrap:anywhere; }
+  tr, .finding, figure, .kpi { break-inside:avoid; }
+  h2, h3 { break-after:avoid; }
+  .findings, .figs { grid-template-columns:1fr 1fr; }
+  figure.wide { grid-column:1 / -1; }
+  /* A folded list prints unfolded: a reader of paper cannot click it open. */
+  details.more::details-content { content-visibility:visible; display:block; }
+  details.more > summary { list-style:none; }
+}
 """
 
 
@@ -106,14 +133,13 @@ def _context(data):
     torches = _unique(m.get("torch") for m in meta)
     if torches:
         facts.append("torch " + _e(", ".join(torches)))
-    steps = _unique(int(s) for s in data.summary["steps"])
-    facts.append(f"per-step figures: means over {_e('/'.join(steps))} steady step(s)")
+    facts.append(_e(steps_wording(data.summary)))
     return " · ".join(facts)
 
 
 def _headline(data):
     """Names attention variants only when every trace is a `tracekit capture` of one."""
-    if data.traces["variant"].notna().all():
+    if all_captures(data):
         return "Attention variants: where the GPU time goes"
     return "Where the GPU time goes"
 
@@ -129,21 +155,26 @@ def _kpis(data):
     best = ran.iloc[0] if not ran.empty else None
     cards.append(_kpi("Fastest", best.trace if best is not None else "—",
                       f"{units.us(best.gpu_us_per_step)} GPU per step" if best is not None else "no GPU work"))
-    ups = s[s["speedup_vs_naive"].notna() & (s["variant"] != "naive")]
-    top = ups.loc[ups["speedup_vs_naive"].idxmax()] if not ups.empty else None
-    cards.append(_kpi("Best speed-up vs naive", units.times(top.speedup_vs_naive) if top is not None else "—",
-                      top.trace if top is not None else
-                      "no naive trace of the same shape" if (s["variant"] == "naive").any() else "no naive trace loaded"))
+    if s["variant"].notna().any():  # a speed-up against naive means something only among captures
+        cards.append(_speedup_kpi(s))
     copy = s.loc[s["memcpy_bytes_per_step"].idxmax()]
     cards.append(_kpi("Largest memcpy / step", units.bytes_text(copy.memcpy_bytes_per_step)
                       if copy.memcpy_bytes_per_step > 0 else "none",
-                      copy.trace if copy.memcpy_bytes_per_step > 0 else "in any steady step"))
+                      copy.trace if copy.memcpy_bytes_per_step > 0 else "in any step"))
     plan = data.plans.loc[data.plans["plan_ms"].idxmax()] if not data.plans.empty else None
     cards.append(_kpi("cuDNN first-call plan", units.ms(plan.plan_ms) if plan is not None else "—",
                       plan.trace if plan is not None else "no cuDNN attention"))
     most = s.sort_values(["kernels_per_step", "trace"], ascending=[False, True]).iloc[0]
     cards.append(_kpi("Most kernels / step", units.per_step(most.kernels_per_step), most.trace))
     return '<div class="kpis">' + "".join(cards) + "</div>"
+
+
+def _speedup_kpi(s):
+    ups = s[s["speedup_vs_naive"].notna() & (s["variant"] != "naive")]
+    top = ups.loc[ups["speedup_vs_naive"].idxmax()] if not ups.empty else None
+    return _kpi("Best speed-up vs naive", units.times(top.speedup_vs_naive) if top is not None else "—",
+                top.trace if top is not None else
+                "no naive trace of the same shape" if (s["variant"] == "naive").any() else "no naive trace loaded")
 
 
 def _cell(column, row, descriptions, widest):
@@ -170,22 +201,33 @@ def _table(data):
     descriptions = {t.trace: t.metadata.get("description") for t in data.traces.itertuples()
                     if isinstance(t.metadata, dict)}
     widest = float(frame["gpu_us_per_step"].max() or 0)
-    head = "".join(f'<th class="{"n" if c.numeric else ""}" title="{_e(c.help)}">{_e(c.header)}</th>' for c in COLUMNS)
+    columns = shown_columns(frame)
+    head = "".join(f'<th class="{"n" if c.numeric else ""}" title="{_e(c.help)}">{_e(c.header)}</th>' for c in columns)
     rows = []
     for i, (_, row) in enumerate(frame.iterrows()):
         cls = ' class="best"' if i == 0 and row["gpu_us_per_step"] > 0 else ""
-        cells = "".join(_cell(c, row, descriptions, widest) for c in COLUMNS)
+        cells = "".join(_cell(c, row, descriptions, widest) for c in columns)
         rows.append(f'<tr{cls} data-trace="{_e(row["trace"])}">{cells}</tr>')
-    return ('<section id="summary"><h2>Variants, fastest first</h2><div class="card tablewrap">'
+    return (f'<section id="summary"><h2>{_e(table_heading(data))}</h2>'
+            '<div class="card tablewrap">'
             f'<table id="summary-table"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
             "</div></section>")
+
+
+def _values(rows):
+    """A chart's values as a small table under it (visible text, for paper and for reading)."""
+    if not rows:
+        return ""
+    head = "".join(f"<th>{_e(h)}</th>" for h in rows[0])
+    body = "".join("<tr>" + "".join(f"<td>{_e(v)}</td>" for v in row) + "</tr>" for row in rows[1:])
+    return f'<div class="tablewrap"><table class="values"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
 def _figures(figs):
     parts = []
     for f in figs:
         parts.append(f'<figure class="card{" wide" if f.wide else ""}" id="fig-{_e(f.id)}"><h3>{_e(f.title)}</h3>'
-                     f'<p class="cap">{_e(f.caption)}</p>{f.svg}</figure>')
+                     f'<p class="cap">{_e(f.caption)}</p>{f.svg}{_values(f.values)}</figure>')
     return '<section id="charts"><h2>Charts</h2><div class="figs">' + "".join(parts) + "</div></section>"
 
 
@@ -198,9 +240,11 @@ def page(data, figures):
             f'<header><div class="wrap"><div class="over">tracekit report</div><h1>{_e(_headline(data))}</h1>'
             f'<div class="meta">{_context(data)}</div></div></header>'
             f'<main class="wrap">{_kpis(data)}{html_section(data.findings)}{_table(data)}{_figures(figures)}'
-            "<footer><p>Steady steps are every ProfilerStep but the first, the cold call that pays for "
-            "cuDNN plans, torch.compile and allocator warm-up. GPU time is the sum of kernel, memcpy and "
-            "memset durations. Occupancy is the profiler's estimate; it records 0 when it has none.</p>"
+            "<footer><p>Steady steps are every ProfilerStep#N but the first (the cold call that pays for "
+            "cuDNN plans, torch.compile and allocator warm-up), or the only one where a trace has one; a "
+            "trace without ProfilerStep#N counts as one step, the whole trace. GPU time is the sum of kernel, "
+            "memcpy and memset durations. Occupancy is the profiler's estimate; it records 0 when it has "
+            "none.</p>"
             f"<p>Generated by tracekit {_e(__version__)} (<code>tracekit report</code>) from the named queries "
             "summary, gemm_classes, occupancy and cudnn_plan_time, and the findings of the rules in "
             "queries/findings/ (<code>tracekit findings --list</code>). This file is self-contained: "

@@ -2,7 +2,7 @@
 
 from tracekit.outputs.render import as_markdown
 from tracekit.outputs.rows import Rows
-from tracekit.outputs.report.data import steps_wording
+from tracekit.outputs.report.data import steps_wording, table_heading
 from tracekit.outputs.report.findings_section import markdown_section
 from tracekit.outputs.report.table import display_frame
 
@@ -12,5 +12,5 @@ def markdown(data):
     lines = ["# tracekit report", "",
              f"{len(data.summary)} trace(s) from {data.source or 'a tracekit database'}; "
              f"{steps_wording(data.summary)}.", "",
-             "## Variants, fastest first", "", as_markdown(Rows.from_frame(display_frame(data))).rstrip(), ""]
+             f"## {table_heading(data)}", "", as_markdown(Rows.from_frame(display_frame(data))).rstrip(), ""]
     return "\n".join(lines) + "\n" + markdown_section(data.findings)

@@ -15,11 +15,13 @@ class Column:
     text: object    # value -> display text
     numeric: bool = True
     help: str = ""
+    optional: bool = False  # left out of a table where no row has a value
 
 
-def _tflops(row, metadata):
-    """Achieved TFLOP/s from the capture's flops_per_call over the GPU time per step (one call a step)."""
-    flops = (metadata.get(row["trace"]) or {}).get("flops_per_call")
+def _tflops(row, metadata, counted):
+    """Achieved TFLOP/s over the GPU time per step: of the capture's attention FLOPs per call (one
+    call a step: the work the variants share), else of the FLOPs counted on the trace's kernels."""
+    flops = (metadata.get(row["trace"]) or {}).get("flops_per_call") or counted.get(row["trace"])
     if not flops or not row["gpu_us_per_step"] > 0:
         return None
     return float(flops) / (row["gpu_us_per_step"] * 1e-6) / 1e12
@@ -28,10 +30,13 @@ def _tflops(row, metadata):
 COLUMNS = [
     Column("trace", "variant", str, numeric=False, help="trace name"),
     Column("gpu_us_per_step", "GPU µs / step", lambda v: units.number(v),
-           help="kernels + memcpy + memset per steady step"),
-    Column("speedup_vs_naive", "vs naive", units.times, help="naive's GPU time per step over this one's"),
+           help="kernels + memcpy + memset per step"),
+    Column("speedup_vs_naive", "vs naive", units.times, help="naive's GPU time per step over this one's",
+           optional=True),
     Column("tflops", "TFLOP/s", lambda v: units.number(v, 0) if present(v) else "—",
-           help="the capture's FLOPs per call over GPU time per step"),
+           help="FLOPs over GPU time per step: the capture's attention FLOPs per call (4·B·H·S²·D, halved "
+                "when causal), else those counted on the trace's GEMM and fused attention kernels from "
+                "their recorded shapes", optional=True),
     Column("kernels_per_step", "kernels / step", units.per_step),
     Column("cpu_us_per_step", "CPU µs / step", lambda v: units.number(v), help="ProfilerStep span"),
     Column("memcpy_per_step", "memcpy / step", units.per_step),
@@ -41,15 +46,22 @@ COLUMNS = [
     Column("top_kernel", "top kernel", units.short_kernel, numeric=False),
     Column("top_kernel_occupancy_pct", "occupancy", lambda v: units.pct(v) if present(v) and v > 0 else "—",
            help="estimated achieved occupancy of the top kernel (— : none recorded)"),
-    Column("plan_ms", "cuDNN plan", units.ms, help="first-call plan time"),
+    Column("plan_ms", "cuDNN plan", units.ms, help="first-call plan time", optional=True),
 ]
+
+
+def shown_columns(frame):
+    """COLUMNS less the optional ones no row of `frame` has a value in: no "vs naive" column
+    without a naive trace of some trace's shape, no TFLOP/s where no FLOPs are known."""
+    return [c for c in COLUMNS if not c.optional or frame[c.key].map(present).any()]
 
 
 def table_frame(data):
     """The summary with the derived columns of COLUMNS, fastest first (raw values)."""
     frame = data.summary.copy()
     metadata = {t.trace: t.metadata if isinstance(t.metadata, dict) else None for t in data.traces.itertuples()}
-    frame["tflops"] = [_tflops(row, metadata) for _, row in frame.iterrows()]
+    counted = dict(zip(data.flops["trace"], data.flops["flops_per_step"]))
+    frame["tflops"] = [_tflops(row, metadata, counted) for _, row in frame.iterrows()]
     # summary's share covers the steady steps only; gemm_classes' (all of the trace) fills a gap.
     shares = dict(zip(data.gemm["trace"], data.gemm["tensor_core_pct"]))
     frame["tensor_core_pct"] = [v if present(v) else shares.get(t) for t, v in
@@ -60,5 +72,5 @@ def table_frame(data):
 def display_frame(data):
     """The table as text cells, one column per COLUMNS entry, headed by its header."""
     frame = table_frame(data)
-    shown = {c.header: [c.text(v) for v in frame[c.key]] for c in COLUMNS}
+    shown = {c.header: [c.text(v) for v in frame[c.key]] for c in shown_columns(frame)}
     return pd.DataFrame(shown)

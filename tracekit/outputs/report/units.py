@@ -67,11 +67,11 @@ def pct(value):
 
 
 def per_step(value):
-    """A count per step: '1', '20', or '1.2' when the steps differ."""
+    """A count per step: '1', '20,300', or '1.2' when the steps differ."""
     if missing(value):
         return "—"
     value = float(value)
-    return str(int(value)) if value.is_integer() else f"{value:.1f}"
+    return f"{int(value):,}" if value.is_integer() else f"{value:,.1f}"
 
 
 def short_kernel(name):

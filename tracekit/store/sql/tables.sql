@@ -22,7 +22,12 @@ CREATE TABLE IF NOT EXISTS trace_files (
     dropped_events BIGINT,
     dropped_reasons VARCHAR,
     vendor VARCHAR,
-    gpu_arch VARCHAR
+    gpu_arch VARCHAR,
+    -- From the header's distributedInfo (NULL without it); job: the folder of the job's rank files.
+    rank INTEGER,
+    world_size INTEGER,
+    dist_backend VARCHAR,
+    job VARCHAR
 );
 
 CREATE TABLE IF NOT EXISTS event_rows (
@@ -69,6 +74,17 @@ CREATE TABLE IF NOT EXISTS transfer_rows (
     trace_id INTEGER, op VARCHAR, name VARCHAR, kind VARCHAR, bytes BIGINT, ts_ns BIGINT,
     dur_ns BIGINT, device INTEGER, stream INTEGER, correlation BIGINT, external_id BIGINT,
     cpu_op_id BIGINT, step INTEGER, cpu_op VARCHAR, cpu_op_path VARCHAR
+);
+
+-- One row per kernel of a collective (a kernel whose name a communication rule knows, or whose
+-- args carry Kineto's collective fields), with those fields from its args or, where the kernel
+-- has none, from the record_param_comms op that launched it.
+CREATE TABLE IF NOT EXISTS collective_rows (
+    trace_id INTEGER, name VARCHAR, ts_ns BIGINT, dur_ns BIGINT, device INTEGER, stream INTEGER,
+    correlation BIGINT, step INTEGER, collective VARCHAR, collective_name VARCHAR, process_group VARCHAR,
+    process_group_desc VARCHAR, process_group_ranks VARCHAR, group_size INTEGER, seq BIGINT, call BIGINT,
+    in_nelems BIGINT, out_nelems BIGINT, dtype VARCHAR, in_bytes BIGINT, out_bytes BIGINT,
+    src_rank INTEGER, dst_rank INTEGER, cpu_op_id BIGINT, cpu_ts_ns BIGINT, cpu_dur_ns BIGINT
 );
 
 CREATE TABLE IF NOT EXISTS gpu_busy_rows (

@@ -18,9 +18,16 @@
 --   variant: metadata's variant (naive, sdpa_flash, ...), NULL for foreign traces
 --   dropped_events: events left out by `load --lenient` (0 otherwise)
 --   loaded_at: when it was loaded (UTC)
+--   rank, world_size: the trace's rank in its distributed job and the job's size, from the
+--                     header's distributedInfo; NULL when the trace has none (never 0)
+--   dist_backend: the job's backend (nccl, gloo, ...); where torch wrote 'undefined' (a default
+--                 group with a backend per device), the GPU's one from its backend_config
+--   job: the folder holding the job's rank files: the file's own, or the one above a folder named
+--        rank0, rank_1, rank-2...; the rank queries compare the ranks of one job. NULL without a rank
 CREATE OR REPLACE VIEW traces AS
 SELECT trace, path, sha256, device_name, vendor, gpu_arch, compute_capability, events, metadata,
-       json_extract_string(metadata, '$.variant') AS variant, dropped_events, loaded_at
+       json_extract_string(metadata, '$.variant') AS variant, dropped_events, loaded_at,
+       rank, world_size, dist_backend, job
 FROM trace_files;
 
 -- @view events: every event of every trace, as written.
@@ -180,11 +187,13 @@ SELECT *, least(by_registers, by_shared_memory, by_threads, max_blocks_per_sm) A
 --                 SM's maximum, from its registers per thread, shared memory per block and threads
 --                 per block against the device's limits (deviceProperties, else gpu_arch_limits),
 --                 as CUDA's occupancy calculator computes it; NULL without those (AMD, CPU)
---   flops: the floating-point operations of the GEMM it computes (2 * batch * m * n * k from its
---          op's recorded input shapes: aten::mm, bmm, addmm, baddbmm), NULL when the trace has no
---          shapes, the op is another, or the op ran its GEMM as several kernels
+--   flops: the floating-point operations it computes, from its op's recorded input shapes: a
+--          GEMM's 2 * batch * m * n * k (aten::mm, bmm, addmm, baddbmm), or a fused attention
+--          call's (flash, efficient, cuDNN SDPA, forward and backward; the pairs a causal mask
+--          keeps; on the call's longest kernel); NULL when the trace has no shapes (or no
+--          is_causal), the op is another, or the op ran its GEMM as several kernels
 --   achieved_tflops: flops over its duration, TFLOP/s
---   peak_tflops: the device's dense Tensor Core peak for the GEMM's dtype (TF32 for fp32; see
+--   peak_tflops: the device's dense Tensor Core peak for its inputs' dtype (TF32 for fp32; see
 --                gpu_specs), NULL for a GPU or dtype tracekit has no figure for
 --   pct_of_peak: achieved_tflops over peak_tflops, percent
 --   occupancy_limiter: what caps it: 'registers', 'shared_memory', 'threads' (warps per block
@@ -232,6 +241,116 @@ SELECT t.trace, b.step, b.device, b.busy_ns / 1000.0 AS busy_us, b.kernel_ns / 1
        b.memcpy_ns / 1000.0 AS memcpy_us, b.memset_ns / 1000.0 AS memset_us, b.kernels,
        (b.last_ns - b.first_ns) / 1000.0 AS span_us
 FROM gpu_busy_rows b JOIN trace_files t USING (trace_id);
+
+-- @view collectives: one row per kernel of a collective (NCCL, RCCL, ...: kernels of class
+-- communication), with what Kineto wrote about the call, and how it lined up with the same call
+-- on the job's other ranks. A call is matched across ranks by job, process group and seq (or
+-- call, where the trace has no Seq).
+--   trace, rank, job: the trace and its place in its job (see traces)
+--   step: the ProfilerStep#N the kernel was launched in (NULL: outside steps, or no steps)
+--   name: the kernel, e.g. ncclDevKernel_AllReduce_Sum_f32_RING_LL(...)
+--   collective: all_reduce, all_gather, reduce_scatter, broadcast, send_recv, all_to_all, reduce,
+--               gather, scatter, barrier (from torch's collective name, else the kernel's name)
+--   collective_name: torch's name for it as written (`Collective name`: allreduce, _allgather_base...)
+--   process_group, process_group_desc, process_group_ranks: the group it ran in (`Process Group
+--               Name`, e.g. '0'; its description, e.g. 'default_pg'; its ranks, e.g. '[0, 1]')
+--   group_size: ranks in the group
+--   seq: c10d's sequence number of the call in its group (Kineto's `Seq`), NULL where not written
+--   call: the kernel's place among its group's collective kernels in the trace, 1, 2, ... in time order
+--   in_nelems, out_nelems: elements in and out; dtype: torch's name (Float, BFloat16, ...)
+--   in_bytes, out_bytes: the message sizes, elements times the dtype's size
+--   src_rank, dst_rank: the peers of a point-to-point call, where written
+--   ts_us, dur_us: the kernel's GPU span; device, stream: where it ran; correlation: its launch
+--   cpu_op_id, cpu_ts_us, cpu_dur_us: the record_param_comms op that issued it, and its CPU span
+--   ranks_matched: traces of the job holding this call (1: no other rank to compare with)
+--   wait_us: how long this rank's kernel waited for the last rank to arrive: its duration minus
+--            the shortest of the call's kernels across ranks (a collective's kernels end together,
+--            so the last to arrive runs shortest); NULL with no other rank, 0 on later kernels of a
+--            call that took several on this rank
+--   start_lag_us: its start after the first rank's start (ranks on one host share a clock)
+--   end_lag_us: its end after the first rank's end (near 0 for a collective on a shared clock)
+CREATE OR REPLACE VIEW collectives AS
+WITH calls AS (
+    SELECT f.trace, f.rank, f.job, x.*, coalesce(f.job, f.trace) AS job_key,
+           coalesce(x.process_group, '') AS group_key,
+           CASE WHEN x.seq IS NULL THEN 0 ELSE 1 END AS by_seq, coalesce(x.seq, x.call) AS call_key
+    FROM collective_rows x
+    JOIN trace_files f ON f.trace_id = x.trace_id
+    JOIN kernel_classes c ON c.trace_id = x.trace_id AND c.name = x.name
+    WHERE c.kernel_class = 'communication'
+), per_rank AS (
+    SELECT job_key, group_key, by_seq, call_key, trace, min(ts_ns) AS start_ns, max(ts_ns + dur_ns) AS end_ns
+    FROM calls GROUP BY job_key, group_key, by_seq, call_key, trace
+), per_call AS (
+    SELECT job_key, group_key, by_seq, call_key, count(*) AS ranks, min(start_ns) AS first_start_ns,
+           min(end_ns) AS first_end_ns, min(end_ns - start_ns) AS shortest_ns
+    FROM per_rank GROUP BY job_key, group_key, by_seq, call_key
+)
+SELECT k.trace, k.rank, k.job, k.step, k.name, k.collective, k.collective_name, k.process_group,
+       k.process_group_desc, k.process_group_ranks, k.group_size, k.seq, k.call, k.in_nelems, k.out_nelems,
+       k.dtype, k.in_bytes, k.out_bytes, k.src_rank, k.dst_rank, k.ts_ns / 1000.0 AS ts_us,
+       k.dur_ns / 1000.0 AS dur_us, k.device, k.stream, k.correlation, k.cpu_op_id,
+       k.cpu_ts_ns / 1000.0 AS cpu_ts_us, k.cpu_dur_ns / 1000.0 AS cpu_dur_us, c.ranks AS ranks_matched,
+       CASE WHEN c.ranks < 2 THEN NULL WHEN k.ts_ns = r.start_ns THEN (r.end_ns - r.start_ns - c.shortest_ns) / 1000.0
+            ELSE 0.0 END AS wait_us,
+       CASE WHEN c.ranks > 1 THEN (r.start_ns - c.first_start_ns) / 1000.0 END AS start_lag_us,
+       CASE WHEN c.ranks > 1 THEN (r.end_ns - c.first_end_ns) / 1000.0 END AS end_lag_us
+FROM calls k
+JOIN per_rank r ON r.job_key = k.job_key AND r.group_key = k.group_key AND r.by_seq = k.by_seq
+     AND r.call_key = k.call_key AND r.trace = k.trace
+JOIN per_call c ON c.job_key = k.job_key AND c.group_key = k.group_key AND c.by_seq = k.by_seq
+     AND c.call_key = k.call_key;
+
+-- Each trace's kernels merged into islands per device, communication apart from the rest
+-- (compute): an island is a run of kernels that overlap or touch, so concurrent streams count
+-- once. step: the step of the island's first kernel. comm_overlap and rank_steps rest on it.
+CREATE OR REPLACE VIEW _kernel_islands AS
+WITH work AS (
+    SELECT k.trace_id, coalesce(k.device, -1) AS device, k.step, k.ts_ns AS s,
+           k.ts_ns + greatest(k.dur_ns, 0) AS e,
+           CASE WHEN c.kernel_class = 'communication' THEN 'comm' ELSE 'compute' END AS kind
+    FROM kernel_rows k
+    LEFT JOIN kernel_classes c ON c.trace_id = k.trace_id AND c.name = k.name
+    WHERE k.ts_ns IS NOT NULL
+), reach AS (
+    SELECT *, max(e) OVER (PARTITION BY trace_id, device, kind ORDER BY s, e
+                           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS reach_ns
+    FROM work
+), numbered AS (
+    SELECT *, sum(CASE WHEN reach_ns IS NULL OR s > reach_ns THEN 1 ELSE 0 END)
+                  OVER (PARTITION BY trace_id, device, kind ORDER BY s, e ROWS UNBOUNDED PRECEDING) AS island,
+           row_number() OVER (PARTITION BY trace_id, device, kind ORDER BY s, e, step) AS nth
+    FROM reach
+), firsts AS (
+    SELECT trace_id, device, kind, island, step,
+           row_number() OVER (PARTITION BY trace_id, device, kind, island ORDER BY nth) AS place
+    FROM numbered
+)
+SELECT n.trace_id, n.device, n.kind, n.island, f.step, min(n.s) AS s, max(n.e) AS e, count(*) AS kernels
+FROM numbered n
+JOIN firsts f ON f.trace_id = n.trace_id AND f.device = n.device AND f.kind = n.kind AND f.island = n.island
+     AND f.place = 1
+GROUP BY n.trace_id, n.device, n.kind, n.island, f.step;
+
+-- Per trace and step: the time its collective kernels ran (their union), and how much of it
+-- compute kernels ran too, on another stream of the same device (the intersection of the two
+-- unions: no time counts twice). An island of collectives belongs to the step of its first kernel.
+CREATE OR REPLACE VIEW _comm_overlap AS
+WITH comm AS (
+    SELECT * FROM _kernel_islands WHERE kind = 'comm'
+), overlapped AS (
+    SELECT m.trace_id, m.device, m.island, sum(least(m.e, p.e) - greatest(m.s, p.s)) AS overlap_ns
+    FROM comm m
+    JOIN _kernel_islands p ON p.trace_id = m.trace_id AND p.device = m.device AND p.kind = 'compute'
+         AND p.s < m.e AND p.e > m.s
+    GROUP BY m.trace_id, m.device, m.island
+)
+SELECT f.trace, f.rank, f.job, m.step, sum(m.kernels) AS kernels, sum(m.e - m.s) / 1000.0 AS comm_us,
+       sum(coalesce(o.overlap_ns, 0)) / 1000.0 AS overlap_us
+FROM comm m
+JOIN trace_files f ON f.trace_id = m.trace_id
+LEFT JOIN overlapped o ON o.trace_id = m.trace_id AND o.device = m.device AND o.island = m.island
+GROUP BY f.trace, f.rank, f.job, m.step;
 
 -- Both kinds of transfer with their causes; memcpy and memset below are its two halves.
 CREATE OR REPLACE VIEW _transfers AS

@@ -1,0 +1,254 @@
+"""Loads into a lake: trace files (load_many, load_one) and a database's traces (export_database).
+
+Each file is its own job from start to end: converted by the normal loader into an in-memory
+DuckDB, written as Parquet into a staging folder of its own, published (tracekit.lake.publish).
+Nothing is shared between two files but the lake's lock during the renames, so processes,
+threads or the workers of a cluster can share the work any way they like.
+"""
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+
+from tracekit.errors import DiskFullError, LoadInterrupted, TraceFileError, TracekitError
+from tracekit.ingest.load_publish import LoadResult
+from tracekit.ingest.load_stop import LoadStop
+from tracekit.lake.layout import LakeError, part_file, partition, published_names, read_meta, trace_id_for
+from tracekit.lake.publish import Staging, ensure_lake, publish, remove_leftovers
+from tracekit.lake.writer import convert_file, stored_sha256, stored_trace_file, write_shared, write_trace
+
+# Files below this size load two at a time on two cores or more (as `tracekit load` does).
+PARALLEL_BELOW_BYTES = 256 << 20
+
+
+@dataclass
+class LakeBatch:
+    """What a load into a lake did: as tracekit.ingest.load_batch.LoadBatch, for a lake."""
+
+    lake: Path
+    files: list
+    results: list = field(default_factory=list)
+    failures: list = field(default_factory=list)
+    outcomes: list = field(default_factory=list)  # (path, result or error), in the order given
+    traces_held: int = None
+
+    @property
+    def db(self):
+        """Where the traces went (as LoadBatch.db), so load_batch's summary lines serve a lake too."""
+        return self.lake
+
+    @property
+    def loaded(self):
+        return sum(result.status == "loaded" for result in self.results)
+
+    @property
+    def skipped(self):
+        return sum(result.status == "skipped" for result in self.results)
+
+    def add(self, path, outcome):
+        self.outcomes.append((path, outcome))
+        if isinstance(outcome, TracekitError):
+            self.failures.append((path, outcome))
+        else:
+            self.results.append(outcome)
+
+
+def load_many(files, lake, *, replace=False, lenient=False, workers=1, progress=None, on_outcome=None, stop=None):
+    """Loads trace files (files, folders or globs) into the Parquet lake `lake` (a folder, made if
+    missing); returns a LakeBatch. A file that fails costs only itself: its error is in
+    `.failures` and nothing of it is in the lake.
+
+    This is the unit a cluster shares out: each call converts and publishes its own files, and
+    any number of calls may run at once on one lake (in processes, or on machines that share its
+    folder). With Spark, map it over the rank files:
+
+        paths = spark.sparkContext.parallelize(rank_files, len(rank_files))
+        paths.foreachPartition(lambda part: load_many(list(part), "/shared/lake"))
+
+    `workers`: files converted at once in this process (None: 2 for several small files on two
+    cores or more). `on_outcome(path, LoadResult or error)` sees each file as it finishes, in the
+    order given; `progress(path)` and `stop` (a LoadStop) are tracekit.ingest.loader.load_files'.
+    """
+    from tracekit.ingest.loader import expand_paths
+    from tracekit.ingest.raw_file import expected_size
+    from tracekit.ingest.scratch import remove_stale_scratch
+
+    paths = expand_paths([str(p) for p in ([files] if isinstance(files, (str, Path)) else files)])
+    _ready(lake)
+    remove_stale_scratch()
+    stop = stop or LoadStop()
+    if workers is None:
+        small = max((expected_size(p) for p in paths if Path(p).is_file()), default=0) < PARALLEL_BELOW_BYTES
+        workers = 2 if len(paths) > 1 and small and (os.cpu_count() or 1) > 1 else 1
+
+    def one(path):
+        try:
+            stop.check(path, started=False)
+            return path, load_one(path, lake, replace=replace, lenient=lenient, stop=stop,
+                                  progress=progress(path) if progress else None, ready=True)
+        except TracekitError as exc:
+            return path, exc
+
+    batch = LakeBatch(Path(lake), paths)
+    try:
+        with ThreadPoolExecutor(max_workers=workers) if workers > 1 else _InOrder() as pool:
+            for path, outcome in pool.map(one, paths):
+                batch.add(path, outcome)
+                if on_outcome is not None:
+                    on_outcome(path, outcome)
+    except BaseException:
+        stop.request("interrupted")  # the caller gave up: the other files' loads must not go on alone
+        raise
+    finally:
+        stop.finish()
+    batch.traces_held = len(published_names(lake))
+    return batch
+
+
+class _InOrder:
+    """One file at a time, in this thread: a pool of one without the thread."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    @staticmethod
+    def map(function, items):
+        return map(function, items)
+
+
+def load_one(path, lake, *, replace=False, lenient=False, stop=None, progress=None, ready=False):
+    """Loads one trace file into `lake`; returns its LoadResult (a skip when the lake holds its
+    content), raises TraceFileError (LoadInterrupted when `stop` came first). `ready`: the lake
+    exists and its leftovers were removed (load_many did it)."""
+    from tracekit.ingest.loader import trace_name_for
+    from tracekit.ingest.raw_file import check_trace_file
+
+    path = Path(path)
+    stop = stop or LoadStop()
+    if not ready:
+        _ready(lake)
+    check_trace_file(path)
+    name = trace_name_for(path)
+    unchanged = None if replace else _same_file(lake, name, path, stop)
+    if unchanged is not None:
+        return unchanged
+    staging = _staging(lake, path)
+    try:
+        result = convert_file(path, staging, lenient=lenient, stop=stop, progress=progress)
+        stop.check(path)  # from here on no stop interrupts: the publication runs to its end
+        return _published(staging, path, result, replace)
+    except (duckdb.Error, OSError) as exc:
+        if stop.requested:
+            raise LoadInterrupted(path) from None
+        error = _write_error(path, lake, exc)
+        if isinstance(error, DiskFullError):
+            stop.request(error)  # the files after it would meet the same full disk
+        raise error from None
+    finally:
+        staging.close()
+
+
+def export_database(db, lake, *, traces=None, replace=False, on_outcome=None):
+    """Writes the traces of database `db` (all, or those named in `traces`) into `lake`, by the
+    same rules as a load: a trace whose content the lake holds is skipped. Returns a LakeBatch,
+    each outcome's path the trace's name."""
+    from tracekit.analysis.trace_lookup import trace_row
+    from tracekit.store.database import connect
+
+    con = connect(db, read_only=True)
+    try:
+        names = traces or [row[0] for row in con.execute("SELECT trace FROM trace_files ORDER BY trace").fetchall()]
+        for name in names:
+            trace_row(con, name)  # an unknown name is an error before anything is written
+        _ready(lake)
+        batch = LakeBatch(Path(lake), list(names))
+        for name in names:
+            try:
+                outcome = _export_one(con, name, lake, replace)
+            except TracekitError as exc:
+                outcome = exc
+            batch.add(name, outcome)
+            if on_outcome is not None:
+                on_outcome(name, outcome)
+    finally:
+        con.close()
+    batch.traces_held = len(published_names(lake))
+    return batch
+
+
+def _export_one(con, name, lake, replace):
+    trace_id, sha256, events = con.execute("SELECT trace_id, sha256, events FROM trace_files WHERE trace = ?",
+                                           [name]).fetchone()
+    kernels = con.execute("SELECT count(*) FROM kernel_rows WHERE trace_id = ?", [trace_id]).fetchone()[0]
+    staging = _staging(lake, name)
+    try:
+        write_trace(con, trace_id, name, sha256, staging)
+        result = LoadResult(name, "loaded", name, events, kernels, sha256=sha256)
+        return _published(staging, name, result, replace)
+    except (duckdb.Error, OSError) as exc:
+        raise _write_error(name, lake, exc) from None
+    finally:
+        staging.close()
+
+
+def _published(staging, path, result, replace):
+    """`result` once its staged trace is published, or the LoadResult of a skip."""
+    try:
+        owner = publish(staging, result.trace, result.sha256, replace, stored_sha256)
+    except LakeError as exc:
+        raise TraceFileError(path, str(exc)) from None
+    if owner is not None:
+        return LoadResult(str(path), "skipped", owner, sha256=result.sha256,
+                          message=f"same content as trace {owner!r} (--replace reloads it)")
+    result.trace_id = trace_id_for(result.sha256)
+    return result
+
+
+def _staging(lake, path):
+    try:
+        return Staging(lake)
+    except OSError as exc:
+        raise _write_error(path, lake, exc) from None
+
+
+def _write_error(path, lake, exc):
+    """The error of a file whose tables could not be written to the lake (DuckDB's or the OS's)."""
+    from tracekit.ingest.event_read import duckdb_problem
+    from tracekit.ingest.load_stop import disk_full_folder
+
+    full = disk_full_folder(exc, Path(lake))
+    if full is not None:
+        return DiskFullError(path, full)
+    why = exc.strerror or str(exc) if isinstance(exc, OSError) else duckdb_problem(exc)
+    return TraceFileError(path, f"cannot write to the lake {lake} ({why})")
+
+
+def _ready(lake):
+    """Makes `lake` a lake if it is not one, and removes what dead writers left in it."""
+    try:
+        ensure_lake(lake, write_shared)
+        read_meta(lake)  # a lake another tracekit's schema made is not written to
+        remove_leftovers(lake)
+    except OSError as exc:
+        raise LakeError(f"{lake}: cannot write to the lake ({exc.strerror or exc})") from None
+
+
+def _same_file(lake, name, path, stop):
+    """The LoadResult of a skip when the lake's trace `name` was loaded from these very bytes
+    (its file's size, then SHA-256), found before any parse."""
+    from tracekit.ingest.raw_file import file_sha256
+
+    part = part_file(partition(lake, "trace_files", name))
+    stored = stored_trace_file(part) if part is not None else None
+    if stored is None or stored[2] != path.stat().st_size or stored[1] is None:
+        return None
+    if file_sha256(path, lambda: stop.check(path)) != stored[1]:
+        return None
+    return LoadResult(str(path), "skipped", name, sha256=stored[0],
+                      message=f"same content as trace {name!r} (--replace reloads it)")

@@ -1,0 +1,156 @@
+"""Where things are in a lake (see tracekit.lake): partition folders, trace ids, the tables and
+their columns, and the lake's _tracekit.json."""
+
+import functools
+import json
+import os
+import re
+from pathlib import Path
+
+from tracekit import __version__
+from tracekit.errors import TracekitError
+
+# The version of the layout itself; a reader refuses a lake of another.
+LAKE_FORMAT = 1
+META_FILE = "_tracekit.json"
+STAGING = "_staging"
+CONTENT = "_content"
+LOCK_FILE = "_lock"
+PARTITION = "trace="
+PART_PREFIX = "part-"
+SHARED_PART = "part-0.parquet"
+
+_PLAIN = re.compile(r"[A-Za-z0-9._-]")
+
+
+class LakeError(TracekitError):
+    """A lake cannot be read or written."""
+
+
+def encode_name(name):
+    """The folder name of trace `name`'s partitions: `trace=` and the name with each ASCII
+    character other than letters, digits, `.`, `_`, `-` as %XX. Non-ASCII characters stay as they
+    are: Spark decodes %XX one byte to one character, so a UTF-8 byte written as %XX would not
+    come back."""
+    return PARTITION + "".join(c if _PLAIN.match(c) or ord(c) > 127 else f"%{ord(c):02X}" for c in name)
+
+
+def decode_name(folder_name):
+    """The trace name of a partition folder (encode_name's inverse)."""
+    text = folder_name[len(PARTITION):]
+    return re.sub(r"%([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1), 16)), text)
+
+
+def trace_id_for(sha256):
+    """A trace's id in a lake: the first 63 bits of its content's SHA-256 (hex), a positive BIGINT."""
+    return int(sha256[:16], 16) >> 1
+
+
+def partition(lake, table, name):
+    return Path(lake) / table / encode_name(name)
+
+
+def published_names(lake):
+    """The names of the traces in the lake: those with a trace_files partition, sorted."""
+    folder = Path(lake) / "trace_files"
+    try:
+        entries = os.listdir(folder)
+    except FileNotFoundError:
+        return []
+    return sorted(decode_name(entry) for entry in entries if entry.startswith(PARTITION))
+
+
+def part_file(folder):
+    """The one Parquet file of a partition folder (None when it has none)."""
+    try:
+        parts = sorted(entry for entry in os.listdir(folder) if entry.endswith(".parquet"))
+    except FileNotFoundError:
+        return None
+    return Path(folder) / parts[0] if parts else None
+
+
+@functools.lru_cache(maxsize=None)
+def table_columns():
+    """{table: [(column, type), ...]} of every physical table of tables.sql and of the knowledge
+    tables, in their order, as a database of this tracekit has them (schema_info left out)."""
+    import duckdb
+
+    from tracekit.store.database import split_statements, sql_resource
+    from tracekit.store.knowledge import create_statements
+
+    con = duckdb.connect(":memory:")
+    try:
+        for statement in [*split_statements(sql_resource("tables.sql")), *create_statements()]:
+            con.execute(statement)
+        rows = con.execute("SELECT table_name, column_name, data_type FROM information_schema.columns "
+                           "WHERE table_schema = 'main' AND table_name <> 'schema_info' "
+                           "ORDER BY table_name, ordinal_position").fetchall()
+    finally:
+        con.close()
+    columns = {}
+    for table, column, kind in rows:
+        columns.setdefault(table, []).append((column, kind))
+    return columns
+
+
+def per_trace_tables():
+    """The tables whose rows belong to one trace (they have a trace_id), trace_files first."""
+    tables = [t for t, cols in table_columns().items() if any(c == "trace_id" for c, _ in cols)]
+    return ["trace_files"] + sorted(t for t in tables if t != "trace_files")
+
+
+def shared_tables():
+    """The tables every trace shares: the kernel rules and the GPU knowledge."""
+    return sorted(t for t in table_columns() if t not in per_trace_tables())
+
+
+def meta():
+    """What a lake written by this tracekit says of itself."""
+    from tracekit.store.database import SCHEMA_VERSION
+
+    return {"lake_format": LAKE_FORMAT, "tracekit_version": __version__, "schema_version": SCHEMA_VERSION}
+
+
+def read_meta(lake):
+    """The lake's _tracekit.json, checked: raises LakeError for a folder that is no lake, or a
+    lake of another layout or schema."""
+    path = Path(lake) / META_FILE
+    if not Path(lake).is_dir():
+        raise LakeError(f"{lake}: no such lake; create it with `tracekit load TRACE... --lake {lake}`")
+    try:
+        stored = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise LakeError(f"{lake}: not a tracekit lake (it has no {META_FILE}); "
+                        f"create one with `tracekit load TRACE... --lake NEW_FOLDER`") from None
+    except (OSError, ValueError) as exc:
+        raise LakeError(f"{lake}: its {META_FILE} cannot be read ({exc})") from None
+    check_meta(stored, lake)
+    return stored
+
+
+def check_meta(stored, lake):
+    ours = meta()
+    for key, what in (("lake_format", "lake format"), ("schema_version", "schema")):
+        theirs = str(stored.get(key)) if isinstance(stored, dict) else "unknown"
+        if theirs == str(ours[key]):
+            continue
+        if theirs.isdigit() and int(theirs) > int(ours[key]):
+            raise LakeError(f"{lake}: made by a newer tracekit ({what} {theirs}); upgrade tracekit to read it")
+        raise LakeError(f"{lake}: made by an older tracekit ({what} {theirs}; this one uses {ours[key]}): "
+                        "load its traces again into a new lake (tracekit load TRACE... --lake NEW_FOLDER)")
+
+
+def refuse_foreign_folder(lake):
+    """Refuses to make a lake in a folder that holds files of someone else's."""
+    folder = Path(lake)
+    if folder.exists() and not folder.is_dir():
+        raise LakeError(f"{lake}: is a file, not a folder; give --lake a folder (it is created if missing)")
+    if (folder / META_FILE).exists() or not folder.exists():
+        return
+    # What another writer making the lake this very moment may have made so far.
+    ours = {STAGING, LOCK_FILE, CONTENT, *table_columns()}
+    others = sorted(entry for entry in os.listdir(folder) if entry not in ours and not entry.startswith(META_FILE))
+    if others:
+        shown = ", ".join(others[:8]) + (f" and {len(others) - 8} more" if len(others) > 8 else "")
+        raise LakeError(f"{lake}: a folder that is not a tracekit lake: it holds {shown}; "
+                        "give --lake a new or empty folder")

@@ -1,0 +1,225 @@
+"""Making a trace visible in a lake, all of it at once, with writers that never talk to each other.
+
+A writer stages a trace's partitions in a folder of its own (LAKE/_staging/<uuid>/, flock'ed by
+it while it lives), then, holding the lake's lock, renames them into place, trace_files last:
+readers take only the traces that trace_files lists, so they see a trace whole or not at all.
+Everything a dead writer left (its staging folder, partitions with no trace_files partition) is
+removed by the next writer, under the same lock, which is what tells leftovers from work in progress.
+"""
+
+import fcntl
+import json
+import os
+import shutil
+import threading
+import uuid
+from contextlib import contextmanager
+from pathlib import Path
+
+from tracekit.lake.layout import (CONTENT, LOCK_FILE, META_FILE, PARTITION, STAGING, LakeError, encode_name, meta,
+                                  part_file, partition, per_trace_tables, refuse_foreign_folder)
+
+# flock excludes another open file; NFS emulates it with POSIX locks, which do not exclude the
+# threads of one process from each other: this does.
+_IN_PROCESS = threading.Lock()
+
+
+@contextmanager
+def lake_lock(lake):
+    """The lake's lock, held while partitions are renamed in or out (milliseconds)."""
+    with _IN_PROCESS:
+        handle = _open_lock(Path(lake) / LOCK_FILE)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            yield
+        finally:
+            handle.close()
+
+
+def _open_lock(path):
+    try:
+        return open(path, "a+b")
+    except OSError as exc:
+        raise LakeError(f"{path.parent}: cannot write to the lake ({exc.strerror})") from None
+
+
+class Staging:
+    """A writer's own folder in the lake, alive while it holds the flock on its `lock` file."""
+
+    def __init__(self, lake):
+        self.lake = Path(lake)
+        self.folder = self.lake / STAGING / uuid.uuid4().hex
+        self.part = f"part-{self.folder.name}.parquet"
+        with lake_lock(lake):  # a cleaner never sees it between its mkdir and its flock
+            self.folder.mkdir(parents=True)
+            self._lock = open(self.folder / "lock", "a+b")
+            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+    def file(self, table, name):
+        """Where this writer writes trace `name`'s rows of `table` (its folder is made)."""
+        folder = self.folder / table / encode_name(name)
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder / self.part
+
+    def close(self):
+        shutil.rmtree(self.folder, ignore_errors=True)
+        self._lock.close()
+
+
+def ensure_lake(lake, shared_writer):
+    """Makes `lake` a lake if it is not one yet (its _tracekit.json and the shared tables, written
+    by `shared_writer(table, path)`); refuses a folder of someone else's."""
+    folder = Path(lake)
+    refuse_foreign_folder(folder)
+    if (folder / META_FILE).exists():
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    with lake_lock(folder):
+        if (folder / META_FILE).exists():
+            return
+        shared_writer(folder)
+        scratch = folder / f"{META_FILE}.{uuid.uuid4().hex}"
+        scratch.write_text(json.dumps(meta(), indent=1) + "\n", encoding="utf-8")
+        os.replace(scratch, folder / META_FILE)
+
+
+def remove_leftovers(lake):
+    """Removes what dead writers left: staging folders nobody holds, and partitions of traces that
+    trace_files does not list. Returns how many of each it removed."""
+    with lake_lock(lake):
+        return _dead_staging(Path(lake)), _orphans(Path(lake))
+
+
+def _dead_staging(lake):
+    removed = 0
+    try:
+        entries = list(os.scandir(lake / STAGING))
+    except FileNotFoundError:
+        return 0
+    for entry in entries:
+        try:
+            with open(Path(entry.path) / "lock", "a+b") as handle:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            continue  # its writer is at work
+        except OSError:
+            pass  # not a folder, or one with no room for a lock file: it cannot be anyone's
+        _remove(entry.path)
+        removed += 1
+    return removed
+
+
+def _remove(path):
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        Path(path).unlink(missing_ok=True)
+
+
+def _orphans(lake, names=None):
+    """Partitions (of `names`, or of any trace) whose trace has no trace_files partition."""
+    published = set(os.listdir(lake / "trace_files")) if (lake / "trace_files").is_dir() else set()
+    removed = 0
+    for table in per_trace_tables()[1:]:
+        folder = lake / table
+        if not folder.is_dir():
+            continue
+        wanted = os.listdir(folder) if names is None else [encode_name(n) for n in names]
+        for entry in wanted:
+            if entry.startswith(PARTITION) and entry not in published and (folder / entry).exists():
+                shutil.rmtree(folder / entry, ignore_errors=True)
+                removed += 1
+    return removed
+
+
+def publish(staging, name, sha256, replace, stored_sha256):
+    """Moves trace `name`'s staged partitions into the lake, unless the lake holds its content
+    already. Returns None when it published, else the name of the trace that holds this content
+    (a skip). Raises LakeError for a name taken by other content (unless `replace`).
+    `stored_sha256(folder)` reads the content hash of a published trace_files partition."""
+    lake = staging.lake
+    with lake_lock(lake):
+        current = _published_sha(lake, name, stored_sha256)
+        same_elsewhere = _content_owner(lake, sha256, stored_sha256)
+        if not replace:
+            if current == sha256:
+                return name
+            if current is not None:
+                raise LakeError(f"the lake holds another trace named {name!r} (other content); "
+                                "--replace replaces it, or rename the file")
+            if same_elsewhere is not None:
+                return same_elsewhere
+        for old in {n for n in (name if current else None, same_elsewhere) if n is not None}:
+            _unpublish(lake, staging, old, stored_sha256)
+        _orphans(lake, [name])
+        try:
+            _move_in(staging, name)
+        except BaseException:
+            _orphans(lake, [name])  # what it moved in, unless trace_files went in too
+            raise
+        _set_content_owner(lake, sha256, name)
+    return None
+
+
+def _published_sha(lake, name, stored_sha256):
+    part = part_file(partition(lake, "trace_files", name))
+    return stored_sha256(part) if part is not None else None
+
+
+def _content_owner(lake, sha256, stored_sha256):
+    """The published trace whose content is `sha256`, by the _content index, checked against its
+    trace_files (the index is a hint: a writer may have died before or after writing it)."""
+    try:
+        name = (lake / CONTENT / sha256).read_text(encoding="utf-8")
+    except (FileNotFoundError, UnicodeDecodeError):
+        return None
+    return name if _published_sha(lake, name, stored_sha256) == sha256 else None
+
+
+def _set_content_owner(lake, sha256, name):
+    (lake / CONTENT).mkdir(exist_ok=True)
+    scratch = lake / CONTENT / f".{sha256}.{uuid.uuid4().hex}"
+    scratch.write_text(name, encoding="utf-8")
+    os.replace(scratch, lake / CONTENT / sha256)
+
+
+def _unpublish(lake, staging, name, stored_sha256):
+    """Takes trace `name` out of the lake: its trace_files partition first (in one rename, so it
+    is gone at once), then the rest, which no reader reads from then on."""
+    old_sha = _published_sha(lake, name, stored_sha256)
+    gone = staging.folder / "replaced"
+    gone.mkdir(exist_ok=True)
+    os.rename(partition(lake, "trace_files", name), gone / encode_name(name))
+    _orphans(lake, [name])
+    if old_sha is not None and (lake / CONTENT / old_sha).exists():
+        (lake / CONTENT / old_sha).unlink()
+
+
+def _move_in(staging, name):
+    """Renames the staged partitions into place, trace_files last: from that rename on, the trace
+    is in the lake."""
+    encoded = encode_name(name)
+    for table in [*per_trace_tables()[1:], "trace_files"]:
+        source = staging.folder / table / encoded
+        target_folder = staging.lake / table
+        target_folder.mkdir(exist_ok=True)
+        _rename_partition(source, target_folder / encoded)
+
+
+def _rename_partition(source, target):
+    """One partition folder into place (os.rename: atomic, and refused over a folder that holds
+    files), its file and the new entry on disk first and after."""
+    _fsync(part_file(source))
+    os.rename(source, target)
+    _fsync(target.parent)
+
+
+def _fsync(path):
+    """Puts a file (or a folder's entries) on disk: a rename is atomic, but without this a power
+    cut could leave a published name pointing at data never written."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+

@@ -1,0 +1,98 @@
+"""Reading a lake with DuckDB: an in-memory database whose tables are views over the lake's
+Parquet files, with tracekit's views over them, so every named query, finding rule and ad hoc SQL
+runs on a lake as on a database file.
+
+The traces are those trace_files lists when the connection opens (a snapshot: a trace published
+later is not seen), and every other table reads only their partitions, so a trace a writer is
+still publishing, or one a dead writer left half-written, is never seen in part. The small tables
+are read into memory then (IN_MEMORY); the big ones are read from their files by each query.
+"""
+
+from pathlib import Path
+
+import duckdb
+
+from tracekit.lake.layout import (LakeError, part_file, partition, per_trace_tables, published_names, read_meta,
+                                  shared_tables, table_columns)
+
+
+def connect_lake(lake, *, allow_files=False):
+    """A read-only connection to `lake` for queries, confined as tracekit.store.database's
+    connect_for_queries is (the lake's files, and with `allow_files` the user's own, to read)."""
+    from tracekit.analysis.sql_sandbox import lock_down
+    from tracekit.store.database import create_views, prepare
+
+    folder = Path(lake).resolve()
+    stored = read_meta(lake)
+    con = duckdb.connect(":memory:")
+    try:
+        # Parquet footers read once per connection, not once per query.
+        con.execute("SET parquet_metadata_cache = true")
+        _create_tables(con, folder)
+        con.execute("CREATE TABLE schema_info (key VARCHAR PRIMARY KEY, value VARCHAR)")
+        con.executemany("INSERT INTO schema_info VALUES (?, ?)",
+                        [[key, str(value)] for key, value in sorted(stored.items())])
+        create_views(con)
+        prepare(con)
+        lock_down(con, allow_files=allow_files, allowed_directories=[f"{folder}/"])
+    except duckdb.Error as exc:
+        con.close()
+        raise LakeError(f"{lake}: cannot be read as a lake ({str(exc).splitlines()[0]})") from None
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
+# Tables of a row per trace, step or kernel name: read into memory when the connection opens.
+# The views join them over and over (every view joins trace_files), and each read of a table of
+# 64 small files costs about 5 ms where a table in memory costs nothing: `summary` on 64 ranks
+# took 0.98 s with them as views of the files, 0.29 s with them in memory (and opening, 0.94 s
+# then, 0.25 s). The tables of a row per event stay views of the files.
+IN_MEMORY = {"trace_files", "step_rows", "gpu_busy_rows", "kernel_classes"}
+
+
+def _create_tables(con, lake):
+    traces = _whole_traces(lake)
+    for table in per_trace_tables():
+        columns = table_columns()[table]
+        if not traces:
+            con.execute(f"CREATE TABLE {_identifier(table)} ({_typed(columns)})")
+            continue
+        files = [str(partition(lake, table, name) / part) for name, part in traces]
+        hive = ", hive_partitioning = true, hive_types = {'trace': 'VARCHAR'}" if table == "trace_files" else \
+            ", hive_partitioning = false"
+        selected = ", ".join(_identifier(column) for column, _ in columns)
+        kind = "TABLE" if table in IN_MEMORY else "VIEW"
+        con.execute(f"CREATE {kind} {_identifier(table)} AS SELECT {selected} "
+                    f"FROM read_parquet({_list(files)}{hive})")
+    for table in shared_tables():
+        part = part_file(lake / table)
+        if part is None:
+            raise LakeError(f"{lake}: a lake without its {table} table (was it copied in part?)")
+        con.execute(f"CREATE VIEW {_identifier(table)} AS SELECT * FROM read_parquet({_list([str(part)])})")
+
+
+def _whole_traces(lake):
+    """(name, part file name) of each published trace whose partitions all hold the file its
+    writer wrote (part-<writer>.parquet): a trace being replaced this very moment may have lost
+    some, or hold another writer's in some, and is left out."""
+    whole = []
+    for name in published_names(lake):
+        parts = {part_file(partition(lake, table, name)) for table in per_trace_tables()}
+        names = {part.name if part is not None else None for part in parts}
+        if len(names) == 1 and None not in names:
+            whole.append((name, names.pop()))
+    return whole
+
+
+def _typed(columns):
+    return ", ".join(f"{_identifier(c)} {'BIGINT' if c == 'trace_id' else t}" for c, t in columns)
+
+
+def _identifier(name):
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _list(paths):
+    return "[" + ", ".join("'" + p.replace("'", "''") + "'" for p in paths) + "]"
