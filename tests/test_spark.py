@@ -2,9 +2,10 @@
 Spark, over a lake, the rows DuckDB gives on the database the lake was copied from; the rewrites
 that make DuckDB's SQL Spark's give DuckDB's values on edge cases; the CLI's options and errors.
 
-One Spark (local[2]) serves the module; its lake holds the sample traces, the foreign traces,
-the CPU trace, the H200 training and fp32 captures, the finding rules' built traces
-(test_findings_rules.BUILT) and a trace whose name needs escaping.
+One Spark (local[2]) serves the module; its lake, exported from a database by tracekit.lake's
+writer, holds the sample traces, the foreign traces, the CPU trace, the H200 training and fp32
+captures, the finding rules' built traces (test_findings_rules.BUILT), a 3-rank job with a
+straggler (conftest.rank_job) and a trace whose name needs escaping.
 """
 
 import gzip
@@ -19,7 +20,6 @@ from decimal import Decimal
 import pytest
 
 from conftest import ROOT, SAMPLE_TRACES, TEST_DATA, invoke_cli
-from lake_copy import copy_to_lake
 from tracekit.analysis.findings_engine import rules
 from tracekit.analysis.named_queries import fetch_rows, named_queries, named_sql
 
@@ -38,8 +38,8 @@ TRACE_FOLDERS = [SAMPLE_TRACES, TEST_DATA / "foreign", TEST_DATA / "cpu", TEST_D
 
 
 @pytest.fixture(scope="module")
-def lake_db(tmp_path_factory):
-    """A database of the test traces, and a lake copied from it: (database, lake)."""
+def lake_db(tmp_path_factory, rank_job):
+    """A database of the test traces, and a lake exported from it: (database, lake)."""
     from tracekit.ingest.loader import expand_paths, load_file
     from tracekit.store.database import connect
 
@@ -58,12 +58,16 @@ def lake_db(tmp_path_factory):
             assert load_file(con, path).status == "loaded", path
     finally:
         con.close()
-    return db, copy_to_lake(db, folder / "lake")
+    # The job's ranks as `tracekit load` of their folder loads them (with their job and rank).
+    assert invoke_cli("load", rank_job[1], "--db", db).exit_code == 0
+    from tracekit.lake import export_database
+    export_database(db, folder / "lake")
+    return db, folder / "lake"
 
 
 @pytest.fixture(scope="module")
 def spark_lake(lake_db):
-    from tracekit.analysis.spark_lake import SparkLake
+    from tracekit.spark.engine import SparkLake
 
     with SparkLake(lake_db[1], "local[2]", TEST_SETTINGS) as lake:
         yield lake
@@ -71,6 +75,16 @@ def spark_lake(lake_db):
 
 @pytest.fixture(scope="module")
 def duck(lake_db):
+    """DuckDB on the same lake (tracekit.lake.connect_lake): the trace ids Spark sees."""
+    from tracekit.lake import connect_lake
+
+    con = connect_lake(lake_db[1])
+    yield con
+    con.close()
+
+
+@pytest.fixture(scope="module")
+def database(lake_db):
     from tracekit.store.database import connect_for_queries
 
     con = connect_for_queries(lake_db[0])
@@ -114,10 +128,12 @@ def assert_same_rows(spark_rows, duckdb_rows):
 
 
 @pytest.mark.parametrize("name", QUERIES)
-def test_every_named_query_gives_duckdbs_rows_on_spark(spark_lake, duck, name):
+def test_every_named_query_gives_the_same_rows_on_the_database_and_the_lake_with_duckdb_and_spark(
+        spark_lake, duck, database, name):
     rows = spark_lake.named(name)
     assert rows.rows, f"{name} returns nothing on the lake: the comparison would prove nothing"
     assert_same_rows(rows, fetch_rows(duck, *named_sql(name)))
+    assert_same_rows(rows, fetch_rows(database, *named_sql(name)))
     # No DECIMAL arithmetic crept in: Spark's numbers are DuckDB's doubles and integers.
     assert not any(isinstance(v, Decimal) for row in rows.rows for v in row)
 
@@ -148,17 +164,47 @@ def test_parameters_reach_spark(spark_lake, duck, name, params):
     assert_same_rows(rows, fetch_rows(duck, *named_sql(name, params)))
 
 
-def test_a_table_with_no_rows_in_the_lake_reads_as_empty(lake_db, spark_lake, tmp_path):
-    """A lake where no trace had a copy or a kernel has no such datasets: the views still work."""
-    from tracekit.analysis.spark_lake import SparkLake
+@pytest.fixture(scope="module")
+def torn_lake(lake_db, tmp_path_factory):
+    """A copy of the lake holding the naive sample whole, plus what dead writers leave: `ghost`'s
+    partitions without its trace_files partition, and `torn`, published but missing a partition."""
+    lake = shutil.copytree(lake_db[1], tmp_path_factory.mktemp("torn") / "lake",
+                           ignore=lambda folder, names: [n for n in names if n.startswith("trace=")
+                                                         and n not in ("trace=naive", "trace=sdpa_math")])
+    for table in ("event_rows", "kernel_rows"):
+        shutil.copytree(lake / table / "trace=naive", lake / table / "trace=ghost")
+    for table in os.listdir(lake):
+        if (lake / table / "trace=sdpa_math").exists():
+            (lake / table / "trace=sdpa_math").rename(lake / table / "trace=torn")
+    shutil.rmtree(lake / "kernel_rows" / "trace=torn")
+    return lake
 
-    lake = shutil.copytree(lake_db[1], tmp_path / "lake")
-    for table in ("transfer_rows", "kernel_rows", "kernel_classes"):
-        shutil.rmtree(lake / table)
-    with SparkLake(lake, "local[2]", TEST_SETTINGS) as bare:
-        memcpy = bare.named("memcpy")
-        assert memcpy.rows and {row[memcpy.columns.index("memcpy_count")] for row in memcpy.rows} == {0}
-        assert bare.rows("SELECT count(*) AS n, count(grid) AS g FROM kernels").rows == [(0, 0)]
+
+def test_a_lake_folder_shows_whole_traces_alone(torn_lake):
+    """As the DuckDB reader: a trace with a partition missing is not whole, and is not seen."""
+    from tracekit.lake import connect_lake
+    from tracekit.spark.engine import SparkLake
+
+    sql = "SELECT trace, count(*) AS kernels FROM kernels GROUP BY trace"
+    con = connect_lake(torn_lake)
+    with SparkLake(torn_lake, "local[2]", TEST_SETTINGS) as spark:
+        assert spark.rows("SELECT trace FROM traces").rows == [("naive",)]
+        assert_same_rows(spark.rows(sql), fetch_rows(con, sql))
+        assert spark.rows("SELECT count(DISTINCT trace_id) AS n FROM event_rows").rows == [(1,)]
+    con.close()
+
+
+def test_a_lake_at_a_uri_is_cut_to_the_traces_of_trace_files(torn_lake, monkeypatch):
+    """A lake Spark lists itself (hdfs://, s3a://; here a folder read that way): a partition
+    without its trace_files partition is not seen; a trace missing a table has no rows of it."""
+    from tracekit.spark import lake_tables
+    from tracekit.spark.engine import SparkLake
+
+    monkeypatch.setattr(lake_tables, "lake_location", lambda lake: (f"file://{lake}", None))
+    with SparkLake(torn_lake, "local[2]", TEST_SETTINGS) as spark:
+        assert sorted(spark.rows("SELECT trace FROM traces").rows) == [("naive",), ("torn",)]
+        assert spark.rows("SELECT trace, count(*) AS n FROM kernels GROUP BY trace").rows == [("naive", 30)]
+        assert spark.rows("SELECT count(DISTINCT trace_id) AS n FROM event_rows").rows == [(2,)]
 
 
 def test_a_trace_name_that_needs_escaping_reads_back_as_loaded(spark_lake):
@@ -181,7 +227,7 @@ def test_the_views_give_duckdbs_rows_on_spark(spark_lake, duck, sql):
     assert_same_rows(spark_lake.rows(sql), fetch_rows(duck, sql))
 
 
-# Each rewrite of tracekit.analysis.spark_dialect and spark_aggregates, on the values where Spark's
+# Each rewrite of tracekit.spark.dialect and spark_aggregates, on the values where Spark's
 # own reading of the SQL sqlglot writes would differ from DuckDB's.
 EDGE_CASES = {
     "decimal literals are doubles": "SELECT 7 / 2.0 AS a, 1 / 3.0 * 3 AS b, 100.0 * 1 / 3 AS c",
@@ -294,7 +340,6 @@ def test_the_cli_runs_ad_hoc_sql_on_spark(lake_db, spark_lake):
 @pytest.mark.parametrize("args, says", [
     (["--engine", "spark"], "--engine spark reads a lake: give --lake DIR"),
     (["--master", "local[1]"], "--master is Spark's: add --engine spark"),
-    (["--lake", "L"], "--lake is read by Spark: add --engine spark"),
     (["--lake", "L", "--db", "x.duckdb", "--engine", "spark"], "give --db or --lake, not both"),
     (["--lake", "L", "--engine", "spark", "--allow-files"], "--allow-files is DuckDB's"),
 ])
@@ -306,7 +351,8 @@ def test_options_that_do_not_go_together(args, says):
 def test_a_folder_that_is_no_lake(tmp_path, spark_lake):
     result = invoke_cli("query", "summary", "--lake", tmp_path, "--engine", "spark")
     assert result.exit_code == 1
-    assert result.output.strip() == f"Error: {tmp_path}: not a tracekit lake (it has no trace_files dataset)"
+    assert result.output.strip() == (f"Error: {tmp_path}: not a tracekit lake (it has no _tracekit.json); "
+                                     "create one with `tracekit load TRACE... --lake NEW_FOLDER`")
 
 
 def test_the_python_api_runs_a_query_on_spark(lake_db, spark_lake):

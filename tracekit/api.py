@@ -65,12 +65,12 @@ def query(name=None, *, sql=None, db=None, params=None, allow_files=False, lake=
 def _on_spark(lake, master, name, sql, params, db, allow_files):
     import pandas as pd
 
-    from tracekit.analysis.spark_session import require_pyspark
+    from tracekit.spark.session import require_pyspark
 
     if lake is None or db is not None or allow_files:
         raise ValueError('engine="spark" reads lake= (and not db=, nor allow_files=)')
     require_pyspark()
-    from tracekit.analysis.spark_lake import query_lake
+    from tracekit.spark.engine import query_lake
 
     rows = query_lake(lake, name, sql=sql, params=params, master=master)
     return pd.DataFrame(rows.rows, columns=rows.columns)

@@ -69,6 +69,19 @@ def part_file(folder):
     return Path(folder) / parts[0] if parts else None
 
 
+def whole_traces(lake):
+    """(name, part file name) of each published trace whose partitions all hold the file its
+    writer wrote (part-<writer>.parquet): what a reader takes. A trace being replaced this very
+    moment may have lost some, or hold another writer's in some, and is left out."""
+    whole = []
+    for name in published_names(lake):
+        parts = {part_file(partition(lake, table, name)) for table in per_trace_tables()}
+        names = {part.name if part is not None else None for part in parts}
+        if len(names) == 1 and None not in names:
+            whole.append((name, names.pop()))
+    return whole
+
+
 @functools.lru_cache(maxsize=None)
 def table_columns():
     """{table: [(column, type), ...]} of every physical table of tables.sql and of the knowledge

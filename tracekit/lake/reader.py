@@ -12,8 +12,8 @@ from pathlib import Path
 
 import duckdb
 
-from tracekit.lake.layout import (LakeError, part_file, partition, per_trace_tables, published_names, read_meta,
-                                  shared_tables, table_columns)
+from tracekit.lake.layout import (LakeError, part_file, partition, per_trace_tables, read_meta, shared_tables,
+                                  table_columns, whole_traces)
 
 
 def connect_lake(lake, *, allow_files=False):
@@ -53,7 +53,7 @@ IN_MEMORY = {"trace_files", "step_rows", "gpu_busy_rows", "kernel_classes"}
 
 
 def _create_tables(con, lake):
-    traces = _whole_traces(lake)
+    traces = whole_traces(lake)
     for table in per_trace_tables():
         columns = table_columns()[table]
         if not traces:
@@ -71,19 +71,6 @@ def _create_tables(con, lake):
         if part is None:
             raise LakeError(f"{lake}: a lake without its {table} table (was it copied in part?)")
         con.execute(f"CREATE VIEW {_identifier(table)} AS SELECT * FROM read_parquet({_list([str(part)])})")
-
-
-def _whole_traces(lake):
-    """(name, part file name) of each published trace whose partitions all hold the file its
-    writer wrote (part-<writer>.parquet): a trace being replaced this very moment may have lost
-    some, or hold another writer's in some, and is left out."""
-    whole = []
-    for name in published_names(lake):
-        parts = {part_file(partition(lake, table, name)) for table in per_trace_tables()}
-        names = {part.name if part is not None else None for part in parts}
-        if len(names) == 1 and None not in names:
-            whole.append((name, names.pop()))
-    return whole
 
 
 def _typed(columns):

@@ -16,9 +16,9 @@ what no portable SQL can say is rewritten here, each rewrite with the reason:
   without 'g' DuckDB replaces the first match only, which Spark cannot say: that is refused unless
   the pattern is anchored (^ or $), where there is one match at most. A literal replacement's
   `\\1` is Spark's `$1`, and its `$` a plain `$`.
-- `format('{} took {:.1f} us', ...)` is the UDF tk_format (tracekit.analysis.spark_format): Spark's
+- `format('{} took {:.1f} us', ...)` is the UDF tk_format (tracekit.spark.format_udf): Spark's
   own format_string rounds and writes numbers otherwise.
-- Ordered lists, slices, to_json and string_agg: see tracekit.analysis.spark_aggregates.
+- Ordered lists, slices, to_json and string_agg: see tracekit.spark.aggregates.
 - Spark's reflect, java_method and try_reflect (which call any static Java method) are refused:
   a query reads the lake and nothing else.
 - A QUALIFY under `SELECT *` (or `t.*`) is refused: sqlglot rewrites QUALIFY as a subquery whose
@@ -30,8 +30,8 @@ import re
 import sqlglot
 from sqlglot import exp
 
-from tracekit.analysis.spark_aggregates import rewrite_aggregate
-from tracekit.analysis.spark_format import UDF_NAME
+from tracekit.spark.aggregates import rewrite_aggregate
+from tracekit.spark.format_udf import UDF_NAME
 from tracekit.errors import QueryError
 
 READ, WRITE = "duckdb", "spark"

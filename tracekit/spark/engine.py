@@ -1,0 +1,134 @@
+"""tracekit's named queries and ad hoc SQL on Apache Spark, over a Parquet lake (tracekit.lake).
+
+Each table of the lake becomes a temporary view of its own name with the columns and types the
+table has in DuckDB (tracekit.spark.lake_tables), then the views of views.sql are made from them,
+translated to Spark's SQL (tracekit.spark.dialect), so a query sees what it sees in a tracekit
+database.
+"""
+
+from tracekit.analysis.named_queries import check_sql, named_sql
+from tracekit.analysis.trace_lookup import no_such_trace
+from tracekit.errors import QueryError
+from tracekit.outputs.rows import Rows
+from tracekit.spark.ctes import query_frame, release
+from tracekit.spark.dialect import spark_tree, view_selects
+from tracekit.spark.lake_tables import register_lake_tables
+from tracekit.spark.session import own_session, spark_error_text, start_session
+
+
+class SparkLake:
+    """A Spark session that sees the lake at `lake` (a folder, or any URI Spark reads) as tracekit's
+    tables and views. `master`: Spark's master URL (local[*] by default); `settings`: more Spark
+    settings. Use it as a context manager, or call close(), to stop Spark."""
+
+    def __init__(self, lake, master=None, settings=None):
+        from pyspark.sql import SparkSession
+
+        self.lake = lake
+        # Spark already running in this process (a notebook's, a test's) is used, and left running.
+        self._owns_spark = SparkSession.getActiveSession() is None
+        self._base = start_session(master, settings)
+        self.spark = own_session(self._base, settings)
+        try:
+            _register_format(self.spark)
+            register_lake_tables(self.spark, lake)
+            for name, select in view_selects(_views_sql()):
+                self._view(name, select)
+        except Exception:
+            self.close()
+            raise
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
+        if self._owns_spark:
+            self._base.stop()
+
+    def named(self, name, params=None):
+        """The Rows of the named query `name` with `params` (text values, as `-p` gives them)."""
+        sql, bound = named_sql(name, params)
+        if bound and bound.get("trace") is not None:
+            self._check_trace(bound["trace"])
+        return self.rows(sql, bound)
+
+    def rows(self, sql, params=None):
+        """The Rows of one SELECT (DuckDB's dialect, `$name` parameters), run on Spark."""
+        check_sql(sql, params)
+        tree = spark_tree(sql)
+        kept = []
+        try:
+            frame = query_frame(self.spark, tree, params, kept)
+            records = frame.collect()
+            schema = frame.schema
+        except Exception as exc:
+            raise _query_error(exc, sql) from None
+        finally:
+            release(self.spark, kept)
+        return Rows([field.name for field in schema.fields], [tuple(_plain(v) for v in r) for r in records],
+                    [_duckdb_type(field.dataType) for field in schema.fields])
+
+    def _view(self, name, spark_sql):
+        try:
+            self.spark.sql(spark_sql).createOrReplaceTempView(name)
+        except Exception as exc:
+            raise _query_error(exc, spark_sql) from None
+
+    def _check_trace(self, name):
+        if not self.spark.sql("SELECT 1 FROM trace_files WHERE trace = :name", args={"name": name}).take(1):
+            names = [r[0] for r in self.spark.sql("SELECT trace FROM trace_files ORDER BY trace").collect()]
+            raise no_such_trace(name, names)
+
+def _register_format(session):
+    """The UDF tk_format, DuckDB's format() (tracekit.spark.format_udf), sent to the executors
+    by value: they need not have tracekit installed."""
+    from pyspark import cloudpickle
+
+    from tracekit.spark import format_udf
+
+    cloudpickle.register_pickle_by_value(format_udf)
+    session.udf.register(format_udf.UDF_NAME, format_udf.duckdb_format, "string")
+
+
+def _views_sql():
+    from tracekit.store.database import sql_resource
+    return sql_resource("views.sql")
+
+
+def _query_error(exc, sql):
+    shown = " ".join(sql.split())
+    shown = shown if len(shown) <= 300 else shown[:297] + "..."
+    return QueryError(f"Spark: {spark_error_text(exc)} — in SQL: {shown}")
+
+
+def _plain(value):
+    """A Spark value as the renderer's plain Python value: a struct (Row) as a dict."""
+    from pyspark.sql import Row
+
+    if isinstance(value, Row):
+        return {key: _plain(v) for key, v in value.asDict().items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {key: _plain(v) for key, v in value.items()}
+    return value
+
+
+def _duckdb_type(data_type):
+    """DuckDB's name for a Spark column type (for -f parquet), or None where sqlglot has none."""
+    import sqlglot
+
+    try:
+        return sqlglot.exp.DataType.build(data_type.simpleString(), dialect="spark").sql("duckdb")
+    except (sqlglot.errors.SqlglotError, ValueError):
+        return None
+
+
+def query_lake(lake, name=None, *, sql=None, params=None, master=None, settings=None):
+    """The Rows of named query `name` (or of `sql`, one SELECT in DuckDB's dialect) with `params`,
+    run by Spark on `master` over the lake at `lake`; Spark is started for it and stopped after."""
+    with SparkLake(lake, master, settings) as spark:
+        return spark.named(name, params) if sql is None else spark.rows(sql, params or None)
