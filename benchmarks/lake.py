@@ -8,10 +8,11 @@ given half of the ranks, writing to one lake. Prints markdown tables; --json kee
 
     python benchmarks/lake.py [--dir /tmp/bench/lake] [--ranks 64] [--size 30] [--query-repeat 5] [--wait-quiet S]
 
-The Spark engine's query times belong beside DuckDB's: spark_query_times() below is their place.
+With pyspark installed, the same named queries run on Spark local[*] over the same lake beside them.
 """
 
 import argparse
+import importlib.util
 import json
 import os
 import shutil
@@ -115,11 +116,45 @@ def query_times(kind, target, repeat):
     return found
 
 
+# The same on Spark: one SparkLake (local[*]) opened, then every named query on it.
+SPARK_CODE = """
+import json, sys, time
+t = time.perf_counter()
+from tracekit.spark.engine import SparkLake
+lake = SparkLake(sys.argv[1])
+opened = time.perf_counter() - t
+from tracekit.analysis.named_queries import named_queries
+out = {"open_s": opened, "queries": {}}
+for name in named_queries():
+    times = []
+    for _ in range(int(sys.argv[2])):
+        t = time.perf_counter()
+        rows = lake.named(name)
+        times.append(time.perf_counter() - t)
+    out["queries"][name] = {"times": times, "rows": len(rows.rows)}
+lake.close()
+print(json.dumps(out))
+"""
+
+
 def spark_query_times(lake, repeat):
-    """The Spark engine's time for each named query on the same lake (`tracekit query NAME --lake
-    LAKE --engine spark`, Spark local): {name: {"cli_s": ..., "warm_s": ...}}. None until the
-    engine exists; its tables then fill the Spark columns."""
-    return None
+    """Each named query on Spark local[*] over the same lake: in process (first call, median warm,
+    after opening the lake once) and as a `tracekit query NAME --lake LAKE --engine spark` command
+    (best of two: each starts and stops its own Spark). None without pyspark."""
+    if importlib.util.find_spec("pyspark") is None:
+        return None
+    run = measure([sys.executable, "-c", SPARK_CODE, str(lake), str(repeat)])
+    if run.rc != 0:
+        sys.exit(f"queries on Spark failed: {run.stderr[-800:]}")
+    found = run.last_json()
+    waited, measuring.WAIT_S = measuring.WAIT_S, 0
+    for name, info in found["queries"].items():
+        walls = [measure([tracekit_bin(), "query", name, "--lake", str(lake), "--engine", "spark"]).seconds
+                 for _ in range(min(repeat, 2))]
+        info.update(first_s=info["times"][0], warm_s=statistics.median(info["times"][1:] or info["times"]),
+                    cli_s=min(walls))
+    measuring.WAIT_S = waited
+    return found
 
 
 def print_tables(result):
@@ -137,14 +172,18 @@ def print_tables(result):
     for label, key in (("the ranks' JSON", "json"), ("the lake (Parquet, zstd)", "lake"), ("the database", "db")):
         print(f"| {label} | {sizes[key] / MB:,.0f} | {sizes[key] / sizes['json']:.3f} |")
     lake, db, spark = result["queries"]["lake"], result["queries"]["db"], result["queries"].get("spark")
-    print(f"\nOpening: the lake {lake['open_s']:.3f} s (its file lists and views), the database {db['open_s']:.3f} s\n")
+    print(f"\nOpening: the lake {lake['open_s']:.3f} s (its file lists and views), the database {db['open_s']:.3f} s"
+          + (f", the lake on Spark {spark['open_s']:.1f} s (starting Spark, its views)" if spark else "") + "\n")
     print("| query | rows | lake: first s | lake: warm s | lake: command s | database: warm s | database: command s"
-          " | Spark local: command s |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+          " | Spark: first s | Spark: warm s | Spark: command s |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name, info in lake["queries"].items():
-        other, on_spark = db["queries"][name], (spark or {}).get(name, {}).get("cli_s")
+        other = db["queries"][name]
+        on_spark = (spark or {"queries": {}})["queries"].get(name)
+        spark_cells = ("— | — | —" if on_spark is None else
+                       f"{on_spark['first_s']:.2f} | {on_spark['warm_s']:.2f} | {on_spark['cli_s']:.1f}")
         print(f"| {name} | {info['rows']} | {info['first_s']:.3f} | {info['warm_s']:.3f} | {info['cli_s']:.2f} | "
-              f"{other['warm_s']:.3f} | {other['cli_s']:.2f} | {'—' if on_spark is None else f'{on_spark:.2f}'} |")
+              f"{other['warm_s']:.3f} | {other['cli_s']:.2f} | {spark_cells} |")
 
 
 def main():
@@ -172,10 +211,12 @@ def main():
     result["queries"] = {"lake": query_times("lake", lake, args.query_repeat),
                          "db": query_times("db", db, args.query_repeat),
                          "spark": spark_query_times(lake, args.query_repeat)}
-    differ = [name for name, info in result["queries"]["lake"]["queries"].items()
-              if info["rows"] != result["queries"]["db"]["queries"][name]["rows"]]
-    if differ:
-        sys.exit(f"the lake and the database disagree on the rows of {', '.join(differ)}")
+    for other in ("db", "spark"):
+        found = result["queries"][other]
+        differ = [name for name, info in result["queries"]["lake"]["queries"].items()
+                  if found is not None and info["rows"] != found["queries"][name]["rows"]]
+        if differ:
+            sys.exit(f"the lake and the {other} disagree on the row counts of {', '.join(differ)}")
     print_tables(result)
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1))

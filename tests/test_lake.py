@@ -144,7 +144,7 @@ def test_odd_trace_names_survive_the_partition_folders(tmp_path):
     assert result.output.splitlines() == ["trace", name]
 
 
-def test_a_second_load_skips_and_a_name_taken_by_other_content_is_an_error(tmp_path):
+def test_a_second_load_skips_and_names_are_given_as_a_database_gives_them(tmp_path):
     lake = tmp_path / "lake"
     assert invoke_cli("load", SAMPLE_TRACES / "naive.json.gz", "--lake", lake).exit_code == 0
     again = invoke_cli("load", SAMPLE_TRACES / "naive.json.gz", "--lake", lake)
@@ -153,23 +153,42 @@ def test_a_second_load_skips_and_a_name_taken_by_other_content_is_an_error(tmp_p
     shutil.copy(SAMPLE_TRACES / "naive.json.gz", tmp_path / "copy.json.gz")
     assert "same content as trace 'naive'" in invoke_cli("load", tmp_path / "copy.json.gz", "--lake", lake).output
 
+    # Other content under a name the lake holds: the next free name-N; --replace reloads a file
+    # in place of the trace it gave; each step exactly as a database does it.
+    db = tmp_path / "same.duckdb"
+    assert invoke_cli("load", SAMPLE_TRACES / "naive.json.gz", "--db", db).exit_code == 0
     other = tmp_path / "other" / "naive.json.gz"
     other.parent.mkdir()
     shutil.copy(SAMPLE_TRACES / "sdpa_math.json.gz", other)
-    before = lake_state(lake)
-    refused = invoke_cli("load", other, "--lake", lake)
-    assert refused.exit_code == 1
-    assert refused.output.strip() == (f"Error: {other}: the lake holds another trace named 'naive' (other content); "
-                                      "--replace replaces it, or rename the file")
-    assert lake_state(lake) == before
-
-    replaced = invoke_cli("load", other, "--lake", lake, "--replace")
-    assert replaced.exit_code == 0, replaced.output
-    result = invoke_cli("query", "--lake", lake, "--sql", "SELECT trace, events, sha256 FROM traces", "-f", "csv")
-    sha = hashlib.sha256(__import__("gzip").decompress(other.read_bytes())).hexdigest()
-    assert result.output.splitlines()[1:] == [f"naive,1077,{sha}"]
-    assert all(len(list((lake / table).iterdir())) == 1 for table in PER_TRACE_TABLES)
+    for target in (["--lake", lake], ["--db", db]):
+        second = invoke_cli("load", other, *target)
+        assert second.exit_code == 0 and "loaded naive-2: 1077 events" in second.output, second.output
+    shutil.copy(SAMPLE_TRACES / "sdpa_flash.json.gz", other)
+    for target in (["--lake", lake], ["--db", db]):
+        assert "loaded naive-2: 242 events" in invoke_cli("load", other, *target, "--replace").output
+    traces = [invoke_cli("query", *target, "--sql", "SELECT trace, events, sha256 FROM traces ORDER BY trace",
+                         "-f", "csv").output for target in (["--lake", lake], ["--db", db])]
+    flash = hashlib.sha256(__import__("gzip").decompress(other.read_bytes())).hexdigest()
+    assert traces[0] == traces[1] and traces[0].splitlines()[2] == f"naive-2,242,{flash}"
+    assert all(len(list((lake / table).iterdir())) == 2 for table in PER_TRACE_TABLES)
     assert not list((lake / "_staging").iterdir())
+
+
+def test_a_job_of_rank_folders_loads_into_a_lake_as_into_a_database(tmp_path, rank_job):
+    """rank0/trace.json.gz, rank1/trace.json.gz...: one command, distinct names, their ranks."""
+    _, folder, db = rank_job
+    lake = tmp_path / "lake"
+    loaded = invoke_cli("load", folder, "--lake", lake)
+    assert loaded.exit_code == 0, loaded.output
+    sql = "SELECT trace, rank, world_size, sha256 FROM traces ORDER BY rank"
+    on_lake = invoke_cli("query", "--lake", lake, "--sql", sql, "-f", "csv").output.splitlines()
+    assert on_lake == invoke_cli("query", "--db", db, "--sql", sql, "-f", "csv").output.splitlines()
+    assert [row.split(",")[:3] for row in on_lake[1:]] == [["trace", "0", "3"], ["trace-2", "1", "3"],
+                                                           ["trace-3", "2", "3"]]
+    again = invoke_cli("load", folder, "--lake", lake)
+    assert again.exit_code == 0, again.output
+    assert [line.split(": ")[1] for line in again.output.splitlines()[:3]] == [
+        f"same content as trace {name!r} (--replace reloads it)" for name in ("trace", "trace-2", "trace-3")]
 
 
 def test_bad_files_are_one_line_each_and_leave_the_lake_as_it_was(tmp_path):

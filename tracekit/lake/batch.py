@@ -7,6 +7,8 @@ threads or the workers of a cluster can share the work any way they like.
 """
 
 import os
+import re
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +20,7 @@ from tracekit.ingest.load_publish import LoadResult
 from tracekit.ingest.load_stop import LoadStop
 from tracekit.lake.layout import LakeError, part_file, partition, published_names, read_meta, trace_id_for
 from tracekit.lake.publish import Staging, ensure_lake, publish, remove_leftovers
-from tracekit.lake.writer import convert_file, stored_sha256, stored_trace_file, write_shared, write_trace
+from tracekit.lake.writer import convert_file, stored_identity, stored_trace_file, write_shared, write_trace
 
 # Files below this size load two at a time on two cores or more (as `tracekit load` does).
 PARALLEL_BELOW_BYTES = 256 << 20
@@ -84,18 +86,23 @@ def load_many(files, lake, *, replace=False, lenient=False, workers=1, progress=
         small = max((expected_size(p) for p in paths if Path(p).is_file()), default=0) < PARALLEL_BELOW_BYTES
         workers = 2 if len(paths) > 1 and small and (os.cpu_count() or 1) > 1 else 1
 
-    def one(path):
+    turns = _Turns()
+
+    def one(turn, path):
         try:
             stop.check(path, started=False)
             return path, load_one(path, lake, replace=replace, lenient=lenient, stop=stop,
-                                  progress=progress(path) if progress else None, ready=True)
+                                  progress=progress(path) if progress else None, ready=True,
+                                  before_publish=lambda: turns.wait(turn))
         except TracekitError as exc:
             return path, exc
+        finally:
+            turns.done(turn)
 
     batch = LakeBatch(Path(lake), paths)
     try:
         with ThreadPoolExecutor(max_workers=workers) if workers > 1 else _InOrder() as pool:
-            for path, outcome in pool.map(one, paths):
+            for path, outcome in pool.map(one, range(len(paths)), paths):
                 batch.add(path, outcome)
                 if on_outcome is not None:
                     on_outcome(path, outcome)
@@ -108,6 +115,24 @@ def load_many(files, lake, *, replace=False, lenient=False, workers=1, progress=
     return batch
 
 
+class _Turns:
+    """The files of one load publish in the order given, as a database's load does, so the names
+    they get (name, name-2, ...) do not depend on which conversion ends first."""
+
+    def __init__(self):
+        self._turned = threading.Condition()
+        self._next = 0
+
+    def wait(self, turn):
+        with self._turned:
+            self._turned.wait_for(lambda: self._next >= turn)
+
+    def done(self, turn):
+        with self._turned:
+            self._next = max(self._next, turn + 1)
+            self._turned.notify_all()
+
+
 class _InOrder:
     """One file at a time, in this thread: a pool of one without the thread."""
 
@@ -118,14 +143,16 @@ class _InOrder:
         return False
 
     @staticmethod
-    def map(function, items):
-        return map(function, items)
+    def map(function, *iterables):
+        return map(function, *iterables)
 
 
-def load_one(path, lake, *, replace=False, lenient=False, stop=None, progress=None, ready=False):
+def load_one(path, lake, *, replace=False, lenient=False, stop=None, progress=None, ready=False,
+             before_publish=None):
     """Loads one trace file into `lake`; returns its LoadResult (a skip when the lake holds its
     content), raises TraceFileError (LoadInterrupted when `stop` came first). `ready`: the lake
-    exists and its leftovers were removed (load_many did it)."""
+    exists and its leftovers were removed (load_many did it); `before_publish()` is called once
+    the file is converted, before its name is picked."""
     from tracekit.ingest.loader import trace_name_for
     from tracekit.ingest.raw_file import check_trace_file
 
@@ -141,6 +168,8 @@ def load_one(path, lake, *, replace=False, lenient=False, stop=None, progress=No
     staging = _staging(lake, path)
     try:
         result = convert_file(path, staging, lenient=lenient, stop=stop, progress=progress)
+        if before_publish is not None:
+            before_publish()
         stop.check(path)  # from here on no stop interrupts: the publication runs to its end
         return _published(staging, path, result, replace)
     except (duckdb.Error, OSError) as exc:
@@ -200,13 +229,13 @@ def _export_one(con, name, lake, replace):
 def _published(staging, path, result, replace):
     """`result` once its staged trace is published, or the LoadResult of a skip."""
     try:
-        owner = publish(staging, result.trace, result.sha256, replace, stored_sha256)
+        name, owner = publish(staging, result.trace, result.sha256, replace, stored_identity)
     except LakeError as exc:
         raise TraceFileError(path, str(exc)) from None
     if owner is not None:
         return LoadResult(str(path), "skipped", owner, sha256=result.sha256,
                           message=f"same content as trace {owner!r} (--replace reloads it)")
-    result.trace_id = trace_id_for(result.sha256)
+    result.trace, result.trace_id = name, trace_id_for(result.sha256)
     return result
 
 
@@ -240,15 +269,19 @@ def _ready(lake):
 
 
 def _same_file(lake, name, path, stop):
-    """The LoadResult of a skip when the lake's trace `name` was loaded from these very bytes
-    (its file's size, then SHA-256), found before any parse."""
+    """The LoadResult of a skip when a trace of the lake named `name` or name-N (the names a file
+    of this name gets) was loaded from these very bytes (its file's size, then SHA-256), found
+    before any parse."""
     from tracekit.ingest.raw_file import file_sha256
 
-    part = part_file(partition(lake, "trace_files", name))
-    stored = stored_trace_file(part) if part is not None else None
-    if stored is None or stored[2] != path.stat().st_size or stored[1] is None:
-        return None
-    if file_sha256(path, lambda: stop.check(path)) != stored[1]:
-        return None
-    return LoadResult(str(path), "skipped", name, sha256=stored[0],
-                      message=f"same content as trace {name!r} (--replace reloads it)")
+    size, digest = path.stat().st_size, None
+    for other in [n for n in published_names(lake) if n == name or re.fullmatch(re.escape(name) + r"-[0-9]+", n)]:
+        part = part_file(partition(lake, "trace_files", other))
+        stored = stored_trace_file(part) if part is not None else None
+        if stored is None or stored[2] != size or stored[1] is None:
+            continue
+        digest = digest or file_sha256(path, lambda: stop.check(path))
+        if digest == stored[1]:
+            return LoadResult(str(path), "skipped", other, sha256=stored[0],
+                              message=f"same content as trace {other!r} (--replace reloads it)")
+    return None

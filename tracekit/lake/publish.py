@@ -10,6 +10,7 @@ removed by the next writer, under the same lock, which is what tells leftovers f
 import fcntl
 import json
 import os
+import re
 import shutil
 import threading
 import uuid
@@ -17,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from tracekit.lake.layout import (CONTENT, LOCK_FILE, META_FILE, PARTITION, STAGING, LakeError, encode_name, meta,
-                                  part_file, partition, per_trace_tables, refuse_foreign_folder)
+                                  part_file, partition, per_trace_tables, published_names, refuse_foreign_folder)
 
 # flock excludes another open file; NFS emulates it with POSIX locks, which do not exclude the
 # threads of one process from each other: this does.
@@ -132,48 +133,67 @@ def _orphans(lake, names=None):
     return removed
 
 
-def publish(staging, name, sha256, replace, stored_sha256):
+def publish(staging, name, sha256, replace, stored_identity):
     """Moves trace `name`'s staged partitions into the lake, unless the lake holds its content
-    already. Returns None when it published, else the name of the trace that holds this content
-    (a skip). Raises LakeError for a name taken by other content (unless `replace`).
-    `stored_sha256(folder)` reads the content hash of a published trace_files partition."""
+    already, by a database's rules: under `name`, or when other content holds it under the first
+    free of name-2, name-3, ...; with `replace`, in place of the traces loaded from the same file
+    and of the one with the same content (under the name of the former, else the latter's).
+    The name is picked under the lake's lock, so writers that never talk to each other never pick
+    one name twice. Returns (the name it published under, None), or (None, the name of the trace
+    that holds this content) for a skip. `stored_identity(part)` reads (sha256, source path) of a
+    trace_files partition's file."""
     lake = staging.lake
+    source = stored_identity(staging.file("trace_files", name))[1]
     with lake_lock(lake):
-        current = _published_sha(lake, name, stored_sha256)
-        same_elsewhere = _content_owner(lake, sha256, stored_sha256)
-        if not replace:
-            if current == sha256:
-                return name
-            if current is not None:
-                raise LakeError(f"the lake holds another trace named {name!r} (other content); "
-                                "--replace replaces it, or rename the file")
-            if same_elsewhere is not None:
-                return same_elsewhere
-        for old in {n for n in (name if current else None, same_elsewhere) if n is not None}:
-            _unpublish(lake, staging, old, stored_sha256)
-        _orphans(lake, [name])
+        kin = _name_and_suffixed(lake, name, stored_identity)
+        owner = _content_owner(lake, sha256, stored_identity) or next(
+            (other for other, (other_sha, _) in kin.items() if other_sha == sha256), None)
+        if owner is not None and not replace:
+            return None, owner
+        old = [other for other, (_, other_source) in kin.items() if replace and source and other_source == source]
+        old += [owner] if owner is not None and owner not in old else []
+        final = old[0] if old else _free_name(name, kin)
+        for other in old:
+            _unpublish(lake, staging, other, stored_identity)
+        _orphans(lake, [final])
         try:
-            _move_in(staging, name)
+            _move_in(staging, name, final)
         except BaseException:
-            _orphans(lake, [name])  # what it moved in, unless trace_files went in too
+            _orphans(lake, [final])  # what it moved in, unless trace_files went in too
             raise
-        _set_content_owner(lake, sha256, name)
-    return None
+        _set_content_owner(lake, sha256, final)
+    return final, None
 
 
-def _published_sha(lake, name, stored_sha256):
+def _name_and_suffixed(lake, name, stored_identity):
+    """{published name: (sha256, source path)} of the traces named `name` or name-N."""
+    suffixed = re.compile(re.escape(name) + r"-[0-9]+")
+    return {other: stored_identity(part_file(partition(lake, "trace_files", other)))
+            for other in published_names(lake) if other == name or suffixed.fullmatch(other)}
+
+
+def _free_name(name, taken):
+    if name not in taken:
+        return name
+    n = 2
+    while f"{name}-{n}" in taken:
+        n += 1
+    return f"{name}-{n}"
+
+
+def _published_sha(lake, name, stored_identity):
     part = part_file(partition(lake, "trace_files", name))
-    return stored_sha256(part) if part is not None else None
+    return stored_identity(part)[0] if part is not None else None
 
 
-def _content_owner(lake, sha256, stored_sha256):
+def _content_owner(lake, sha256, stored_identity):
     """The published trace whose content is `sha256`, by the _content index, checked against its
     trace_files (the index is a hint: a writer may have died before or after writing it)."""
     try:
         name = (lake / CONTENT / sha256).read_text(encoding="utf-8")
     except (FileNotFoundError, UnicodeDecodeError):
         return None
-    return name if _published_sha(lake, name, stored_sha256) == sha256 else None
+    return name if _published_sha(lake, name, stored_identity) == sha256 else None
 
 
 def _set_content_owner(lake, sha256, name):
@@ -183,10 +203,10 @@ def _set_content_owner(lake, sha256, name):
     os.replace(scratch, lake / CONTENT / sha256)
 
 
-def _unpublish(lake, staging, name, stored_sha256):
+def _unpublish(lake, staging, name, stored_identity):
     """Takes trace `name` out of the lake: its trace_files partition first (in one rename, so it
     is gone at once), then the rest, which no reader reads from then on."""
-    old_sha = _published_sha(lake, name, stored_sha256)
+    old_sha = _published_sha(lake, name, stored_identity)
     gone = staging.folder / "replaced"
     gone.mkdir(exist_ok=True)
     os.rename(partition(lake, "trace_files", name), gone / encode_name(name))
@@ -195,12 +215,12 @@ def _unpublish(lake, staging, name, stored_sha256):
         (lake / CONTENT / old_sha).unlink()
 
 
-def _move_in(staging, name):
-    """Renames the staged partitions into place, trace_files last: from that rename on, the trace
-    is in the lake."""
-    encoded = encode_name(name)
+def _move_in(staging, name, final):
+    """Renames trace `name`'s staged partitions into place as trace `final`, trace_files last: from
+    that rename on, the trace is in the lake (its files hold no name: the folder gives it)."""
+    staged, encoded = encode_name(name), encode_name(final)
     for table in [*per_trace_tables()[1:], "trace_files"]:
-        source = staging.folder / table / encoded
+        source = staging.folder / table / staged
         target_folder = staging.lake / table
         target_folder.mkdir(exist_ok=True)
         _rename_partition(source, target_folder / encoded)

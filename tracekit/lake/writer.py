@@ -70,17 +70,18 @@ def write_shared(lake):
 
 
 def stored_trace_file(part):
-    """(sha256, file_sha256, file_bytes) of the trace_files row in Parquet file `part`."""
+    """(sha256, file_sha256, file_bytes, path) of the trace_files row in Parquet file `part`."""
     con = duckdb.connect(":memory:")
     try:
-        return con.execute("SELECT sha256, file_sha256, file_bytes FROM read_parquet(?)", [str(part)]).fetchone()
+        return con.execute("SELECT sha256, file_sha256, file_bytes, path FROM read_parquet(?)", [str(part)]).fetchone()
     finally:
         con.close()
 
 
-def stored_sha256(part):
+def stored_identity(part):
+    """(sha256, path): the content and the source file of the trace whose trace_files is `part`."""
     row = stored_trace_file(part)
-    return row[0] if row else None
+    return (row[0], row[3]) if row else (None, None)
 
 
 def _identifier(name):
