@@ -36,6 +36,14 @@ class LoadBatch:
     def skipped(self):
         return sum(result.status == "skipped" for result in self.results)
 
+    def add(self, path, outcome):
+        """Files one file's outcome: its LoadResult, or the TracekitError it failed with."""
+        self.outcomes.append((path, outcome))
+        if isinstance(outcome, TracekitError):
+            self.failures.append((path, outcome))
+        else:
+            self.results.append(outcome)
+
 
 def load_batch(db, files, *, replace=False, lenient=False, progress=None, on_outcome=None, stop=None,
                remove_if_empty=True, workers=None):
@@ -54,11 +62,7 @@ def load_batch(db, files, *, replace=False, lenient=False, progress=None, on_out
     try:
         for path, outcome in load_files(con, batch.files, replace=replace, lenient=lenient, progress=progress,
                                         stop=stop, workers=workers):
-            batch.outcomes.append((path, outcome))
-            if isinstance(outcome, TracekitError):
-                batch.failures.append((path, outcome))
-            else:
-                batch.results.append(outcome)
+            batch.add(path, outcome)
             if on_outcome is not None:
                 on_outcome(path, outcome)
         try:

@@ -10,12 +10,12 @@ import os
 import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
 
 from tracekit.errors import DiskFullError, LoadInterrupted, TraceFileError, TracekitError
+from tracekit.ingest.load_batch import LoadBatch
 from tracekit.ingest.load_publish import LoadResult
 from tracekit.ingest.load_stop import LoadStop
 from tracekit.lake.layout import LakeError, part_file, partition, published_names, read_meta, trace_id_for
@@ -26,36 +26,13 @@ from tracekit.lake.writer import convert_file, stored_identity, stored_trace_fil
 PARALLEL_BELOW_BYTES = 256 << 20
 
 
-@dataclass
-class LakeBatch:
-    """What a load into a lake did: as tracekit.ingest.load_batch.LoadBatch, for a lake."""
-
-    lake: Path
-    files: list
-    results: list = field(default_factory=list)
-    failures: list = field(default_factory=list)
-    outcomes: list = field(default_factory=list)  # (path, result or error), in the order given
-    traces_held: int = None
+class LakeBatch(LoadBatch):
+    """What a load into a lake did: a LoadBatch whose `db` is the lake's folder, so load_batch's
+    summary lines serve a lake too."""
 
     @property
-    def db(self):
-        """Where the traces went (as LoadBatch.db), so load_batch's summary lines serve a lake too."""
-        return self.lake
-
-    @property
-    def loaded(self):
-        return sum(result.status == "loaded" for result in self.results)
-
-    @property
-    def skipped(self):
-        return sum(result.status == "skipped" for result in self.results)
-
-    def add(self, path, outcome):
-        self.outcomes.append((path, outcome))
-        if isinstance(outcome, TracekitError):
-            self.failures.append((path, outcome))
-        else:
-            self.results.append(outcome)
+    def lake(self):
+        return self.db
 
 
 def load_many(files, lake, *, replace=False, lenient=False, workers=1, progress=None, on_outcome=None, stop=None):
