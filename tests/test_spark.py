@@ -355,6 +355,33 @@ def test_a_folder_that_is_no_lake(tmp_path, spark_lake):
                                      "create one with `tracekit load TRACE... --lake NEW_FOLDER`")
 
 
+def test_a_spark_job_loads_a_jobs_ranks_on_its_workers(spark_lake, rank_job, tmp_path):
+    """tracekit.lake.load_many mapped over the rank files by Spark's workers, as the README's
+    example does: the lake holds the ranks `tracekit load FOLDER` put in the database."""
+    from tracekit.lake import connect_lake, load_many
+    from tracekit.store.database import connect_for_queries
+
+    _, folder, db = rank_job
+    files = sorted(str(path) for path in folder.rglob("*.json.gz"))
+    lake = str(tmp_path / "lake")
+
+    def load_partition(paths):
+        batch = load_many(list(paths), lake, workers=1)
+        for path, outcome in batch.outcomes:
+            yield path, getattr(outcome, "status", str(outcome))
+
+    context = spark_lake.spark.sparkContext
+    statuses = context.parallelize(files, len(files)).mapPartitions(load_partition).collect()
+    assert sorted(statuses) == [(path, "loaded") for path in files]
+    sql = "SELECT rank, world_size, sha256, events FROM traces ORDER BY rank"
+    con, database = connect_lake(lake), connect_for_queries(db)
+    assert fetch_rows(con, sql).rows == fetch_rows(database, sql).rows
+    database.close()
+    # The workers raced for the file name every rank shares: each got one of the names a database gives.
+    assert sorted(row[0] for row in con.execute("SELECT trace FROM traces").fetchall()) == ["trace", "trace-2", "trace-3"]
+    con.close()
+
+
 def test_the_python_api_runs_a_query_on_spark(lake_db, spark_lake):
     import tracekit
     from tracekit.outputs.rows import Rows

@@ -34,8 +34,10 @@ inside the lake, and publishes them by renaming each partition folder into place
 last. Readers take the traces trace_files lists and, for every other table, only those traces'
 partitions, so a trace is seen whole or not at all. A writer that crashes leaves a staging folder
 and perhaps partitions with no trace_files partition: nobody reads them, and the next load
-removes them. The renames of one publication hold LAKE/_lock (an flock, a few milliseconds), so
-two writers never publish one name at once; everything else runs in parallel. The lake must sit on
+removes them. The renames of one publication hold LAKE/_lock (an flock, a few milliseconds), and
+so does the choice of its name (a database's rule: the file's name, or when other content holds
+it the first free name-2, name-3, ...), so two writers never publish one name; everything else
+runs in parallel. The lake must sit on
 a POSIX file system that every writer sees (a local disk, NFS), not on an object store.
 
     load_many(files, lake)    what `tracekit load FILES --lake LAKE` runs; a Spark job maps it over
