@@ -92,6 +92,10 @@ def test_query_errors_name_the_apis_arguments(sample_db):
         tracekit.query(sql="SELECT * FROM kernels WHERE dur_us > $n", db=sample_db)
     with pytest.raises(QueryError, match="reaches outside the trace database .*allow_files=True lets"):
         tracekit.query(sql="SELECT * FROM read_text('/etc/passwd')", db=sample_db)
+    with pytest.raises(ValueError, match=r"""^engine='sparc': it is "duckdb" or "spark"$"""):
+        tracekit.query("summary", db=sample_db, engine="sparc")
+    with pytest.raises(ValueError, match=r"""^master= is for engine="spark"$"""):
+        tracekit.query("summary", db=sample_db, master="local[1]")
     with pytest.raises(Exception, match=r"no trace named 'nave' \(loaded: flex, naive,"):
         tracekit.query("memcpy", db=sample_db, params={"trace": "nave"})
     frame = tracekit.query(sql="SELECT count(*) AS n FROM kernels WHERE trace = $t AND dur_us > $us",

@@ -207,6 +207,23 @@ def test_a_lake_at_a_uri_is_cut_to_the_traces_of_trace_files(torn_lake, monkeypa
         assert spark.rows("SELECT count(DISTINCT trace_id) AS n FROM event_rows").rows == [(2,)]
 
 
+def test_a_lake_folder_with_odd_characters_read_by_its_path_and_its_file_uri(lake_db, spark_lake, duck, tmp_path):
+    from tracekit.spark.engine import SparkLake
+
+    odd = shutil.copytree(lake_db[1], tmp_path / "my lake é%20")
+    sql = "SELECT trace, count(*) AS kernels FROM kernels GROUP BY trace"
+    for given in (odd, odd.as_uri()):  # file:///.../my%20lake%20%C3%A9%2520
+        with SparkLake(given, "local[2]", TEST_SETTINGS) as spark:
+            assert_same_rows(spark.rows(sql), fetch_rows(duck, sql))
+
+
+def test_a_lake_path_spark_would_read_as_a_pattern_is_one_error(tmp_path):
+    result = invoke_cli("query", "summary", "--lake", tmp_path / "lake[1]", "--engine", "spark")
+    assert result.exit_code == 1
+    assert result.output.strip() == (f"Error: {tmp_path / 'lake[1]'}: Spark reads a path with any of [ ] {{ }} * ? "
+                                     "as a pattern; move the lake to a folder without them")
+
+
 def test_a_trace_name_that_needs_escaping_reads_back_as_loaded(spark_lake):
     names = [row[0] for row in spark_lake.rows("SELECT trace FROM traces").rows]
     assert ODD_NAME in names and len(names) == len(set(names))

@@ -51,10 +51,12 @@ def query(name=None, *, sql=None, db=None, params=None, allow_files=False, lake=
     from tracekit.analysis.named_queries import run_named, run_sql
     if (name is None) == (sql is None):
         raise ValueError("give a query name or sql=, not both")
+    if engine not in ("duckdb", "spark"):
+        raise ValueError(f'engine={engine!r}: it is "duckdb" or "spark"')
     if engine == "spark":
-        return _on_spark(lake, master, name, sql, params, db, allow_files)
-    if engine != "duckdb" or master is not None:
-        raise ValueError('master= is for engine="spark"; engine is "duckdb" or "spark"')
+        return _query_on_spark(lake, master, name, sql, params, db, allow_files)
+    if master is not None:
+        raise ValueError('master= is for engine="spark"')
     con = _connect_source(db, lake, allow_files, wait)
     try:
         return run_named(con, name, params) if name is not None else run_sql(con, sql, params)
@@ -62,7 +64,7 @@ def query(name=None, *, sql=None, db=None, params=None, allow_files=False, lake=
         con.close()
 
 
-def _on_spark(lake, master, name, sql, params, db, allow_files):
+def _query_on_spark(lake, master, name, sql, params, db, allow_files):
     import pandas as pd
 
     from tracekit.spark.session import require_pyspark

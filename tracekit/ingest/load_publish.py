@@ -19,6 +19,7 @@ from tracekit.errors import DiskFullError, TraceFileError
 from tracekit.ingest.event_read import duckdb_problem
 from tracekit.ingest.load_stop import disk_full_folder
 from tracekit.ingest.raw_file import file_sha256
+from tracekit.ingest.turns import Turns
 
 
 @dataclass
@@ -49,22 +50,19 @@ class Publisher:
     """
 
     def __init__(self):
-        self.lock = threading.Condition()
+        self.lock = threading.RLock()
         self.names, self.shas = {}, {}  # committed by this load: name -> sha256, sha256 -> name
-        self.next_turn = 0  # files publish in the order given, so names do not depend on timing
+        self.turns = Turns()  # files publish in the order given, so names do not depend on timing
 
     def publishing(self, turn):
         """The lock, once the files before `turn` have published (or failed); None: any time."""
         if turn is not None:
-            with self.lock:
-                self.lock.wait_for(lambda: self.next_turn >= turn)
+            self.turns.wait(turn)
         return self.lock
 
     def done(self, turn):
         """File `turn` has published or failed: the next one may go."""
-        with self.lock:
-            self.next_turn = max(self.next_turn, turn + 1)
-            self.lock.notify_all()
+        self.turns.done(turn)
 
     def forget(self, result):
         """A trace reserved by `publish` was not committed after all."""

@@ -7,8 +7,6 @@ threads or the workers of a cluster can share the work any way they like.
 """
 
 import os
-import re
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -18,9 +16,10 @@ from tracekit.errors import DiskFullError, LoadInterrupted, TraceFileError, Trac
 from tracekit.ingest.load_batch import LoadBatch
 from tracekit.ingest.load_publish import LoadResult
 from tracekit.ingest.load_stop import LoadStop
-from tracekit.lake.layout import LakeError, part_file, partition, published_names, read_meta, trace_id_for
-from tracekit.lake.publish import Staging, ensure_lake, publish, remove_leftovers
-from tracekit.lake.writer import convert_file, stored_identity, stored_trace_file, write_shared, write_trace
+from tracekit.ingest.turns import Turns
+from tracekit.lake.layout import CONTENT, LakeError, part_file, partition, published_names, read_meta, trace_id_for
+from tracekit.lake.publish import Staging, ensure_lake, file_index, publish, remove_leftovers
+from tracekit.lake.writer import convert_file, stored_trace_file, write_shared, write_trace
 
 # Files below this size load two at a time on two cores or more (as `tracekit load` does).
 PARALLEL_BELOW_BYTES = 256 << 20
@@ -63,7 +62,7 @@ def load_many(files, lake, *, replace=False, lenient=False, workers=1, progress=
         small = max((expected_size(p) for p in paths if Path(p).is_file()), default=0) < PARALLEL_BELOW_BYTES
         workers = 2 if len(paths) > 1 and small and (os.cpu_count() or 1) > 1 else 1
 
-    turns = _Turns()
+    turns = Turns()
 
     def one(turn, path):
         try:
@@ -90,24 +89,6 @@ def load_many(files, lake, *, replace=False, lenient=False, workers=1, progress=
         stop.finish()
     batch.traces_held = len(published_names(lake))
     return batch
-
-
-class _Turns:
-    """The files of one load publish in the order given, as a database's load does, so the names
-    they get (name, name-2, ...) do not depend on which conversion ends first."""
-
-    def __init__(self):
-        self._turned = threading.Condition()
-        self._next = 0
-
-    def wait(self, turn):
-        with self._turned:
-            self._turned.wait_for(lambda: self._next >= turn)
-
-    def done(self, turn):
-        with self._turned:
-            self._next = max(self._next, turn + 1)
-            self._turned.notify_all()
 
 
 class _InOrder:
@@ -206,7 +187,7 @@ def _export_one(con, name, lake, replace):
 def _published(staging, path, result, replace):
     """`result` once its staged trace is published, or the LoadResult of a skip."""
     try:
-        name, owner = publish(staging, result.trace, result.sha256, replace, stored_identity)
+        name, owner = publish(staging, result.trace, result.sha256, replace, stored_trace_file)
     except LakeError as exc:
         raise TraceFileError(path, str(exc)) from None
     if owner is not None:
@@ -246,19 +227,31 @@ def _ready(lake):
 
 
 def _same_file(lake, name, path, stop):
-    """The LoadResult of a skip when a trace of the lake named `name` or name-N (the names a file
-    of this name gets) was loaded from these very bytes (its file's size, then SHA-256), found
-    before any parse."""
+    """The LoadResult of a skip when the lake holds a trace loaded from these very bytes, found
+    before any parse: by the lake's index of files (their size, then SHA-256), else, in a lake
+    written before it had one, by trace `name`'s."""
     from tracekit.ingest.raw_file import file_sha256
 
-    size, digest = path.stat().st_size, None
-    for other in [n for n in published_names(lake) if n == name or re.fullmatch(re.escape(name) + r"-[0-9]+", n)]:
-        part = part_file(partition(lake, "trace_files", other))
+    size = path.stat().st_size
+    sized = file_index(lake, size, "-").parent
+    if sized.is_dir():
+        digest = file_sha256(path, lambda: stop.check(path))
+        try:
+            other = file_index(lake, size, digest).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return None
+    elif not (Path(lake) / CONTENT / "files").is_dir():
+        other, digest = name, None
+    else:
+        return None
+    part = part_file(partition(lake, "trace_files", other))
+    try:
         stored = stored_trace_file(part) if part is not None else None
-        if stored is None or stored[2] != size or stored[1] is None:
-            continue
-        digest = digest or file_sha256(path, lambda: stop.check(path))
-        if digest == stored[1]:
-            return LoadResult(str(path), "skipped", other, sha256=stored[0],
-                              message=f"same content as trace {other!r} (--replace reloads it)")
-    return None
+    except (duckdb.Error, OSError):
+        return None  # replaced or removed by another writer this very moment: nothing to skip by
+    if stored is None or stored[2] != size or stored[1] is None:
+        return None
+    if (digest or file_sha256(path, lambda: stop.check(path))) != stored[1]:
+        return None
+    return LoadResult(str(path), "skipped", other, sha256=stored[0],
+                      message=f"same content as trace {other!r} (--replace reloads it)")

@@ -133,43 +133,52 @@ def _orphans(lake, names=None):
     return removed
 
 
-def publish(staging, name, sha256, replace, stored_identity):
+def publish(staging, name, sha256, replace, read_trace_file):
     """Moves trace `name`'s staged partitions into the lake, unless the lake holds its content
     already, by a database's rules: under `name`, or when other content holds it under the first
     free of name-2, name-3, ...; with `replace`, in place of the traces loaded from the same file
     and of the one with the same content (under the name of the former, else the latter's).
     The name is picked under the lake's lock, so writers that never talk to each other never pick
     one name twice. Returns (the name it published under, None), or (None, the name of the trace
-    that holds this content) for a skip. `stored_identity(part)` reads (sha256, source path) of a
-    trace_files partition's file."""
+    that holds this content) for a skip. `read_trace_file(part)` reads (sha256, file_sha256,
+    file_bytes, path) of a trace_files partition's file."""
     lake = staging.lake
-    source = stored_identity(staging.file("trace_files", name))[1]
+    staged = read_trace_file(staging.file("trace_files", name))
+    sha_of = lambda other: _published(lake, other, read_trace_file)[0]  # noqa: E731
     with lake_lock(lake):
-        kin = _name_and_suffixed(lake, name, stored_identity)
-        owner = _content_owner(lake, sha256, stored_identity) or next(
-            (other for other, (other_sha, _) in kin.items() if other_sha == sha256), None)
+        taken = _name_and_suffixed(lake, name)
+        # The content index, and the name itself (an index entry a dead writer never wrote).
+        owner = _content_owner(lake, sha256, sha_of) or (name if name in taken and sha_of(name) == sha256 else None)
         if owner is not None and not replace:
             return None, owner
-        old = [other for other, (_, other_source) in kin.items() if replace and source and other_source == source]
+        # Only a replace reads every name-N's source: each is a file read, under the lock.
+        old = [other for other in taken if replace and staged[3] and _published(lake, other, read_trace_file)[3] == staged[3]]
         old += [owner] if owner is not None and owner not in old else []
-        final = old[0] if old else _free_name(name, kin)
+        final = old[0] if old else _free_name(name, taken)
         for other in old:
-            _unpublish(lake, staging, other, stored_identity)
+            _unpublish(lake, staging, other, sha_of)
         _orphans(lake, [final])
         try:
             _move_in(staging, name, final)
         except BaseException:
             _orphans(lake, [final])  # what it moved in, unless trace_files went in too
             raise
-        _set_content_owner(lake, sha256, final)
+        _set_owner(lake / CONTENT / sha256, final)
+        if staged[1] is not None and staged[2] is not None:
+            _set_owner(file_index(lake, staged[2], staged[1]), final)
     return final, None
 
 
-def _name_and_suffixed(lake, name, stored_identity):
-    """{published name: (sha256, source path)} of the traces named `name` or name-N."""
+def _name_and_suffixed(lake, name):
+    """The published names `name` and name-N: those a file of this name may have been given."""
     suffixed = re.compile(re.escape(name) + r"-[0-9]+")
-    return {other: stored_identity(part_file(partition(lake, "trace_files", other)))
-            for other in published_names(lake) if other == name or suffixed.fullmatch(other)}
+    return [other for other in published_names(lake) if other == name or suffixed.fullmatch(other)]
+
+
+def file_index(lake, file_bytes, file_sha256):
+    """Where the lake notes which trace was loaded from a file of these bytes: a hint, checked
+    against that trace's trace_files, that finds a file loaded before without reading every trace."""
+    return Path(lake) / CONTENT / "files" / str(file_bytes) / file_sha256
 
 
 def _free_name(name, taken):
@@ -181,32 +190,33 @@ def _free_name(name, taken):
     return f"{name}-{n}"
 
 
-def _published_sha(lake, name, stored_identity):
+def _published(lake, name, read_trace_file):
+    """(sha256, file_sha256, file_bytes, path) of published trace `name`; Nones when it is gone."""
     part = part_file(partition(lake, "trace_files", name))
-    return stored_identity(part)[0] if part is not None else None
+    return read_trace_file(part) if part is not None else (None, None, None, None)
 
 
-def _content_owner(lake, sha256, stored_identity):
+def _content_owner(lake, sha256, sha_of):
     """The published trace whose content is `sha256`, by the _content index, checked against its
     trace_files (the index is a hint: a writer may have died before or after writing it)."""
     try:
         name = (lake / CONTENT / sha256).read_text(encoding="utf-8")
     except (FileNotFoundError, UnicodeDecodeError):
         return None
-    return name if _published_sha(lake, name, stored_identity) == sha256 else None
+    return name if sha_of(name) == sha256 else None
 
 
-def _set_content_owner(lake, sha256, name):
-    (lake / CONTENT).mkdir(exist_ok=True)
-    scratch = lake / CONTENT / f".{sha256}.{uuid.uuid4().hex}"
+def _set_owner(entry, name):
+    entry.parent.mkdir(parents=True, exist_ok=True)
+    scratch = entry.parent / f".{entry.name}.{uuid.uuid4().hex}"
     scratch.write_text(name, encoding="utf-8")
-    os.replace(scratch, lake / CONTENT / sha256)
+    os.replace(scratch, entry)
 
 
-def _unpublish(lake, staging, name, stored_identity):
+def _unpublish(lake, staging, name, sha_of):
     """Takes trace `name` out of the lake: its trace_files partition first (in one rename, so it
     is gone at once), then the rest, which no reader reads from then on."""
-    old_sha = _published_sha(lake, name, stored_identity)
+    old_sha = sha_of(name)
     gone = staging.folder / "replaced"
     gone.mkdir(exist_ok=True)
     os.rename(partition(lake, "trace_files", name), gone / encode_name(name))

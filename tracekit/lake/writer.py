@@ -78,12 +78,6 @@ def stored_trace_file(part):
         con.close()
 
 
-def stored_identity(part):
-    """(sha256, path): the content and the source file of the trace whose trace_files is `part`."""
-    row = stored_trace_file(part)
-    return (row[0], row[3]) if row else (None, None)
-
-
 def _identifier(name):
     return '"' + name.replace('"', '""') + '"'
 

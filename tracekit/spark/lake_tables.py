@@ -9,11 +9,12 @@ each table is cut to the traces trace_files holds, so a partition without its tr
 partition (a copy in progress) is not seen.
 """
 
+import re
 from pathlib import Path
 
 from tracekit.errors import TracekitError
-from tracekit.lake.layout import (META_FILE, LakeError, check_meta, per_trace_tables, read_meta, shared_tables,
-                                  table_columns, whole_traces)
+from tracekit.lake.layout import (META_FILE, LakeError, check_meta, encode_name, per_trace_tables, read_meta,
+                                  shared_tables, table_columns, whole_traces)
 from tracekit.spark.session import spark_error_text
 
 # DuckDB's types of tracekit's tables, as Spark reads them from Parquet.
@@ -25,56 +26,70 @@ PARTITION = "trace"
 def register_lake_tables(spark, lake):
     """Makes every table of the lake at `lake` (a folder or a URI) a temporary view of `spark`."""
     uri, folder = lake_location(lake)
+    columns = table_columns()
     if folder is not None:
         read_meta(folder)
-        names = [name for name, _ in whole_traces(folder)]
+        whole = whole_traces(folder)
+        # The very files of the whole traces, as tracekit.lake.reader reads them: a trace replaced
+        # or removed while Spark lists the lake is not read in part, nor fails the listing.
+        parts = {table: [f"{uri}/{table}/{encode_name(name)}/{part}" for name, part in whole]
+                 for table in per_trace_tables()}
+        for table in per_trace_tables():
+            _dataset(spark, uri, lake, table, columns[table], parts[table]).createOrReplaceTempView(table)
     else:
         _check_remote_meta(spark, uri)
-        names = None
-    columns = table_columns()
-    trace_files = _dataset(spark, uri, "trace_files", columns["trace_files"], names)
-    if names is None:
+        trace_files = _dataset(spark, uri, lake, "trace_files", columns["trace_files"], None)
+        trace_files.createOrReplaceTempView("trace_files")
         names = [row[0] for row in trace_files.select(PARTITION).distinct().collect()]
-    trace_files.createOrReplaceTempView("trace_files")
-    for table in per_trace_tables()[1:]:
-        _dataset(spark, uri, table, columns[table], names).createOrReplaceTempView(table)
+        for table in per_trace_tables()[1:]:
+            _dataset(spark, uri, lake, table, columns[table], None, names).createOrReplaceTempView(table)
     for table in shared_tables():
-        _shared(spark, uri, table, columns[table]).createOrReplaceTempView(table)
+        _shared(spark, uri, lake, table, columns[table]).createOrReplaceTempView(table)
 
 
 def lake_location(lake):
-    """(the URI Spark reads, the local folder or None): a folder as an absolute file: URI (a bare
+    """(the URI Spark reads, the local folder or None): a folder as an absolute file:// URI (a bare
     path would be read from the cluster's default file system, HDFS on YARN); a file: URI as that
     folder; any other URI as given, with no local folder."""
+    from urllib.parse import unquote, urlsplit
+
     text = str(lake)
     if text.startswith("file:"):
-        text = text[len("file:"):].lstrip("/")
-        text = "/" + text
+        parts = urlsplit(text)
+        if parts.netloc not in ("", "localhost"):
+            raise LakeError(f"{lake}: a file: URI of another host; give the folder as this machine mounts it")
+        text = unquote(parts.path)
     elif "://" in text:
         return text.rstrip("/"), None
     folder = Path(text).resolve()
+    if _GLOB.search(str(folder)):
+        raise LakeError(f"{lake}: Spark reads a path with any of [ ] {{ }} * ? as a pattern; "
+                        "move the lake to a folder without them")
     return f"file://{folder}", folder
 
 
-def _dataset(spark, uri, table, columns, names):
-    """The table's rows of the traces `names` (their partitions alone are read; None: every
-    partition); `trace` only in trace_files, where the partition folder gives it."""
+_GLOB = re.compile(r"[\[\]{}*?]")
+
+
+def _dataset(spark, uri, lake, table, columns, files, names=None):
+    """The table's rows from `files` (its partition files; None: the whole dataset, cut to the
+    traces `names` when given); `trace` only in trace_files, where the partition folder gives it."""
     from pyspark.sql import functions as F
 
     stored = [(name, kind) for name, kind in columns if name != PARTITION]
     ddl = _ddl(stored + [(PARTITION, "VARCHAR")])
     path = f"{uri}/{table}"
-    if names == []:
+    if files == [] or names == []:
         frame = spark.createDataFrame([], ddl)
     else:
         try:
-            frame = spark.read.schema(ddl).option("basePath", path).parquet(path)
+            frame = spark.read.schema(ddl).option("basePath", path).parquet(*(files or [path]))
         except Exception as exc:
             if "PATH_NOT_FOUND" not in str(exc):
-                raise TracekitError(f"{path}: Spark cannot read it ({spark_error_text(exc)})") from None
+                raise TracekitError(f"{lake}: Spark cannot read its {table} ({spark_error_text(exc)})") from None
             if table == "trace_files":
-                raise LakeError(f"{uri}: not a tracekit lake (it has no trace_files dataset)") from None
-            raise LakeError(f"{uri}: its traces have no {table} partitions (was the lake copied in part?)") from None
+                raise LakeError(f"{lake}: not a tracekit lake (it has no trace_files dataset)") from None
+            raise LakeError(f"{lake}: its traces have no {table} partitions (was the lake copied in part?)") from None
         if names is not None:
             # A filter on the partition column: Spark reads those traces' folders alone.
             frame = frame.where(F.col(PARTITION).isin(names))
@@ -82,14 +97,14 @@ def _dataset(spark, uri, table, columns, names):
     return frame.select(*[f"`{name}`" for name in wanted])
 
 
-def _shared(spark, uri, table, columns):
+def _shared(spark, uri, lake, table, columns):
     path = f"{uri}/{table}"
     try:
         return spark.read.schema(_ddl(columns)).parquet(path).select(*[f"`{name}`" for name, _ in columns])
     except Exception as exc:
         if "PATH_NOT_FOUND" not in str(exc):
-            raise TracekitError(f"{path}: Spark cannot read it ({spark_error_text(exc)})") from None
-        raise LakeError(f"{uri}: a lake without its {table} table (was it copied in part?)") from None
+            raise TracekitError(f"{lake}: Spark cannot read its {table} ({spark_error_text(exc)})") from None
+        raise LakeError(f"{lake}: a lake without its {table} table (was it copied in part?)") from None
 
 
 def _check_remote_meta(spark, uri):
