@@ -385,7 +385,7 @@ def test_a_spark_job_loads_a_jobs_ranks_on_its_workers(spark_lake, rank_job, tmp
     def load_partition(paths):
         batch = load_many(list(paths), lake, workers=1)
         for path, outcome in batch.outcomes:
-            yield path, getattr(outcome, "status", str(outcome))
+            yield str(path), getattr(outcome, "status", str(outcome))
 
     context = spark_lake.spark.sparkContext
     statuses = context.parallelize(files, len(files)).mapPartitions(load_partition).collect()
