@@ -176,7 +176,12 @@ def quietly(con, statement):
 def _unique_name(con, wanted, also_taken=()):
     taken = {row[0] for row in con.execute(
         "SELECT trace FROM trace_files WHERE trace = ? OR trace LIKE ? || '-%'", [wanted, wanted]).fetchall()}
-    taken |= set(also_taken)
+    return free_name(wanted, taken | set(also_taken))
+
+
+def free_name(wanted, taken):
+    """The name a trace gets (in a database and in a lake): `wanted`, or when it is taken the first
+    of wanted-2, wanted-3, ... that is not."""
     if wanted not in taken:
         return wanted
     n = 2

@@ -17,6 +17,7 @@ import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
+from tracekit.ingest.load_publish import free_name
 from tracekit.lake.layout import (CONTENT, LOCK_FILE, META_FILE, PARTITION, STAGING, LakeError, encode_name, meta,
                                   part_file, partition, per_trace_tables, published_names, refuse_foreign_folder)
 
@@ -154,7 +155,7 @@ def publish(staging, name, sha256, replace, read_trace_file):
         # Only a replace reads every name-N's source: each is a file read, under the lock.
         old = [other for other in taken if replace and staged[3] and _published(lake, other, read_trace_file)[3] == staged[3]]
         old += [owner] if owner is not None and owner not in old else []
-        final = old[0] if old else _free_name(name, taken)
+        final = old[0] if old else free_name(name, taken)
         for other in old:
             _unpublish(lake, staging, other, sha_of)
         _orphans(lake, [final])
@@ -179,15 +180,6 @@ def file_index(lake, file_bytes, file_sha256):
     """Where the lake notes which trace was loaded from a file of these bytes: a hint, checked
     against that trace's trace_files, that finds a file loaded before without reading every trace."""
     return Path(lake) / CONTENT / "files" / str(file_bytes) / file_sha256
-
-
-def _free_name(name, taken):
-    if name not in taken:
-        return name
-    n = 2
-    while f"{name}-{n}" in taken:
-        n += 1
-    return f"{name}-{n}"
 
 
 def _published(lake, name, read_trace_file):
