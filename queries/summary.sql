@@ -26,21 +26,17 @@ WITH picked AS (
 ), step_counts AS (
     SELECT trace, count(*) AS steps, avg(dur_us) AS cpu_us_per_step FROM steady_steps GROUP BY trace
 ), gpu_work AS (
-    -- Everything the GPU ran in the steady steps, or all of it when the trace has no steps.
-    SELECT trace, name, dur_us, kernel_class, math_unit, est_occupancy_pct, 'kernel' AS what, NULL AS bytes
-    FROM kernels k
-    WHERE k.step IN (SELECT s.step FROM steady_steps s WHERE s.trace = k.trace)
-       OR k.trace NOT IN (SELECT trace FROM steps)
+    -- Everything the GPU ran in the steady window: the steady steps, or all of a trace without steps.
+    -- (Joins with steady_window, not `step IN (...) OR trace NOT IN (...)`: Spark runs a NOT IN
+    -- under an OR as a nested loop over every kernel, 20 s on 64 ranks where the join takes 3.)
+    SELECT k.trace, k.name, k.dur_us, k.kernel_class, k.math_unit, k.est_occupancy_pct, 'kernel' AS what, NULL AS bytes
+    FROM kernels k JOIN steady_window w ON w.trace = k.trace AND w.step IS NOT DISTINCT FROM k.step
     UNION ALL
-    SELECT trace, name, dur_us, NULL, NULL, NULL, 'memcpy', bytes
-    FROM memcpy m
-    WHERE m.step IN (SELECT s.step FROM steady_steps s WHERE s.trace = m.trace)
-       OR m.trace NOT IN (SELECT trace FROM steps)
+    SELECT m.trace, m.name, m.dur_us, NULL, NULL, NULL, 'memcpy', m.bytes
+    FROM memcpy m JOIN steady_window w ON w.trace = m.trace AND w.step IS NOT DISTINCT FROM m.step
     UNION ALL
-    SELECT trace, name, dur_us, NULL, NULL, NULL, 'memset', bytes
-    FROM memset z
-    WHERE z.step IN (SELECT s.step FROM steady_steps s WHERE s.trace = z.trace)
-       OR z.trace NOT IN (SELECT trace FROM steps)
+    SELECT z.trace, z.name, z.dur_us, NULL, NULL, NULL, 'memset', z.bytes
+    FROM memset z JOIN steady_window w ON w.trace = z.trace AND w.step IS NOT DISTINCT FROM z.step
 ), totals AS (
     SELECT trace,
            count(*) FILTER (WHERE what = 'kernel') AS kernels,
@@ -53,9 +49,7 @@ WITH picked AS (
     FROM gpu_work GROUP BY trace
 ), busy AS (
     SELECT b.trace, sum(b.busy_us) AS busy_us, sum(b.kernel_sum_us) AS kernel_sum_us
-    FROM gpu_busy b
-    WHERE b.step IN (SELECT s.step FROM steady_steps s WHERE s.trace = b.trace)
-       OR b.trace NOT IN (SELECT trace FROM steps)
+    FROM gpu_busy b JOIN steady_window w ON w.trace = b.trace AND w.step IS NOT DISTINCT FROM b.step
     GROUP BY b.trace
 ), by_kernel AS (
     SELECT trace, name, sum(dur_us) AS total_us, avg(est_occupancy_pct) AS occupancy_pct
