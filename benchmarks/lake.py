@@ -28,26 +28,34 @@ from measure import busy_cpus, measure, tracekit_bin, wait_for_quiet
 HERE = Path(__file__).resolve().parent
 MB = 1_000_000
 
-# In-process times of every named query on one connection: its first call, then warm calls.
+# In-process times of every named query, the source opened once (a lake or a database with
+# DuckDB, or a lake on Spark local[*]): its first call, then warm calls.
 QUERY_CODE = """
 import json, sys, time
+kind, path, repeat = sys.argv[1], sys.argv[2], int(sys.argv[3])
 t = time.perf_counter()
-if sys.argv[1] == "lake":
-    from tracekit.lake import connect_lake
-    con = connect_lake(sys.argv[2])
-else:
-    from tracekit.store.database import connect_for_queries
-    con = connect_for_queries(sys.argv[2])
-opened = time.perf_counter() - t
 from tracekit.analysis.named_queries import fetch_rows, named_queries, named_sql
-out = {"open_s": opened, "queries": {}}
+if kind == "spark":
+    from tracekit.spark.engine import SparkLake
+    source = SparkLake(path)
+    run = source.named
+else:
+    if kind == "lake":
+        from tracekit.lake import connect_lake
+        source = connect_lake(path)
+    else:
+        from tracekit.store.database import connect_for_queries
+        source = connect_for_queries(path)
+    run = lambda name: fetch_rows(source, *named_sql(name))
+out = {"open_s": time.perf_counter() - t, "queries": {}}
 for name in named_queries():
     times = []
-    for _ in range(int(sys.argv[3])):
+    for _ in range(repeat):
         t = time.perf_counter()
-        rows = fetch_rows(con, *named_sql(name))
+        rows = run(name)
         times.append(time.perf_counter() - t)
     out["queries"][name] = {"times": times, "rows": len(rows.rows)}
+source.close()
 print(json.dumps(out))
 """
 
@@ -101,56 +109,19 @@ def folder_bytes(folder):
 
 
 def query_times(kind, target, repeat):
-    """Each named query in process (first call, median warm) and as a `tracekit query` command."""
+    """Each named query in process (first call, median warm) and as a `tracekit query` command
+    (best of `repeat`; on Spark, of two: each command starts and stops its own Spark). `kind`:
+    lake or db with DuckDB, or spark (the lake on Spark local[*])."""
     run = measure([sys.executable, "-c", QUERY_CODE, kind, str(target), str(repeat)])
     if run.rc != 0:
         sys.exit(f"queries on the {kind} failed: {run.stderr[-800:]}")
     found = run.last_json()
-    flag = "--lake" if kind == "lake" else "--db"
-    waited, measuring.WAIT_S = measuring.WAIT_S, 0  # the commands run back to back: best of `repeat`
+    flags = {"lake": ["--lake"], "db": ["--db"], "spark": ["--lake"]}[kind] + [str(target)]
+    flags += ["--engine", "spark"] if kind == "spark" else []
+    waited, measuring.WAIT_S = measuring.WAIT_S, 0  # the commands run back to back
     for name, info in found["queries"].items():
-        walls = [measure([tracekit_bin(), "query", name, flag, str(target)]).seconds for _ in range(repeat)]
-        info.update(first_s=info["times"][0], warm_s=statistics.median(info["times"][1:] or info["times"]),
-                    cli_s=min(walls))
-    measuring.WAIT_S = waited
-    return found
-
-
-# The same on Spark: one SparkLake (local[*]) opened, then every named query on it.
-SPARK_CODE = """
-import json, sys, time
-t = time.perf_counter()
-from tracekit.spark.engine import SparkLake
-lake = SparkLake(sys.argv[1])
-opened = time.perf_counter() - t
-from tracekit.analysis.named_queries import named_queries
-out = {"open_s": opened, "queries": {}}
-for name in named_queries():
-    times = []
-    for _ in range(int(sys.argv[2])):
-        t = time.perf_counter()
-        rows = lake.named(name)
-        times.append(time.perf_counter() - t)
-    out["queries"][name] = {"times": times, "rows": len(rows.rows)}
-lake.close()
-print(json.dumps(out))
-"""
-
-
-def spark_query_times(lake, repeat):
-    """Each named query on Spark local[*] over the same lake: in process (first call, median warm,
-    after opening the lake once) and as a `tracekit query NAME --lake LAKE --engine spark` command
-    (best of two: each starts and stops its own Spark). None without pyspark."""
-    if importlib.util.find_spec("pyspark") is None:
-        return None
-    run = measure([sys.executable, "-c", SPARK_CODE, str(lake), str(repeat)])
-    if run.rc != 0:
-        sys.exit(f"queries on Spark failed: {run.stderr[-800:]}")
-    found = run.last_json()
-    waited, measuring.WAIT_S = measuring.WAIT_S, 0
-    for name, info in found["queries"].items():
-        walls = [measure([tracekit_bin(), "query", name, "--lake", str(lake), "--engine", "spark"]).seconds
-                 for _ in range(min(repeat, 2))]
+        walls = [measure([tracekit_bin(), "query", name, *flags]).seconds
+                 for _ in range(min(repeat, 2) if kind == "spark" else repeat)]
         info.update(first_s=info["times"][0], warm_s=statistics.median(info["times"][1:] or info["times"]),
                     cli_s=min(walls))
     measuring.WAIT_S = waited
@@ -210,7 +181,8 @@ def main():
                        "db": Path(db).stat().st_size}
     result["queries"] = {"lake": query_times("lake", lake, args.query_repeat),
                          "db": query_times("db", db, args.query_repeat),
-                         "spark": spark_query_times(lake, args.query_repeat)}
+                         "spark": (query_times("spark", lake, args.query_repeat)
+                                   if importlib.util.find_spec("pyspark") else None)}
     for other in ("db", "spark"):
         found = result["queries"][other]
         differ = [name for name, info in result["queries"]["lake"]["queries"].items()
