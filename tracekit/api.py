@@ -67,13 +67,10 @@ def query(name=None, *, sql=None, db=None, params=None, allow_files=False, lake=
 def _query_on_spark(lake, master, name, sql, params, db, allow_files):
     import pandas as pd
 
-    from tracekit.spark.session import require_pyspark
+    from tracekit.spark import query_lake
 
     if lake is None or db is not None or allow_files:
         raise ValueError('engine="spark" reads lake= (and not db=, nor allow_files=)')
-    require_pyspark()
-    from tracekit.spark.engine import query_lake
-
     rows = query_lake(lake, name, sql=sql, params=params, master=master)
     return pd.DataFrame(rows.rows, columns=rows.columns)
 

@@ -341,10 +341,7 @@ def _on_spark(engine, lake, master, db, allow_files):
 
 def _spark_rows(lake, master, name, sql_text, params):
     """The rows of the named query (or of `sql_text`), run by Spark over the lake."""
-    from tracekit.spark.session import require_pyspark
-
-    require_pyspark()  # before the modules that import sqlglot and pyspark
-    from tracekit.spark.engine import query_lake
+    from tracekit.spark import query_lake
 
     if sql_text is None:
         return query_lake(lake, name, params=params, master=master)

@@ -17,7 +17,7 @@ from tracekit.ingest.load_batch import LoadBatch
 from tracekit.ingest.load_publish import LoadResult
 from tracekit.ingest.load_stop import LoadStop
 from tracekit.ingest.turns import Turns
-from tracekit.lake.layout import CONTENT, LakeError, part_file, partition, published_names, read_meta, trace_id_for
+from tracekit.lake.layout import LakeError, part_file, partition, published_names, read_meta, trace_id_for
 from tracekit.lake.publish import Staging, ensure_lake, file_index, publish, remove_leftovers
 from tracekit.lake.writer import convert_file, stored_trace_file, write_shared, write_trace
 
@@ -233,14 +233,13 @@ def _same_file(lake, name, path, stop):
     from tracekit.ingest.raw_file import file_sha256
 
     size = path.stat().st_size
-    sized = file_index(lake, size, "-").parent
-    if sized.is_dir():
+    if file_index(lake, size).is_dir():
         digest = file_sha256(path, lambda: stop.check(path))
         try:
-            other = file_index(lake, size, digest).read_text(encoding="utf-8")
+            other = (file_index(lake, size) / digest).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):
             return None
-    elif not (Path(lake) / CONTENT / "files").is_dir():
+    elif not file_index(lake).is_dir():
         other, digest = name, None
     else:
         return None

@@ -153,7 +153,8 @@ def publish(staging, name, sha256, replace, read_trace_file):
         if owner is not None and not replace:
             return None, owner
         # Only a replace reads every name-N's source: each is a file read, under the lock.
-        old = [other for other in taken if replace and staged[3] and _published(lake, other, read_trace_file)[3] == staged[3]]
+        same_source = replace and staged[3] is not None
+        old = [other for other in taken if same_source and _published(lake, other, read_trace_file)[3] == staged[3]]
         old += [owner] if owner is not None and owner not in old else []
         final = old[0] if old else free_name(name, taken)
         for other in old:
@@ -166,7 +167,7 @@ def publish(staging, name, sha256, replace, read_trace_file):
             raise
         _set_owner(lake / CONTENT / sha256, final)
         if staged[1] is not None and staged[2] is not None:
-            _set_owner(file_index(lake, staged[2], staged[1]), final)
+            _set_owner(file_index(lake, staged[2]) / staged[1], final)
     return final, None
 
 
@@ -176,10 +177,13 @@ def _name_and_suffixed(lake, name):
     return [other for other in published_names(lake) if other == name or suffixed.fullmatch(other)]
 
 
-def file_index(lake, file_bytes, file_sha256):
-    """Where the lake notes which trace was loaded from a file of these bytes: a hint, checked
-    against that trace's trace_files, that finds a file loaded before without reading every trace."""
-    return Path(lake) / CONTENT / "files" / str(file_bytes) / file_sha256
+def file_index(lake, file_bytes=None):
+    """Where the lake notes which trace was loaded from a file of `file_bytes` bytes (a file per
+    SHA-256 of such a file, holding the trace's name; with no size, the index itself): a hint,
+    checked against that trace's trace_files, that finds a file loaded before without reading
+    every trace."""
+    index = Path(lake) / CONTENT / "files"
+    return index if file_bytes is None else index / str(file_bytes)
 
 
 def _published(lake, name, read_trace_file):

@@ -125,10 +125,3 @@ def _duckdb_type(data_type):
         return sqlglot.exp.DataType.build(data_type.simpleString(), dialect="spark").sql("duckdb")
     except (sqlglot.errors.SqlglotError, ValueError):
         return None
-
-
-def query_lake(lake, name=None, *, sql=None, params=None, master=None, settings=None):
-    """The Rows of named query `name` (or of `sql`, one SELECT in DuckDB's dialect) with `params`,
-    run by Spark on `master` over the lake at `lake`; Spark is started for it and stopped after."""
-    with SparkLake(lake, master, settings) as spark:
-        return spark.named(name, params) if sql is None else spark.rows(sql, params or None)
