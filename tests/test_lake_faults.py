@@ -91,7 +91,7 @@ def test_an_error_inside_the_writer_leaves_the_lake_as_it_was(lake, monkeypatch)
     import tracekit.lake.writer as writer
     from tracekit.lake import load_many
 
-    write_trace, rename = writer.write_trace, publish._rename_partition
+    write_trace, rename = writer.write_trace, publish._rename_in
 
     def fails_half_way(con, trace_id, trace, sha256, staging):
         staging.file("event_rows", trace).write_bytes(b"half")
@@ -113,7 +113,7 @@ def test_an_error_inside_the_writer_leaves_the_lake_as_it_was(lake, monkeypatch)
         renamed.append(target)
 
     monkeypatch.setattr(writer, "write_trace", write_trace)
-    monkeypatch.setattr(publish, "_rename_partition", fails_at_the_fourth)
+    monkeypatch.setattr(publish, "_rename_in", fails_at_the_fourth)
     batch = load_many([SAMPLE_TRACES / "flex.json.gz"], lake)
     assert re.fullmatch(r".*flex\.json\.gz: cannot write to the lake .* \(Input/output error\)",
                         str(batch.failures[0][1]))

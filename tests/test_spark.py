@@ -166,45 +166,65 @@ def test_parameters_reach_spark(spark_lake, duck, name, params):
 
 @pytest.fixture(scope="module")
 def torn_lake(lake_db, tmp_path_factory):
-    """A copy of the lake holding the naive sample whole, plus what dead writers leave: `ghost`'s
-    partitions without its trace_files partition, and `torn`, published but missing a partition."""
+    """A copy of the lake holding the naive and sdpa_math samples whole, plus what dead writers
+    leave: `ghost`'s partitions without its trace_files partition, and beside naive's files a
+    dead replacer's next generation of its events and kernels (trace_files still names the last)."""
     lake = shutil.copytree(lake_db[1], tmp_path_factory.mktemp("torn") / "lake",
                            ignore=lambda folder, names: [n for n in names if n.startswith("trace=")
                                                          and n not in ("trace=naive", "trace=sdpa_math")])
     for table in ("event_rows", "kernel_rows"):
         shutil.copytree(lake / table / "trace=naive", lake / table / "trace=ghost")
-    for table in os.listdir(lake):
-        if (lake / table / "trace=sdpa_math").exists():
-            (lake / table / "trace=sdpa_math").rename(lake / table / "trace=torn")
-    shutil.rmtree(lake / "kernel_rows" / "trace=torn")
+        current = next((lake / table / "trace=naive").iterdir())
+        shutil.copy(current, current.parent / f"part-9-{'0' * 32}.parquet")
     return lake
 
 
-def test_a_lake_folder_shows_whole_traces_alone(torn_lake):
-    """As the DuckDB reader: a trace with a partition missing is not whole, and is not seen."""
+def _naive_and_math(spark):
+    assert sorted(spark.rows("SELECT trace FROM traces").rows) == [("naive",), ("sdpa_math",)]
+    assert sorted(spark.rows("SELECT trace, count(*) AS n FROM kernels GROUP BY trace").rows) == [
+        ("naive", 30), ("sdpa_math", 120)]
+    assert spark.rows("SELECT count(DISTINCT trace_id) AS n FROM event_rows").rows == [(2,)]
+
+
+def test_a_lake_folder_shows_whole_traces_at_their_generation_alone(torn_lake):
+    """As the DuckDB reader: no ghost, and naive's events once."""
     from tracekit.lake import connect_lake
     from tracekit.spark.engine import SparkLake
 
-    sql = "SELECT trace, count(*) AS kernels FROM kernels GROUP BY trace"
+    sql = "SELECT t.trace, count(*) AS events FROM event_rows e JOIN trace_files t ON e.trace_id = t.trace_id GROUP BY t.trace"
     con = connect_lake(torn_lake)
     with SparkLake(torn_lake, "local[2]", TEST_SETTINGS) as spark:
-        assert spark.rows("SELECT trace FROM traces").rows == [("naive",)]
+        _naive_and_math(spark)
         assert_same_rows(spark.rows(sql), fetch_rows(con, sql))
-        assert spark.rows("SELECT count(DISTINCT trace_id) AS n FROM event_rows").rows == [(1,)]
     con.close()
 
 
-def test_a_lake_at_a_uri_is_cut_to_the_traces_of_trace_files(torn_lake, monkeypatch):
+def test_a_lake_at_a_uri_is_cut_to_the_files_trace_files_names(torn_lake, monkeypatch):
     """A lake Spark lists itself (hdfs://, s3a://; here a folder read that way): a partition
-    without its trace_files partition is not seen; a trace missing a table has no rows of it."""
+    without its trace_files partition is not seen, nor a generation trace_files does not name."""
     from tracekit.spark import lake_tables
     from tracekit.spark.engine import SparkLake
 
     monkeypatch.setattr(lake_tables, "lake_location", lambda lake: (f"file://{lake}", None))
     with SparkLake(torn_lake, "local[2]", TEST_SETTINGS) as spark:
-        assert sorted(spark.rows("SELECT trace FROM traces").rows) == [("naive",), ("torn",)]
-        assert spark.rows("SELECT trace, count(*) AS n FROM kernels GROUP BY trace").rows == [("naive", 30)]
-        assert spark.rows("SELECT count(DISTINCT trace_id) AS n FROM event_rows").rows == [(2,)]
+        _naive_and_math(spark)
+
+
+@pytest.mark.parametrize("by_uri", [False, True])
+def test_a_trace_missing_a_partition_file_is_an_error_naming_it(torn_lake, tmp_path, monkeypatch, by_uri):
+    from tracekit.lake.layout import LakeError
+    from tracekit.spark import lake_tables
+    from tracekit.spark.engine import SparkLake
+
+    damaged = shutil.copytree(torn_lake, tmp_path / "lake")
+    part = next((damaged / "step_rows" / "trace=sdpa_math").iterdir())
+    part.unlink()
+    if by_uri:
+        monkeypatch.setattr(lake_tables, "lake_location", lambda lake: (f"file://{lake}", None))
+    with pytest.raises(LakeError) as error:
+        SparkLake(damaged, "local[2]", TEST_SETTINGS)
+    assert str(error.value) == (f"{damaged}: trace 'sdpa_math' is damaged: its step_rows partition lacks {part.name}; "
+                                "load its file again with --replace")
 
 
 def test_a_lake_folder_with_odd_characters_read_by_its_path_and_its_file_uri(lake_db, spark_lake, duck, tmp_path):

@@ -40,12 +40,13 @@ def output_options(command):
     return command
 
 
-def check_output_file(output, fmt, force, database=None):
-    """Refuses, before any work, an -o that would overwrite the database or a file of another format."""
+def check_output_file(output, fmt, force, database=None, lake=None):
+    """Refuses, before any work, an -o that would overwrite the database, write into the lake, or
+    replace a file of another format."""
     from tracekit.outputs.output_guard import JSON, TEXT, check_output
     if output:
         kind = {"json": JSON, "parquet": "parquet"}.get(fmt, TEXT)
-        check_output(output, kind, what=fmt, database=database, force=force)
+        check_output(output, kind, what=fmt, database=database, lake=lake, force=force)
 
 
 def output_format(fmt, output):
@@ -300,11 +301,11 @@ def query(name, sql, db, params, list_queries, allow_files, lake, engine, master
     sql_text = _sql_to_run(name, sql)
     params = _params(params)
     if _on_spark(engine, lake, master, db, allow_files):
-        check_output_file(output, fmt, force)
+        check_output_file(output, fmt, force, lake=lake)
         emit(_spark_rows(lake, master, name, sql_text, params), fmt, output, columns)
         return
     path = source_to_read(db, lake, "running on")
-    check_output_file(output, fmt, force, database=path)
+    check_output_file(output, fmt, force, database=path, lake=lake)
     con = connect_source(path, lake, allow_files=allow_files)
     try:
         sql, bound = (named_sql(name, params, con) if sql_text is None

@@ -37,7 +37,7 @@ def findings(db, params, rule, list_rules, evidence, lake, fmt, force, output, c
         emit(Rows.from_frame(pd.DataFrame(rows)), fmt, output, columns)
         return
     path = source_to_read(db, lake, "explaining")
-    check_output_file(output, fmt, force, database=path)
+    check_output_file(output, fmt, force, database=path, lake=lake)
     con = connect_source(path, lake)
     try:
         frame = run_findings(con, rule=rule, params=dict(params))

@@ -37,7 +37,7 @@ def report(db, output, fmt, force, lake):
     path, is_samples = database_to_read(db, "reporting on") if lake is None else (None, False)
     target = output or (DEFAULT_HTML if fmt == "html" else None)
     if target:
-        check_output(target, HTML if fmt == "html" else TEXT, what=fmt, database=path, force=force)
+        check_output(target, HTML if fmt == "html" else TEXT, what=fmt, database=path, lake=lake, force=force)
     data = _report_data(path, is_samples, lake)
     text = render(data, fmt)
     if target is None:

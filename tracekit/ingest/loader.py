@@ -30,6 +30,8 @@ from tracekit.outputs.track_layout import restore_tracks
 TRACE_SUFFIXES = (".json.gz", ".json", ".gz")
 # `tracekit capture` writes this beside its traces; a folder load passes over it.
 CAPTURE_MANIFEST = "manifest.json"
+# A Parquet lake (tracekit.lake) holds this: a folder load passes over a lake inside the folder.
+LAKE_MARKER = "_tracekit.json"
 
 
 def expand_paths(patterns):
@@ -44,8 +46,9 @@ def expand_paths(patterns):
         for match in matches:
             path = Path(match)
             if path.is_dir():
-                traces = sorted(p for p in path.rglob("*")
-                                if p.is_file() and p.name.endswith(TRACE_SUFFIXES) and p.name != CAPTURE_MANIFEST)
+                if (path / LAKE_MARKER).exists():
+                    raise TraceFileError(path, "a tracekit lake, not a folder of traces: query it with --lake")
+                traces = _trace_files_in(path)
                 if not traces:
                     raise TraceFileError(path, "a folder with no .json or .json.gz trace files in it")
                 found.extend(traces)
@@ -53,6 +56,19 @@ def expand_paths(patterns):
                 found.append(path)
     unique = list(dict.fromkeys(p.resolve() if p.exists() else p for p in found))
     return unique
+
+
+def _trace_files_in(folder):
+    """The trace files below `folder`, sorted, passing over the lakes inside it (their own
+    _tracekit.json is no trace, and their Parquet files are read with --lake)."""
+    found = []
+    for parent, folders, files in os.walk(folder):
+        if LAKE_MARKER in files and Path(parent) != Path(folder):
+            folders.clear()
+            continue
+        found.extend(Path(parent) / name for name in files
+                     if name.endswith(TRACE_SUFFIXES) and name != CAPTURE_MANIFEST)
+    return sorted(found)
 
 
 def trace_name_for(path):

@@ -222,8 +222,18 @@ def _ready(lake):
         ensure_lake(lake, write_shared)
         read_meta(lake)  # a lake another tracekit's schema made is not written to
         remove_leftovers(lake)
-    except OSError as exc:
-        raise LakeError(f"{lake}: cannot write to the lake ({exc.strerror or exc})") from None
+    except (OSError, duckdb.Error) as exc:
+        from tracekit.ingest.event_read import duckdb_problem
+        from tracekit.ingest.load_stop import disk_full_folder
+
+        full = disk_full_folder(exc, Path(lake))
+        if full is not None:
+            # The lake's own folders are the lake's business: its disk is what the user frees.
+            full = lake if Path(lake).resolve() in Path(full).resolve().parents else full
+            raise LakeError(f"{lake}: the disk is full (no space left in {full}): nothing was loaded; "
+                            "free some space and load again") from None
+        why = exc.strerror or str(exc) if isinstance(exc, OSError) else duckdb_problem(exc)
+        raise LakeError(f"{lake}: cannot write to the lake ({why})") from None
 
 
 def _same_file(lake, name, path, stop):

@@ -5,14 +5,16 @@ import functools
 import json
 import os
 import re
+import stat
 from pathlib import Path
 
 from tracekit import __version__
 from tracekit.errors import TracekitError
+from tracekit.ingest.loader import LAKE_MARKER
 
 # The version of the layout itself; a reader refuses a lake of another.
 LAKE_FORMAT = 1
-META_FILE = "_tracekit.json"
+META_FILE = LAKE_MARKER
 STAGING = "_staging"
 CONTENT = "_content"
 LOCK_FILE = "_lock"
@@ -21,6 +23,10 @@ PART_PREFIX = "part-"
 SHARED_PART = "part-0.parquet"
 
 _PLAIN = re.compile(r"[A-Za-z0-9._-]")
+# A partition's file: part-<generation>-<writer>.parquet. A --replace publishes the trace's next
+# generation beside the one readers may still be reading; readers take the newest that trace_files
+# holds. A lake written before generations names its files part-<writer>.parquet: generation 0.
+_PART_FILE = re.compile(r"part-(?:([0-9]+)-)?([0-9a-f]{32})\.parquet")
 
 
 class LakeError(TracekitError):
@@ -52,33 +58,83 @@ def partition(lake, table, name):
 
 def published_names(lake):
     """The names of the traces in the lake: those with a trace_files partition, sorted."""
-    folder = Path(lake) / "trace_files"
-    try:
-        entries = os.listdir(folder)
-    except FileNotFoundError:
-        return []
+    entries = own_entries(Path(lake) / "trace_files")
     return sorted(decode_name(entry) for entry in entries if entry.startswith(PARTITION))
 
 
+def part_name(generation, writer):
+    """The name of a partition file of `writer` (its staging folder's id) at `generation`."""
+    return f"{PART_PREFIX}{generation}-{writer}.parquet"
+
+
+def part_generation(file_name):
+    """The generation of a partition file's name; None for a name that is no partition file (a
+    dot-file DuckDB was killed writing, say: never read)."""
+    match = _PART_FILE.fullmatch(file_name)
+    return None if match is None else int(match.group(1) or 0)
+
+
+def part_files(folder):
+    """The partition files of `folder`, oldest generation first ([] when it has none)."""
+    named = [(part_generation(entry), entry) for entry in own_entries(folder)]
+    return [entry for generation, entry in sorted((g, e) for g, e in named if g is not None)]
+
+
 def part_file(folder):
-    """The one Parquet file of a partition folder (None when it has none)."""
+    """The newest partition file of a partition folder (None when it has none)."""
+    files = part_files(folder)
+    return Path(folder) / files[-1] if files else None
+
+
+def own_folder(path):
+    """Whether the folder `path`, one the lake keeps (_staging, a table's, a partition's...), exists;
+    raises LakeError when a link or a file stands there: tracekit never follows a link inside a
+    lake, so nothing it removes or writes can be outside it."""
     try:
-        parts = sorted(entry for entry in os.listdir(folder) if entry.endswith(".parquet"))
+        mode = os.lstat(path).st_mode
     except FileNotFoundError:
-        return None
-    return Path(folder) / parts[0] if parts else None
+        return False
+    if stat.S_ISLNK(mode):
+        raise LakeError(f"{path}: is a symbolic link where the lake keeps a folder of its own; tracekit does not "
+                        "follow links inside a lake (put the folder itself there)")
+    if not stat.S_ISDIR(mode):
+        raise LakeError(f"{path}: is a file where the lake keeps a folder; the lake is damaged "
+                        "(was it copied in part?)")
+    return True
+
+
+def own_entries(folder):
+    """The entries of a folder the lake keeps ([] when it is missing), checked by own_folder."""
+    if not own_folder(folder):
+        return []
+    try:
+        return os.listdir(folder)
+    except FileNotFoundError:
+        return []  # removed this very moment (a trace another writer took out)
 
 
 def whole_traces(lake):
-    """(name, part file name) of each published trace whose partitions all hold the file its
-    writer wrote (part-<writer>.parquet): what a reader takes. A trace being replaced this very
-    moment may have lost some, or hold another writer's in some, and is left out."""
+    """(name, part file name) of each published trace, at its newest generation: what a reader
+    takes. Raises LakeError for a trace a partition file of which is missing (a damaged lake),
+    unless the trace was taken out of the lake while it was being looked at."""
+    lake = Path(lake)
+    tables = per_trace_tables()
+    for table in tables:
+        own_folder(lake / table)
     whole = []
     for name in published_names(lake):
-        parts = {part_file(partition(lake, table, name)) for table in per_trace_tables()}
-        names = {part.name if part is not None else None for part in parts}
-        if len(names) == 1 and None not in names:
-            whole.append((name, names.pop()))
+        current = part_file(partition(lake, "trace_files", name))
+        if current is None:
+            if partition(lake, "trace_files", name).exists():
+                raise LakeError(f"{lake}: trace {name!r} is damaged: its trace_files partition holds no file; "
+                                "load its file again with --replace")
+            continue
+        missing = [table for table in tables[1:] if current.name not in own_entries(partition(lake, table, name))]
+        if not missing:
+            whole.append((name, current.name))
+        elif current.exists():
+            raise LakeError(f"{lake}: trace {name!r} is damaged: its {missing[0]} partition lacks {current.name}; "
+                            "load its file again with --replace")
     return whole
 
 

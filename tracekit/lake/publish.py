@@ -13,17 +13,23 @@ import os
 import re
 import shutil
 import threading
+import time
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
 from tracekit.ingest.load_publish import free_name
 from tracekit.lake.layout import (CONTENT, LOCK_FILE, META_FILE, PARTITION, STAGING, LakeError, encode_name, meta,
-                                  part_file, partition, per_trace_tables, published_names, refuse_foreign_folder)
+                                  own_entries, own_folder, part_file, part_files, part_generation, part_name,
+                                  partition, per_trace_tables, published_names, refuse_foreign_folder, shared_tables)
 
 # flock excludes another open file; NFS emulates it with POSIX locks, which do not exclude the
 # threads of one process from each other: this does.
 _IN_PROCESS = threading.Lock()
+# How long the generation a --replace superseded stays on disk: a reader that opened the lake
+# before the replace reads that generation's files, and must find them. A query runs in seconds;
+# a shell session longer (past this, a reader of the old generation is told to open the lake again).
+SUPERSEDED_KEPT_S = 15 * 60
 
 
 @contextmanager
@@ -40,8 +46,12 @@ def lake_lock(lake):
 
 def _open_lock(path):
     try:
-        return open(path, "a+b")
+        # O_NOFOLLOW: a link standing for the lock file would have it created or written elsewhere.
+        return os.fdopen(os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644), "r+b")
     except OSError as exc:
+        if os.path.islink(path):
+            raise LakeError(f"{path}: is a symbolic link where the lake keeps its lock file; tracekit does not "
+                            "follow links inside a lake (remove it)") from None
         raise LakeError(f"{path.parent}: cannot write to the lake ({exc.strerror})") from None
 
 
@@ -50,10 +60,12 @@ class Staging:
 
     def __init__(self, lake):
         self.lake = Path(lake)
-        self.folder = self.lake / STAGING / uuid.uuid4().hex
-        self.part = f"part-{self.folder.name}.parquet"
+        self.writer = uuid.uuid4().hex
+        self.folder = self.lake / STAGING / self.writer
+        self.part = f"{self.writer}.parquet"
         with lake_lock(lake):  # a cleaner never sees it between its mkdir and its flock
-            self.folder.mkdir(parents=True)
+            _own_mkdir(self.lake / STAGING)
+            self.folder.mkdir()
             self._lock = open(self.folder / "lock", "a+b")
             fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
 
@@ -68,6 +80,16 @@ class Staging:
         self._lock.close()
 
 
+def _own_mkdir(folder):
+    """Makes a folder of the lake's own unless it is there (checked: own_folder); returns it."""
+    if not own_folder(folder):
+        try:
+            folder.mkdir()
+        except FileExistsError:
+            own_folder(folder)  # another writer made it this moment, or a link stands there
+    return folder
+
+
 def ensure_lake(lake, shared_writer):
     """Makes `lake` a lake if it is not one yet (its _tracekit.json and the shared tables, written
     by `shared_writer(table, path)`); refuses a folder of someone else's."""
@@ -79,6 +101,8 @@ def ensure_lake(lake, shared_writer):
     with lake_lock(folder):
         if (folder / META_FILE).exists():
             return
+        for table in shared_tables():
+            _own_mkdir(folder / table)
         shared_writer(folder)
         scratch = folder / f"{META_FILE}.{uuid.uuid4().hex}"
         scratch.write_text(json.dumps(meta(), indent=1) + "\n", encoding="utf-8")
@@ -86,59 +110,120 @@ def ensure_lake(lake, shared_writer):
 
 
 def remove_leftovers(lake):
-    """Removes what dead writers left: staging folders nobody holds, and partitions of traces that
-    trace_files does not list. Returns how many of each it removed."""
+    """Removes what dead writers left: staging folders nobody holds, partitions of traces that
+    trace_files does not list, half-written files, and the generations replaced long enough ago
+    that no reader still reads them. Returns how many staging folders and partitions it removed."""
+    lake = Path(lake)
     with lake_lock(lake):
-        return _dead_staging(Path(lake)), _orphans(Path(lake))
+        staging, orphans = _dead_staging(lake), _orphans(lake)
+        _half_written_shared(lake)
+        _superseded(lake)
+        return staging, orphans
 
 
 def _dead_staging(lake):
     removed = 0
-    try:
-        entries = list(os.scandir(lake / STAGING))
-    except FileNotFoundError:
-        return 0
-    for entry in entries:
-        try:
-            with open(Path(entry.path) / "lock", "a+b") as handle:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            continue  # its writer is at work
-        except OSError:
-            pass  # not a folder, or one with no room for a lock file: it cannot be anyone's
-        _remove(entry.path)
+    for entry in own_entries(lake / STAGING):
+        path = lake / STAGING / entry
+        if not path.is_symlink() and path.is_dir():
+            try:
+                with open(path / "lock", "a+b") as handle:
+                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # its writer is at work
+            except OSError:
+                pass  # a folder with no room for a lock file: it cannot be anyone's
+        _remove(path)
         removed += 1
     return removed
 
 
 def _remove(path):
+    """Removes a file, a folder (never what a link inside it points to) or a link (not its target)."""
     if os.path.isdir(path) and not os.path.islink(path):
-        shutil.rmtree(path, ignore_errors=True)
+        shutil.rmtree(path, ignore_errors=True)  # rmtree never follows the links it meets inside
     else:
         Path(path).unlink(missing_ok=True)
 
 
 def _orphans(lake, names=None):
     """Partitions (of `names`, or of any trace) whose trace has no trace_files partition."""
-    published = set(os.listdir(lake / "trace_files")) if (lake / "trace_files").is_dir() else set()
+    published = set(own_entries(lake / "trace_files"))
     removed = 0
     for table in per_trace_tables()[1:]:
         folder = lake / table
-        if not folder.is_dir():
-            continue
-        wanted = os.listdir(folder) if names is None else [encode_name(n) for n in names]
+        wanted = own_entries(folder) if names is None else [encode_name(n) for n in names]
         for entry in wanted:
-            if entry.startswith(PARTITION) and entry not in published and (folder / entry).exists():
-                shutil.rmtree(folder / entry, ignore_errors=True)
+            if entry.startswith(PARTITION) and entry not in published and os.path.lexists(folder / entry):
+                _remove(folder / entry)
                 removed += 1
     return removed
+
+
+def _half_written_shared(lake):
+    """Files a writer killed while it made the lake left beside a shared table's file."""
+    for table in shared_tables():
+        for entry in own_entries(lake / table):
+            if entry.startswith("."):
+                _remove(lake / table / entry)
+
+
+def _replaced_notes(lake):
+    return lake / CONTENT / "replaced"
+
+
+def _note_replace(lake, name):
+    """Notes, before a replace of trace `name` moves its files in, where the next cleanup must
+    look (for a dead replacer's files, and for the generation the replace supersedes); noted
+    again once it is done, so the old generation is kept SUPERSEDED_KEPT_S from then."""
+    notes = _own_mkdir(_own_mkdir(lake / CONTENT) / "replaced")
+    (notes / encode_name(name)).touch()
+
+
+def _superseded(lake):
+    """For each trace replaced: removes the files of generations newer than its trace_files' (a
+    dead replacer's), and, SUPERSEDED_KEPT_S after the replace, those of older ones."""
+    notes = _replaced_notes(lake)
+    for entry in own_entries(notes):
+        try:
+            age = time.time() - os.lstat(notes / entry).st_mtime
+        except FileNotFoundError:
+            continue
+        old_enough = age > SUPERSEDED_KEPT_S
+        current = part_file(lake / "trace_files" / entry)
+        newest = part_generation(current.name) if current is not None else None
+        for table in per_trace_tables() if newest is not None else []:
+            folder = lake / table / entry
+            for file_name in part_files(folder):
+                generation = part_generation(file_name)
+                if generation > newest or (generation < newest and old_enough):
+                    _remove(folder / file_name)
+        if old_enough:
+            _remove(notes / entry)
+
+
+def _dead_generations(lake, name):
+    """What dead writers left under trace `name`: its partitions when it has no trace_files
+    partition, else the files of generations newer than trace_files' newest."""
+    current = part_file(partition(lake, "trace_files", name))
+    if current is None:
+        _orphans(lake, [name])
+        return 0
+    newest = part_generation(current.name)
+    for table in per_trace_tables()[1:]:
+        folder = partition(lake, table, name)
+        for file_name in part_files(folder):
+            if part_generation(file_name) > newest:
+                _remove(folder / file_name)
+    return newest
 
 
 def publish(staging, name, sha256, replace, read_trace_file):
     """Moves trace `name`'s staged partitions into the lake, unless the lake holds its content
     already, by a database's rules: under `name`, or when other content holds it under the first
     free of name-2, name-3, ...; with `replace`, in place of the traces loaded from the same file
-    and of the one with the same content (under the name of the former, else the latter's).
+    and of the one with the same content (under the name of the former, else the latter's), as the
+    next generation of that trace: readers see the old trace or the new one, whatever stops when.
     The name is picked under the lake's lock, so writers that never talk to each other never pick
     one name twice. Returns (the name it published under, None), or (None, the name of the trace
     that holds this content) for a skip. `read_trace_file(part)` reads (sha256, file_sha256,
@@ -157,18 +242,31 @@ def publish(staging, name, sha256, replace, read_trace_file):
         old = [other for other in taken if same_source and _published(lake, other, read_trace_file)[3] == staged[3]]
         old += [owner] if owner is not None and owner not in old else []
         final = old[0] if old else free_name(name, taken)
-        for other in old:
-            _unpublish(lake, staging, other, sha_of)
-        _orphans(lake, [final])
+        if old:
+            _note_replace(lake, final)
+        generation = _dead_generations(lake, final) + 1
         try:
-            _move_in(staging, name, final)
+            _move_in(staging, name, final, generation)
         except BaseException:
-            _orphans(lake, [final])  # what it moved in, unless trace_files went in too
+            _dead_generations(lake, final)  # what it moved in, unless trace_files went in too
             raise
-        _set_owner(lake / CONTENT / sha256, final)
-        if staged[1] is not None and staged[2] is not None:
-            _set_owner(file_index(lake, staged[2]) / staged[1], final)
+        # The trace is in the lake: what follows tidies and notes hints, and a failure of it
+        # (a full disk) must not make the load say otherwise.
+        _after_publication(lake, staging, final, old, sha256, staged, sha_of)
     return final, None
+
+
+def _after_publication(lake, staging, final, old, sha256, staged, sha_of):
+    try:
+        if old:
+            _note_replace(lake, final)
+        for other in old[1:]:
+            _unpublish(lake, staging, other, sha_of)
+        _set_owner(lake, lake / CONTENT / sha256, final)
+        if staged[1] is not None and staged[2] is not None:
+            _set_owner(lake, file_index(lake, staged[2]) / staged[1], final)
+    except (OSError, LakeError):
+        pass  # hints (checked against trace_files before use) and leftovers the next load removes
 
 
 def _name_and_suffixed(lake, name):
@@ -195,16 +293,21 @@ def _published(lake, name, read_trace_file):
 def _content_owner(lake, sha256, sha_of):
     """The published trace whose content is `sha256`, by the _content index, checked against its
     trace_files (the index is a hint: a writer may have died before or after writing it)."""
+    own_folder(lake / CONTENT)
     try:
         name = (lake / CONTENT / sha256).read_text(encoding="utf-8")
-    except (FileNotFoundError, UnicodeDecodeError):
+    except (FileNotFoundError, UnicodeDecodeError, IsADirectoryError):
         return None
     return name if sha_of(name) == sha256 else None
 
 
-def _set_owner(entry, name):
-    entry.parent.mkdir(parents=True, exist_ok=True)
-    scratch = entry.parent / f".{entry.name}.{uuid.uuid4().hex}"
+def _set_owner(lake, entry, name):
+    """Writes the index entry `entry` (a file below LAKE/_content) to say `name`, in one rename;
+    the folders on its way are the lake's own (checked, or made)."""
+    folder = lake
+    for part in entry.relative_to(lake).parts[:-1]:
+        folder = _own_mkdir(folder / part)
+    scratch = folder / f".{entry.name}.{uuid.uuid4().hex}"
     scratch.write_text(name, encoding="utf-8")
     os.replace(scratch, entry)
 
@@ -221,21 +324,27 @@ def _unpublish(lake, staging, name, sha_of):
         (lake / CONTENT / old_sha).unlink()
 
 
-def _move_in(staging, name, final):
-    """Renames trace `name`'s staged partitions into place as trace `final`, trace_files last: from
-    that rename on, the trace is in the lake (its files hold no name: the folder gives it)."""
+def _move_in(staging, name, final, generation):
+    """Puts trace `name`'s staged files in place as trace `final` at `generation`, trace_files
+    last: from that rename on, readers take the trace (its files hold no name: the folder gives
+    it). A new trace's partition folders are renamed in whole; a replaced trace's files go beside
+    the generation readers may be reading."""
     staged, encoded = encode_name(name), encode_name(final)
+    part = part_name(generation, staging.writer)
     for table in [*per_trace_tables()[1:], "trace_files"]:
         source = staging.folder / table / staged
-        target_folder = staging.lake / table
-        target_folder.mkdir(exist_ok=True)
-        _rename_partition(source, target_folder / encoded)
+        os.rename(source / staging.part, source / part)
+        target = _own_mkdir(staging.lake / table) / encoded
+        if own_folder(target):
+            _rename_in(source / part, target / part)
+        else:
+            _rename_in(source, target)
 
 
-def _rename_partition(source, target):
-    """One partition folder into place (os.rename: atomic, and refused over a folder that holds
-    files), its file and the new entry on disk first and after."""
-    _fsync(part_file(source))
+def _rename_in(source, target):
+    """One file or partition folder into place (os.rename: atomic, and refused over a folder that
+    holds files), its data and the new entry on disk first and after."""
+    _fsync(source if source.is_file() else next(source.iterdir()))
     os.rename(source, target)
     _fsync(target.parent)
 
@@ -248,4 +357,3 @@ def _fsync(path):
         os.fsync(fd)
     finally:
         os.close(fd)
-

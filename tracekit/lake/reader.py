@@ -12,7 +12,7 @@ from pathlib import Path
 
 import duckdb
 
-from tracekit.lake.layout import (LakeError, part_file, partition, per_trace_tables, read_meta, shared_tables,
+from tracekit.lake.layout import (SHARED_PART, LakeError, own_folder, partition, per_trace_tables, read_meta, shared_tables,
                                   table_columns, whole_traces)
 
 
@@ -67,8 +67,9 @@ def _create_tables(con, lake):
         con.execute(f"CREATE {kind} {_identifier(table)} AS SELECT {selected} "
                     f"FROM read_parquet({_list(files)}{hive})")
     for table in shared_tables():
-        part = part_file(lake / table)
-        if part is None:
+        own_folder(lake / table)
+        part = lake / table / SHARED_PART
+        if not part.is_file():
             raise LakeError(f"{lake}: a lake without its {table} table (was it copied in part?)")
         con.execute(f"CREATE VIEW {_identifier(table)} AS SELECT * FROM read_parquet({_list([str(part)])})")
 

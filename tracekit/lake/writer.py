@@ -63,10 +63,17 @@ def write_shared(lake):
             folder = Path(lake) / table
             folder.mkdir(exist_ok=True)
             scratch = folder / f".{uuid.uuid4().hex}.parquet"
-            con.execute(f"COPY (SELECT * FROM {_identifier(table)}) TO {_literal(scratch)} {PARQUET_OPTIONS}")
-            os.replace(scratch, folder / SHARED_PART)
+            try:
+                con.execute(f"COPY (SELECT * FROM {_identifier(table)}) TO {_literal(scratch)} {PARQUET_OPTIONS}")
+                _put_in_place(scratch, folder / SHARED_PART)
+            finally:
+                scratch.unlink(missing_ok=True)
     finally:
         con.close()
+
+
+def _put_in_place(scratch, target):
+    os.replace(scratch, target)
 
 
 def stored_trace_file(part):

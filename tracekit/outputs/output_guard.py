@@ -75,11 +75,25 @@ def _is_same(path, other):
         return False
 
 
-def check_output(output, kind, *, what, database=None, force=False):
+def _inside(path, folder):
+    """Whether `path` is `folder` or lies below it, links resolved (a file: URI's folder too)."""
+    text = str(folder)
+    if "://" in text and not text.startswith("file:"):
+        return False  # a lake on another file system (hdfs://, s3a://): no local file is in it
+    if text.startswith("file:"):
+        from urllib.parse import unquote, urlsplit
+        text = unquote(urlsplit(text).path)
+    resolved, inner = Path(text).resolve(), Path(path).resolve()
+    return inner == resolved or resolved in inner.parents
+
+
+def check_output(output, kind, *, what, database=None, lake=None, force=False):
     """Raises TracekitError when writing `kind` (a _REPLACES key) to `output` would overwrite the
-    database being read (or its WAL), whatever `force` says, or, without `force`, an existing
+    database being read (or its WAL) or a file in the lake being read, whatever `force` says, or, without `force`, an existing
     file that holds something else. `what` names the output format in the message ("csv")."""
     path = Path(output)
+    if lake is not None and _inside(path, lake):
+        raise TracekitError(f"{output}: is inside the lake this command reads ({lake}); give another -o")
     if database is not None:
         for used in _database_files(database):
             if _is_same(path, used):

@@ -13,7 +13,8 @@ import re
 from pathlib import Path
 
 from tracekit.errors import TracekitError
-from tracekit.lake.layout import (META_FILE, LakeError, check_meta, encode_name, per_trace_tables, read_meta,
+from tracekit.lake.layout import (META_FILE, LakeError, check_meta, encode_name, part_generation, per_trace_tables,
+                                  read_meta,
                                   shared_tables, table_columns, whole_traces)
 from tracekit.spark.session import spark_error_text
 
@@ -38,11 +39,10 @@ def register_lake_tables(spark, lake):
             _dataset(spark, uri, lake, table, columns[table], parts[table]).createOrReplaceTempView(table)
     else:
         _check_remote_meta(spark, uri)
-        trace_files = _dataset(spark, uri, lake, "trace_files", columns["trace_files"], None)
-        trace_files.createOrReplaceTempView("trace_files")
-        names = [row[0] for row in trace_files.select(PARTITION).distinct().collect()]
-        for table in per_trace_tables()[1:]:
-            _dataset(spark, uri, lake, table, columns[table], None, names).createOrReplaceTempView(table)
+        current = _current_parts(spark, uri, lake, columns["trace_files"])
+        for table in per_trace_tables():
+            frame = _dataset(spark, uri, lake, table, columns[table], None, current)
+            frame.createOrReplaceTempView(table)
     for table in shared_tables():
         _shared(spark, uri, lake, table, columns[table]).createOrReplaceTempView(table)
 
@@ -71,30 +71,64 @@ def lake_location(lake):
 _GLOB = re.compile(r"[\[\]{}*?]")
 
 
-def _dataset(spark, uri, lake, table, columns, files, names=None):
+def _current_parts(spark, uri, lake, columns):
+    """{trace: the file of its newest generation} of a lake Spark lists itself, read from the
+    file names of trace_files (a --replace puts a trace's next generation beside the last)."""
+    frame = _read(spark, uri, lake, "trace_files", _ddl(_stored(columns) + [(PARTITION, "VARCHAR")]))
+    current = {}
+    for trace, file_name in frame.select(PARTITION, "_metadata.file_name").distinct().collect():
+        if part_generation(file_name) is not None and (
+                trace not in current or part_generation(file_name) > part_generation(current[trace])):
+            current[trace] = file_name
+    return current
+
+
+def _stored(columns):
+    return [(name, kind) for name, kind in columns if name != PARTITION]
+
+
+def _dataset(spark, uri, lake, table, columns, files, current=None):
     """The table's rows from `files` (its partition files; None: the whole dataset, cut to the
-    traces `names` when given); `trace` only in trace_files, where the partition folder gives it."""
+    files of `current`, {trace: its newest file}); `trace` only in trace_files, where the
+    partition folder gives it."""
     from pyspark.sql import functions as F
 
-    stored = [(name, kind) for name, kind in columns if name != PARTITION]
+    stored = _stored(columns)
     ddl = _ddl(stored + [(PARTITION, "VARCHAR")])
-    path = f"{uri}/{table}"
-    if files == [] or names == []:
+    if files == [] or current == {}:
         frame = spark.createDataFrame([], ddl)
     else:
-        try:
-            frame = spark.read.schema(ddl).option("basePath", path).parquet(*(files or [path]))
-        except Exception as exc:
-            if "PATH_NOT_FOUND" not in str(exc):
-                raise TracekitError(f"{lake}: Spark cannot read its {table} ({spark_error_text(exc)})") from None
-            if table == "trace_files":
-                raise LakeError(f"{lake}: not a tracekit lake (it has no trace_files dataset)") from None
-            raise LakeError(f"{lake}: its traces have no {table} partitions (was the lake copied in part?)") from None
-        if names is not None:
-            # A filter on the partition column: Spark reads those traces' folders alone.
-            frame = frame.where(F.col(PARTITION).isin(names))
+        frame = _read(spark, uri, lake, table, ddl, files)
+        if current is not None:
+            _check_whole(frame, current, table, lake)
+            # By trace first, so Spark lists those traces' folders alone; then by file name (a
+            # part file's name holds its writer's id: it is one trace's, at one generation).
+            frame = frame.where(F.col(PARTITION).isin(sorted(current)))
+            frame = frame.where(F.col("_metadata.file_name").isin(sorted(current.values())))
     wanted = [name for name, _ in columns] if table == "trace_files" else [name for name, _ in stored]
     return frame.select(*[f"`{name}`" for name in wanted])
+
+
+def _read(spark, uri, lake, table, ddl, files=None):
+    path = f"{uri}/{table}"
+    try:
+        return spark.read.schema(ddl).option("basePath", path).parquet(*(files or [path]))
+    except Exception as exc:
+        if "PATH_NOT_FOUND" not in str(exc):
+            raise TracekitError(f"{lake}: Spark cannot read its {table} ({spark_error_text(exc)})") from None
+        if table == "trace_files":
+            raise LakeError(f"{lake}: not a tracekit lake (it has no trace_files dataset)") from None
+        raise LakeError(f"{lake}: its traces have no {table} partitions (was the lake copied in part?)") from None
+
+
+def _check_whole(frame, current, table, lake):
+    """Raises LakeError, as tracekit.lake.layout.whole_traces does, for a trace whose file of
+    `table` is missing (a damaged lake, or a copy of it still in progress)."""
+    present = {name.rsplit("/", 1)[-1] for name in frame.inputFiles()}
+    for trace, part in sorted(current.items()):
+        if part not in present:
+            raise LakeError(f"{lake}: trace {trace!r} is damaged: its {table} partition lacks {part}; "
+                            "load its file again with --replace")
 
 
 def _shared(spark, uri, lake, table, columns):
