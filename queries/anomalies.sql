@@ -8,7 +8,8 @@
 -- side is missing: every GPU figure is unknown, not zero), 'GPU events but no CPU ops' one
 -- whose kernels no op can be blamed for (profiled without CPU activities), 'GPU events without
 -- their launch' the kernels, copies and fills whose launch call is not in a trace that has launch
--- calls (launched before the profiler's window opened): no op, and the step of their GPU start.
+-- calls (launched before the profiler's window opened): no op, and the step of the GPU-side step
+-- span their start falls in (none when the trace has no such spans).
 -- columns:
 --   trace: trace name
 --   oddity: negative duration, zero duration, no duration, unknown category, dropped on load,

@@ -63,6 +63,15 @@ WHERE trace_id = $trace_id AND external_id IS NOT NULL
 QUALIFY row_number() OVER (PARTITION BY external_id ORDER BY lower(name) LIKE '%launch%' DESC, ts_ns, name) = 1;
 
 
+-- Each step's span as the GPU ran it, where Kineto wrote one (a profiler schedule does).
+CREATE OR REPLACE TEMP TABLE _gpu_steps AS
+SELECT CAST(regexp_extract(name, '^ProfilerStep#(\d+)$', 1) AS INTEGER) AS step,
+       min(ts_ns) AS ts_ns, max(ts_ns + greatest(dur_ns, 0)) AS end_ns
+FROM event_rows
+WHERE trace_id = $trace_id AND ph = 'X' AND lower(cat) = 'gpu_user_annotation'
+  AND regexp_full_match(name, 'ProfilerStep#\d+')
+GROUP BY step;
+
 -- GPU work belongs to its launch's op. Only without a launch in the trace does a kernel's own
 -- External id name its op, and only when it has no correlation id that could be mistaken for one.
 CREATE OR REPLACE TEMP TABLE _gpu_linked AS
@@ -77,12 +86,14 @@ WITH linked AS (
     LEFT JOIN _launch_by_external le ON g.correlation IS NULL AND le.external_id = g.external_id
     LEFT JOIN _op_by_external x ON x.external_id = g.external_id
 )
--- The step of the launch (runtime_rows has it); work without a launch in the trace takes the step
--- its own start falls in.
+-- The step of the launch (runtime_rows has it). Work whose launch is not in the trace (launched in
+-- the profiler's warmup, while the GPU ran behind the CPU) takes the step of the GPU-side span its
+-- start falls in (Kineto's gpu_user_annotation ProfilerStep#N, the step as the GPU ran it), and
+-- no step in a trace without them: a GPU timestamp is never compared with a CPU step's span.
 SELECT * EXCLUDE (orphan) FROM linked WHERE NOT orphan
 UNION ALL
 SELECT o.* EXCLUDE (orphan, step), CASE WHEN o.ts_ns < s.end_ns THEN s.step END
-FROM (SELECT * FROM linked WHERE orphan) o ASOF LEFT JOIN _steps s ON o.ts_ns >= s.ts_ns;
+FROM (SELECT * FROM linked WHERE orphan) o ASOF LEFT JOIN _gpu_steps s ON o.ts_ns >= s.ts_ns;
 
 -- The chain of op names above each op that launched GPU work, outermost first. Record-function
 -- ranges and ProfilerStep#N (an Operator in 2021's Kineto) are steps and labels, not ops: left

@@ -201,8 +201,9 @@ SELECT *, least(by_registers, by_shared_memory, by_threads, max_blocks_per_sm) A
 --   cpu_op_id, cpu_op: the CPU op of the runtime call that launched it (matched by correlation; see
 --                      runtime.cpu_op); NULL when the trace holds no launch for it
 --   cpu_op_path: op_path of that op, e.g. 'aten::matmul → aten::bmm'
---   step: enclosing ProfilerStep#N of the launch call (of the kernel's own start when its launch is
---         not in the trace: see `anomalies`), NULL when the trace has no steps
+--   step: the ProfilerStep#N whose CPU span encloses the launch call; when the launch is not in the
+--         trace (see `anomalies`), the step whose GPU-side span (Kineto's gpu_user_annotation
+--         ProfilerStep#N) encloses the kernel's start, else NULL; NULL when the trace has no steps
 CREATE OR REPLACE VIEW kernels AS
 SELECT t.trace, k.name, k.ts_ns / 1000.0 AS ts_us, k.dur_ns / 1000.0 AS dur_us, k.device, k.stream,
        k.correlation, k.external_id, k.grid, k.block, k.registers_per_thread,
@@ -227,8 +228,8 @@ LEFT JOIN _kernel_occupancy o ON o.trace_id = k.trace_id AND o.device IS NOT DIS
 
 -- @view gpu_busy: how long each GPU was busy, per trace, step and device.
 --   trace: trace name
---   step: the ProfilerStep#N the work was launched in (NULL: launched outside any step, or the trace
---         has none)
+--   step: the ProfilerStep#N the work was launched in, as kernels.step (NULL: launched outside any
+--         step, a launch not in the trace and no GPU-side step span, or a trace without steps)
 --   device: GPU index (NULL when the trace does not say, as on ROCm)
 --   busy_us: time the device ran a kernel, memcpy or memset: the union of their intervals, so work on
 --            concurrent streams counts once. This is the GPU time of the step.
