@@ -5,6 +5,8 @@
 --   trace: trace name
 --   variant: the variant `tracekit capture` recorded (NULL for foreign traces)
 --   steps: steady steps averaged over
+--   steps_averaged: which: 'first-last' of the ProfilerStep#N numbers (view steady_steps: neither
+--                   the first step nor a step the profiler cut short); NULL without steps
 --   kernels_per_step: kernel launches per step
 --   gpu_us_per_step: GPU busy time per step, microseconds: the union of the kernel, memcpy and memset
 --                    intervals on each device (view gpu_busy), so concurrent streams count once;
@@ -24,7 +26,10 @@
 WITH picked AS (
     SELECT trace, variant, metadata FROM traces
 ), step_counts AS (
-    SELECT trace, count(*) AS steps, avg(dur_us) AS cpu_us_per_step FROM steady_steps GROUP BY trace
+    SELECT trace, count(*) AS steps, avg(dur_us) AS cpu_us_per_step,
+           CASE WHEN min(step) = max(step) THEN CAST(min(step) AS VARCHAR)
+                ELSE CAST(min(step) AS VARCHAR) || '-' || CAST(max(step) AS VARCHAR) END AS steps_averaged
+    FROM steady_steps GROUP BY trace
 ), gpu_work AS (
     -- Everything the GPU ran in the steady window: the steady steps, or all of a trace without steps.
     -- (Joins with steady_window, not `step IN (...) OR trace NOT IN (...)`: Spark runs a NOT IN
@@ -68,7 +73,7 @@ WITH picked AS (
              || 'x' || json_extract_string(p.metadata, '$.seq_len') || 'x'
              || json_extract_string(p.metadata, '$.head_dim') || ' ' || json_extract_string(p.metadata, '$.dtype')
              AS shape,
-           coalesce(sc.steps, 1) AS steps,
+           coalesce(sc.steps, 1) AS steps, sc.steps_averaged,
            coalesce(t.kernels, 0) / coalesce(sc.steps, 1) AS kernels_per_step,
            CASE WHEN EXISTS (SELECT 1 FROM gpu_busy g WHERE g.trace = p.trace)
                 THEN coalesce(bz.busy_us, 0) / coalesce(sc.steps, 1) END AS gpu_us_per_step,
@@ -88,7 +93,7 @@ WITH picked AS (
     SELECT shape, gpu_us_per_step AS naive_gpu_us FROM rows WHERE variant = 'naive'
     QUALIFY row_number() OVER (PARTITION BY shape ORDER BY trace) = 1
 )
-SELECT r.trace, r.variant, r.steps, r.kernels_per_step, r.gpu_us_per_step, r.kernel_sum_us_per_step,
+SELECT r.trace, r.variant, r.steps, r.steps_averaged, r.kernels_per_step, r.gpu_us_per_step, r.kernel_sum_us_per_step,
        r.cpu_us_per_step,
        r.memcpy_per_step, r.memcpy_bytes_per_step, r.tensor_core_pct, r.top_kernel,
        r.top_kernel_occupancy_pct, r.plan_ms, n.naive_gpu_us / r.gpu_us_per_step AS speedup_vs_naive

@@ -381,16 +381,36 @@ SELECT * EXCLUDE (op) FROM _transfers WHERE op = 'memset';
 --   kernel_class, math_unit: what a match means; gemm_class: math_unit when kernel_class is gemm;
 --   why: the reason for the rule
 
--- @view steady_steps: the steps that count as steady: all but a trace's first step when it has two
--- or more (the first call pays for cuDNN plans, torch.compile and allocator warm-up).
+-- @view steady_steps: the steps that count as steady. A step the profiler cut short is left out: of
+-- two steps or more, a first or last step that owns no GPU work in a trace that has some, or whose
+-- CPU span is under a quarter of the steps' median (a loop that ended while the profiler still had a
+-- step to record). Of the steps left, the first is left out too when two or more remain: the first
+-- call pays for cuDNN plans, torch.compile and allocator warm-up.
 --   trace: trace name
 --   step: N of ProfilerStep#N
 --   ts_us, dur_us: the step's CPU span
 CREATE OR REPLACE VIEW steady_steps AS
-SELECT s.trace, s.step, s.ts_us, s.dur_us
-FROM steps s
-JOIN (SELECT trace, min(step) AS first_step, count(*) AS n FROM steps GROUP BY trace) f USING (trace)
-WHERE f.n = 1 OR s.step > f.first_step;
+WITH stats AS (
+    SELECT trace, min(step) AS first_step, max(step) AS last_step, count(*) AS n, median(dur_us) AS median_us
+    FROM steps GROUP BY trace
+), owning AS (
+    SELECT trace, step FROM gpu_busy WHERE step IS NOT NULL GROUP BY trace, step
+), with_gpu AS (
+    SELECT trace FROM gpu_busy GROUP BY trace
+), complete AS (
+    SELECT s.trace, s.step, s.ts_us, s.dur_us
+    FROM steps s
+    JOIN stats f ON f.trace = s.trace
+    LEFT JOIN owning o ON o.trace = s.trace AND o.step = s.step
+    LEFT JOIN with_gpu g ON g.trace = s.trace
+    WHERE NOT (f.n > 1 AND (s.step = f.first_step OR s.step = f.last_step)
+               AND (s.dur_us < 0.25 * f.median_us OR (g.trace IS NOT NULL AND o.step IS NULL)))
+), kept AS (
+    SELECT trace, min(step) AS first_step, count(*) AS n FROM complete GROUP BY trace
+)
+SELECT c.trace, c.step, c.ts_us, c.dur_us
+FROM complete c JOIN kept k ON k.trace = c.trace
+WHERE k.n = 1 OR c.step > k.first_step;
 
 -- @view steady_window: the work a per-step figure averages over: each trace's steady steps, or, for
 -- a trace without ProfilerStep#N, the whole trace as one step (step NULL). Join on
