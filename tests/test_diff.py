@@ -1,12 +1,14 @@
 """`tracekit diff` on real H200 captures: the article's fixes, a rerun of the same capture, a trace
-against itself, and the exit status a CI job acts on."""
+against itself, and the exit status a CI job acts on; `--by kernel`'s base names of real kernels."""
 
 import json
+import re
 
 import pytest
 
-from conftest import SAMPLE_TRACES, TEST_DATA, invoke_cli
+from conftest import SAMPLE_TRACES, TEST_DATA, invoke_cli, read_trace
 from tracekit.analysis.compare import parse_condition
+from tracekit.analysis.kernel_names import base_kernel_name
 from tracekit.store.database import connect
 from tracekit.errors import TracekitError
 from tracekit.ingest.loader import load_file
@@ -134,3 +136,67 @@ def test_python_api_returns_the_result(db):
     result = tracekit.diff("naive", "naive_inplace", db=db, fail_on=["memcpy_bytes_per_step>0"])
     assert result.verdict == "pass" and result.steps == (5, 5)
     assert result.figures[0]["metric"] == "gpu_us_per_step"
+
+
+def _real_kernel_names():
+    """The kernel, memcpy and memset names of real traces."""
+    names = set()
+    # The samples, other people's traces, and a training step (forward and backward kernels).
+    for path in [*SAMPLE_TRACES.glob("*.json.gz"), *(TEST_DATA / "foreign").glob("*.json.gz"),
+                 TEST_DATA / "h200" / "train_fp32" / "train_naive.json.gz"]:
+        content = read_trace(path)
+        events = content.get("traceEvents", []) if isinstance(content, dict) else content
+        names |= {e["name"] for e in events if str(e.get("cat", "")).lower() in ("kernel", "gpu_memcpy", "gpu_memset")}
+    return sorted(names)
+
+
+def _stem(name):
+    """What tells two kernels apart, found another way: the text before the first template
+    argument or parameter list, with every `(anonymous namespace)` scope taken out first."""
+    return re.split(r"[<(]", re.sub(r"^void ", "", name).replace("(anonymous namespace)::", ""))[0].strip()
+
+
+def test_base_names_of_real_kernels_are_whole_distinct_and_trimmed():
+    names = _real_kernel_names()
+    assert len(names) > 150
+    bases = {name: base_kernel_name(name) for name in names}
+    for name, base in bases.items():
+        assert base and base == base.strip() and "  " not in base, (name, base)
+        assert not re.search(r"[<>]", base) and "(" not in base.replace("(anonymous namespace)", ""), (name, base)
+        assert _stem(name) == base.replace("(anonymous namespace)::", ""), (name, base)
+    # Two kernels with different stems never share a base name.
+    by_base = {}
+    for name, base in bases.items():
+        by_base.setdefault(base, set()).add(_stem(name))
+    assert {base: stems for base, stems in by_base.items() if len(stems) > 1} == {}
+
+
+# Each a name that the regular expression before (`^void ` off, then all from the first < or ( cut)
+# got wrong: empty, a trailing space, merged with another kernel.
+@pytest.mark.parametrize("name, base", [
+    ("void (anonymous namespace)::softmax_warp_forward<float, float, float, 7, false, false>(float*, float const*, "
+     "int, int, int, bool const*, int, bool)", "(anonymous namespace)::softmax_warp_forward"),
+    ("void (anonymous namespace)::softmax_warp_backward<float, float, float, 7, false, false>(float*, float const*, "
+     "float const*, int, int, int, bool const*)", "(anonymous namespace)::softmax_warp_backward"),
+    ("void at::native::(anonymous namespace)::CatArrayBatchedCopy<at::native::(anonymous namespace)::OpaqueType<4u>, "
+     "unsigned int, 3, 64, 64>(at::native::(anonymous namespace)::OpaqueType<4u>*)",
+     "at::native::(anonymous namespace)::CatArrayBatchedCopy"),
+    ("Memcpy DtoD (Device -> Device)", "Memcpy DtoD"),
+    ("Memset (Device)", "Memset"),
+    ("ns::launch(int)::{lambda(int)#1}::operator()(int) const", "ns::launch::{lambda(int)#1}::operator()"),
+    ("void Reduce<float>::operator()<4>(float*)", "Reduce::operator()"),
+    ("  ", "(no name)"),
+])
+def test_base_kernel_name_cuts_what_cpp_adds(name, base):
+    assert base_kernel_name(name) == base
+
+
+def test_diff_by_kernel_keeps_forward_and_backward_softmax_apart():
+    foreign = TEST_DATA / "foreign"
+    result = invoke_cli("diff", foreign / "v100_dgxs_mlp_train_step.json.gz", foreign / "t4_resnet50_train.json.gz",
+                        "--by", "kernel", "--top", "100", "-f", "json")
+    keys = [row["key"] for row in json.loads(result.output)["attribution"]]
+    assert "(anonymous namespace)::softmax_warp_forward" in keys
+    assert "(anonymous namespace)::softmax_warp_backward" in keys
+    assert "Memcpy HtoD" in keys and all(key and key == key.strip() for key in keys)
+    assert len(keys) == len(set(keys))

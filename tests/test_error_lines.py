@@ -1,6 +1,7 @@
 """Requests that once ended in a traceback or a hang, each now one `Error: ...` line and exit 1:
 empty SQL, SQL ending in a comment, exports of metadata only, args nested 1,000 deep, an unusable
-cache folder, a FIFO or a device given as a trace."""
+cache folder, a FIFO or a device given as a trace; and an event too big to read, whose error once
+named the load's FIFO instead of the user's file."""
 
 import json
 import os
@@ -12,6 +13,7 @@ import duckdb
 import pytest
 
 import make_bad_corpus as corpus
+import trace_builder as tb
 from conftest import SAMPLE_TRACES, invoke_cli
 
 
@@ -149,3 +151,31 @@ def test_a_device_given_as_a_trace_is_refused_at_once(tmp_path):
     result = invoke_cli("load", "/dev/zero", "--db", tmp_path / "t.duckdb")
     assert_one_error_line(result, "/dev/zero: is a device, not a trace file")
     assert not (tmp_path / "t.duckdb").exists()
+
+
+@pytest.fixture(scope="module")
+def huge_name(tmp_path_factory):
+    """A trace whose second event's name is 128 MB and a byte: over twice DuckDB's maximum_object_size
+    (64 MB), where DuckDB stops with a message naming the file it reads: a load's FIFO, in a temp folder."""
+    path = tmp_path_factory.mktemp("huge") / "huge_name.json"
+    small = json.dumps(tb.kernel("small", 1, 2, 1))
+    with open(path, "w") as out:
+        out.write('{"traceEvents": [' + small + ', {"ph": "X", "cat": "kernel", "name": "')
+        block = "k" * (1 << 20)
+        for _ in range(128):
+            out.write(block)
+        out.write('k", "pid": 0, "tid": 7, "ts": 3, "dur": 2, "args": {}}]}')
+    return path
+
+
+def test_an_event_too_big_is_said_of_the_users_file(huge_name, tmp_path):
+    result = invoke_cli("load", huge_name, "--db", tmp_path / "t.duckdb")
+    assert_one_error_line(result, f"{huge_name}: an event too big to read: tracekit reads events of up to 64 MB")
+    assert "events.json" not in result.output
+
+
+def test_an_event_too_big_in_a_lake_load_of_two_files_is_said_of_its_file(huge_name, tmp_path):
+    result = invoke_cli("load", huge_name, SAMPLE_TRACES / "naive.json.gz", "--lake", tmp_path / "lake", "-j", "2")
+    assert result.exit_code == 1
+    errors = [line for line in result.output.splitlines() if line.startswith("Error: /")]
+    assert errors == [f"Error: {huge_name}: an event too big to read: tracekit reads events of up to 64 MB"]

@@ -299,3 +299,13 @@ def test_attention_flops_are_null_when_the_trace_does_not_say_whether_it_is_caus
     con.close()
     rows = _attention_kernels(db, "no_concrete_inputs")
     assert len(rows) == 6 and {r[1] for r in rows} == {None}
+
+
+def test_findings_for_a_trace_not_loaded_is_the_error_query_gives(h200_db):
+    # An empty table would read as "no problems": a typo must say what is loaded instead.
+    query = invoke_cli("query", "top_kernels", "--db", h200_db, "-p", "trace", "samples_naiv")
+    findings = invoke_cli("findings", "--db", h200_db, "-p", "trace", "samples_naiv")
+    assert findings.exit_code == query.exit_code == 1
+    assert findings.output == query.output
+    assert findings.output.startswith("Error: no trace named 'samples_naiv' (loaded: ")
+    assert len(findings.output.splitlines()) == 1

@@ -101,7 +101,7 @@ def test_an_error_inside_the_writer_leaves_the_lake_as_it_was(lake, monkeypatch)
     monkeypatch.setattr(writer, "write_trace", fails_half_way)
     batch = load_many([SAMPLE_TRACES / "flex.json.gz"], lake)
     assert [str(e) for _, e in batch.failures] == [f"{SAMPLE_TRACES / 'flex.json.gz'}: the disk is full "
-                                                  f"(no space left in {lake / '_staging'})"]
+                                                  f"(no space left in {lake})"]
     assert lake_state(lake) == before
 
     renamed = []
@@ -166,3 +166,25 @@ def test_two_processes_with_one_name_one_of_them_has_it(tmp_path, same_content):
     names = {"naive", "rank0"} | (set() if same_content else {"rank0-2"})
     assert set(traces_in(lake)) == names
     assert all(len(list((lake / table).iterdir())) == len(names) for table in PER_TRACE_TABLES)
+
+
+def test_lake_write_errors_name_the_lake_not_a_staging_folder(tmp_path, monkeypatch):
+    """DuckDB's COPY cannot write a table's Parquet file (a folder is in its place): each file's
+    error names the file and the lake, not the writer's staging folder, with two files at once."""
+    import tracekit.lake.writer as writer
+    from tracekit.lake import load_many
+
+    write_trace = writer.write_trace
+
+    def taken(con, trace_id, trace, sha256, staging):
+        staging.file("kernel_rows", trace).mkdir()
+        write_trace(con, trace_id, trace, sha256, staging)
+
+    monkeypatch.setattr(writer, "write_trace", taken)
+    files = [SAMPLE_TRACES / "naive.json.gz", SAMPLE_TRACES / "flex.json.gz"]
+    lake = tmp_path / "lake"
+    batch = load_many(files, lake, workers=2)
+    assert [str(path) for path, _ in batch.failures] == [str(f) for f in files]
+    for path, error in batch.failures:
+        assert str(error).startswith(f"{path}: cannot write to the lake {lake} (IO Error: ")
+        assert "_staging" not in str(error)

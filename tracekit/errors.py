@@ -1,12 +1,15 @@
 """Typed errors. Each message says what is wrong and, where it helps, what to do."""
 
+from tracekit.internal_paths import hide_internal_paths
+
 
 class TracekitError(Exception):
     """A user-facing problem: the CLI prints it as one line and exits 1."""
 
 
 class TraceFileError(TracekitError):
-    """A trace file cannot be read as a trace."""
+    """A trace file cannot be read as a trace. The problem never names a path of tracekit's own
+    making (a load's FIFO, a lake's staging folder): it shows `path` in its place."""
 
     # The LoadResult of a COMMIT that failed where the database could not then be asked whether it
     # went through (DuckDB gives up on a database whose disk filled up): reopened, it will say.
@@ -14,7 +17,7 @@ class TraceFileError(TracekitError):
 
     def __init__(self, path, problem):
         self.path = str(path)
-        self.problem = problem
+        self.problem = problem = hide_internal_paths(problem, path)
         super().__init__(f"{path}: {problem}")
 
 

@@ -10,6 +10,7 @@ interval holds zero is noise, not a regression.
 import re
 from dataclasses import dataclass, field
 
+from tracekit.analysis.kernel_names import base_kernel_name
 from tracekit.errors import TracekitError
 
 METRICS = {
@@ -38,7 +39,8 @@ LEFT JOIN copies c ON c.step IS NOT DISTINCT FROM w.step
 ORDER BY w.step NULLS FIRST
 """
 # The GPU work of a trace's steady window by what it is attributed to: the kernel's class (or
-# memcpy, memset), its name with template arguments and parameter lists cut, or its launching op.
+# memcpy, memset), its name (cut to its base name in Python: kernel_names.base_kernel_name), or
+# its launching op.
 _WORK = """
 WITH work AS (
     SELECT k.step, coalesce(k.kernel_class, 'unclassified') AS class, k.name, k.cpu_op, k.dur_us FROM kernels k
@@ -51,8 +53,7 @@ FROM work w JOIN steady_window s ON s.trace = $t AND s.step IS NOT DISTINCT FROM
 GROUP BY key
 """
 _KEYS = {"class": "w.class",
-         # `void at::native::elementwise_kernel<128, 2, ...>(int, ...)` -> at::native::elementwise_kernel
-         "kernel": "regexp_replace(regexp_replace(w.name, '^void ', ''), '[<(].*$', '')",
+         "kernel": "w.name",
          "op": "coalesce(w.cpu_op, '(no launching op)')"}
 _FAIL_ON = re.compile(r"^\s*(\w+)\s*(>=|<=|>|<)\s*([+-]?)(\d+(?:\.\d+)?)\s*(%?)\s*$")
 
@@ -152,9 +153,7 @@ def _figure(metric, index, series_a, series_b):
 
 
 def _attribution(con, a, b, by, steps_a, steps_b, top):
-    sql = _WORK.format(key=_KEYS[by])
-    side_a = {key: (n, us) for key, n, us in con.execute(sql, {"t": a}).fetchall()}
-    side_b = {key: (n, us) for key, n, us in con.execute(sql, {"t": b}).fetchall()}
+    side_a, side_b = _work(con, a, by), _work(con, b, by)
     rows = []
     for key in side_a.keys() | side_b.keys():
         n_a, us_a = side_a.get(key, (0, 0.0))
@@ -169,6 +168,18 @@ def _attribution(con, a, b, by, steps_a, steps_b, top):
     rows.sort(key=lambda r: (-abs(r["change_us_per_step"]), str(r["key"])))
     shown = rows[:top] + [r for r in rows[top:] if r["status"]]
     return shown
+
+
+def _work(con, trace, by):
+    """{key: (count, µs)} of the trace's steady GPU work; by kernel, the instantiations of one
+    kernel template (`void f<float>(float*)`, `void f<half>(half*)`) are one key, `f`."""
+    rows = con.execute(_WORK.format(key=_KEYS[by]), {"t": trace}).fetchall()
+    key_of = base_kernel_name if by == "kernel" else (lambda key: key)
+    work = {}
+    for key, n, us in rows:
+        n_so_far, us_so_far = work.get(key_of(key), (0, 0.0))
+        work[key_of(key)] = (n_so_far + n, us_so_far + (us or 0.0))
+    return work
 
 
 def _findings_change(con, a, b):

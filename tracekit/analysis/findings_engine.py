@@ -13,6 +13,7 @@ from importlib import resources
 
 from tracekit.errors import QueryError
 from tracekit.analysis.named_queries import header_lines, parse_param, run_sql
+from tracekit.analysis.trace_lookup import trace_row
 
 FINDING_COLUMNS = ("trace", "rule", "severity", "title", "detail", "fix", "saving_us_per_step", "evidence")
 SEVERITIES = ("high", "medium", "low", "info")
@@ -68,7 +69,8 @@ def get_rule(name):
 def run_findings(con, *, trace=None, rule=None, params=None):
     """The findings of every rule (or of `rule`), ranked: biggest saving first, then severity;
     findings without an estimated saving after those with one. `params` override rules'
-    defaults by name (a name no selected rule takes is an error)."""
+    defaults by name (a name no selected rule takes is an error). A `trace` that names no loaded
+    trace is an error, as for a named query: no rows would read as "no problems"."""
     selected = [get_rule(rule)] if rule else list(rules().values())
     given = dict(params or {})
     if trace is not None:
@@ -77,6 +79,8 @@ def run_findings(con, *, trace=None, rule=None, params=None):
     unknown = sorted(set(given) - known)
     if unknown:
         raise QueryError(f"no finding rule takes {', '.join(unknown)} (they take: {', '.join(sorted(known))})")
+    if given.get("trace") is not None:
+        trace_row(con, given["trace"])
     import pandas as pd  # the engine's rows are DataFrames; the CLI's query path must not pay for pandas
 
     frames = []

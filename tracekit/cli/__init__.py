@@ -12,6 +12,7 @@ import click
 
 from tracekit import __version__
 from tracekit.errors import TracekitError
+from tracekit.outputs.safe_text import printable
 
 
 class TracekitGroup(click.Group):
@@ -23,17 +24,23 @@ class TracekitGroup(click.Group):
             result = super().main(args=args, prog_name=prog_name or "tracekit",
                                   standalone_mode=False, **extra)
         except click.UsageError as exc:
-            click.echo(f"Error: {exc.format_message()}", err=True)
+            echo_line(f"Error: {exc.format_message()}", err=True)
             sys.exit(2)
         except (TracekitError, click.ClickException) as exc:
             message = exc.format_message() if isinstance(exc, click.ClickException) else str(exc)
-            click.echo(f"Error: {message}", err=True)
+            echo_line(f"Error: {message}", err=True)
             sys.exit(1)
         except click.Abort:
             click.echo("Aborted.", err=True)
             sys.exit(1)
         sys.exit(result if isinstance(result, int) else 0)
 
+
+
+def echo_line(line, err=False):
+    """Prints one line about a file or a trace: its names are anyone's, and a newline or an ESC in
+    one must not start a line of its own (a fake `loaded ...`) or drive the terminal."""
+    click.echo(printable(line), err=err)
 
 
 @click.group(cls=TracekitGroup)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from tracekit.cli import lake_option, wait_option
+from tracekit.cli import echo_line, lake_option, wait_option
 from tracekit.errors import QueryError, TracekitError
 from tracekit.outputs.render import FORMATS  # light: the renderer imports neither duckdb nor pandas
 
@@ -37,6 +37,10 @@ def output_options(command):
                                 "parquet needs -o.")(command)
     command = click.option("--force", is_flag=True,
                            help="Let -o replace an existing file that holds another format.")(command)
+    command = click.option("--escape-formulas/--no-escape-formulas", default=True, show_default=True,
+                           help="csv and tsv: put a ' before a text cell that starts with = + - @, a tab or a "
+                                "carriage return, so a spreadsheet shows it instead of running it as a formula "
+                                "(numbers are left as they are).")(command)
     return command
 
 
@@ -71,16 +75,17 @@ def terminal_width():
     return shutil.get_terminal_size().columns if on_terminal else None
 
 
-def emit(rows, fmt, output, columns=None):
-    """Prints `rows` (a tracekit.outputs.rows.Rows) in `fmt`, or writes them to the file `output`."""
+def emit(rows, fmt, output, columns=None, escape_formulas=True):
+    """Prints `rows` (a tracekit.outputs.rows.Rows) in `fmt`, or writes them to the file `output`;
+    `escape_formulas`: see output_options."""
     from tracekit.outputs.render import render, write
     if columns:
         rows = rows.select(columns)
     if output:
-        write(rows, fmt, output)
+        write(rows, fmt, output, escape_formulas)
         click.echo(f"wrote {len(rows.rows)} row(s) to {output}", err=True)
     else:
-        click.echo(render(rows, fmt, terminal_width()), nl=False)
+        click.echo(render(rows, fmt, terminal_width(), escape_formulas), nl=False)
 
 
 # A file's share of its bar spent reading its bytes; the rest is deriving the tables and the commit.
@@ -212,10 +217,10 @@ def load(paths, db, lake, replace, lenient, jobs):
                 remove_database(db)  # nothing loaded: leave no empty database behind
     if stop.requested:
         line, status = stop_line(batch.outcomes, stop.reason)
-        click.echo(line, err=True)
+        echo_line(line, err=True)
         click.get_current_context().exit(status)
     if batch.results:
-        click.echo(database_line(batch))
+        echo_line(database_line(batch))
     if len(batch.failures) == 1 and len(batch.files) == 1:
         click.get_current_context().exit(1)  # its one error line has been printed
     if batch.failures:
@@ -225,12 +230,12 @@ def load(paths, db, lake, replace, lenient, jobs):
 def _report(path, outcome):
     """Prints one line about a file's load."""
     if isinstance(outcome, TracekitError):
-        click.echo(f"Error: {outcome}", err=True)
+        echo_line(f"Error: {outcome}", err=True)
     elif outcome.status == "skipped":
-        click.echo(f"skipped {path}: {outcome.message}")
+        echo_line(f"skipped {path}: {outcome.message}")
     else:
-        click.echo(f"loaded {outcome.trace}: {outcome.events} events, {outcome.kernels} kernels "
-                   f"from {path} in {outcome.seconds:.2f} s{_dropped_note(outcome)}")
+        echo_line(f"loaded {outcome.trace}: {outcome.events} events, {outcome.kernels} kernels "
+                  f"from {path} in {outcome.seconds:.2f} s{_dropped_note(outcome)}")
 
 
 def _dropped_note(result):
@@ -278,7 +283,8 @@ def _params(pairs):
               help="Spark's master for --engine spark: spark://HOST:7077, yarn, k8s://... [default: local[*]].")
 @output_options
 @wait_option
-def query(name, sql, db, params, list_queries, allow_files, lake, engine, master, fmt, force, output, columns):
+def query(name, sql, db, params, list_queries, allow_files, lake, engine, master, fmt, force, output, columns,
+          escape_formulas):
     """Run a named query (queries/*.sql), an .sql file or --sql SQL, read-only, and print the rows.
 
     With no --db and no tracekit.duckdb here, it runs on the bundled sample traces;
@@ -296,13 +302,13 @@ def query(name, sql, db, params, list_queries, allow_files, lake, engine, master
     fmt = output_format(fmt, output)
     if list_queries:
         check_output_file(output, fmt, force)
-        emit(_query_list(), fmt, output, columns)
+        emit(_query_list(), fmt, output, columns, escape_formulas)
         return
     sql_text = _sql_to_run(name, sql)
     params = _params(params)
     if _on_spark(engine, lake, master, db, allow_files):
         check_output_file(output, fmt, force, lake=lake)
-        emit(_spark_rows(lake, master, name, sql_text, params), fmt, output, columns)
+        emit(_spark_rows(lake, master, name, sql_text, params), fmt, output, columns, escape_formulas)
         return
     path = source_to_read(db, lake, "running on")
     check_output_file(output, fmt, force, database=path, lake=lake)
@@ -322,7 +328,7 @@ def query(name, sql, db, params, list_queries, allow_files, lake, engine, master
             raise QueryError(sql_text.blame(str(exc))) from None
     finally:
         con.close()
-    emit(rows, fmt, output, columns)
+    emit(rows, fmt, output, columns, escape_formulas)
 
 
 def _on_spark(engine, lake, master, db, allow_files):

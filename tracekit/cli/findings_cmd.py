@@ -17,7 +17,7 @@ from tracekit.cli.analysis_cmd import check_output_file, emit, output_format, ou
               help="Include the evidence column (the events each finding rests on, as JSON).")
 @lake_option
 @output_options
-def findings(db, params, rule, list_rules, evidence, lake, fmt, force, output, columns):
+def findings(db, params, rule, list_rules, evidence, lake, fmt, force, output, columns, escape_formulas):
     """Explain the traces: what each rule finds, with the fix and the GPU time per step it would save.
 
     Ranked by saving (largest first); findings whose saving cannot be estimated come last.
@@ -34,7 +34,7 @@ def findings(db, params, rule, list_rules, evidence, lake, fmt, force, output, c
                  "params": ", ".join(f"{k}={d if d is not None else 'NULL'}" for k, (d, _) in r.params.items())}
                 for r in rules().values()]
         check_output_file(output, fmt, force)
-        emit(Rows.from_frame(pd.DataFrame(rows)), fmt, output, columns)
+        emit(Rows.from_frame(pd.DataFrame(rows)), fmt, output, columns, escape_formulas)
         return
     path = source_to_read(db, lake, "explaining")
     check_output_file(output, fmt, force, database=path, lake=lake)
@@ -43,7 +43,8 @@ def findings(db, params, rule, list_rules, evidence, lake, fmt, force, output, c
         frame = run_findings(con, rule=rule, params=dict(params))
     finally:
         con.close()
-    emit(Rows.from_frame(frame if evidence else frame.drop(columns=["evidence"])), fmt, output, columns)
+    emit(Rows.from_frame(frame if evidence else frame.drop(columns=["evidence"])), fmt, output, columns,
+         escape_formulas)
 
 
 COMMANDS = [findings]

@@ -95,24 +95,24 @@ def export_command(db, trace_name, sql, findings, allow_files, output, force, la
 
 
 def _export_to_lake(db, lake, trace_name, replace):
-    from tracekit.cli import database_to_read
+    from tracekit.cli import database_to_read, echo_line
     from tracekit.errors import TracekitError
     from tracekit.ingest.load_batch import database_line, failure_summary
     from tracekit.lake import export_database
 
     def reported(name, outcome):
         if isinstance(outcome, TracekitError):
-            click.echo(f"Error: {outcome}", err=True)
+            echo_line(f"Error: {outcome}", err=True)
         elif outcome.status == "skipped":
-            click.echo(f"skipped {name}: {outcome.message}")
+            echo_line(f"skipped {name}: {outcome.message}")
         else:
-            click.echo(f"exported {name}: {outcome.events} events, {outcome.kernels} kernels")
+            echo_line(f"exported {name}: {outcome.events} events, {outcome.kernels} kernels")
 
     path, _ = database_to_read(db, "exporting from")
     batch = export_database(path, lake, traces=[trace_name] if trace_name else None, replace=replace,
                             on_outcome=reported)
     if batch.results:
-        click.echo(database_line(batch))
+        echo_line(database_line(batch))
     if batch.failures:
         raise TracekitError(failure_summary(batch).replace("failed to load", "failed to export"))
 

@@ -242,11 +242,14 @@ def _run_on_fifo(con, path, statement, params, lenient, progress, lines):
 _JSON_TYPES = {"UBIGINT": "a number", "BIGINT": "a number", "DOUBLE": "a number", "VARCHAR": "a string",
                "ARRAY": "a list", "BOOLEAN": "a boolean"}
 _MALFORMED = re.compile(r'Malformed JSON in file ".*?", at byte (\d+) in record/value (\d+): (.*?)\.?\s*$')
+# An event over twice maximum_object_size (DuckDB's buffer holds two): said before DuckDB gets to its end.
+_OVER_MAXIMUM = re.compile(r'"maximum_object_size" of \d+ bytes exceeded')
 _NOT_OBJECT = re.compile(r'JSON transform error in file ".*?", in record/value (\d+): Expected OBJECT, but got (\w+)')
 
 
 def duckdb_problem(exc):
-    """DuckDB's error on the event array, said in terms of the trace (never the FIFO's path)."""
+    """DuckDB's error on the event array, said in terms of the trace (never the FIFO's path: a
+    path DuckDB names that this misses, TraceFileError replaces with the trace's)."""
     message = str(exc).splitlines()[0]
     malformed = _MALFORMED.search(message)
     if malformed:
@@ -255,6 +258,8 @@ def duckdb_problem(exc):
         return f"{BROKEN_JSON} ({what} at character {offset} of event {int(value) - 1}; --lenient drops it)"
     if "Empty array with trailing data" in message:
         return f"{BROKEN_JSON} (at its first event; --lenient drops it)"
+    if _OVER_MAXIMUM.search(message):
+        return f"an event too big to read: tracekit reads events of up to {MAX_EVENT_BYTES >> 20} MB"
     if message.startswith("Out of Memory Error"):
         # Reading one array, DuckDB holds a whole event at once: an event of tens of MB (the fast
         # read already refused one over 16 MB) does not fit the load's memory.

@@ -205,15 +205,18 @@ def _staging(lake, path):
 
 
 def _write_error(path, lake, exc):
-    """The error of a file whose tables could not be written to the lake (DuckDB's or the OS's)."""
+    """The error of a file whose tables could not be written to the lake (DuckDB's or the OS's). It
+    names the lake where DuckDB or the OS named a path of tracekit's own making, a writer's staging
+    folder most often (tracekit.internal_paths): the user knows the lake, not its insides."""
     from tracekit.ingest.event_read import duckdb_problem
     from tracekit.ingest.load_stop import disk_full_folder
+    from tracekit.internal_paths import hide_internal_paths
 
     full = disk_full_folder(exc, Path(lake))
     if full is not None:
-        return DiskFullError(path, full)
+        return DiskFullError(path, lake if Path(lake).resolve() in Path(full).resolve().parents else full)
     why = exc.strerror or str(exc) if isinstance(exc, OSError) else duckdb_problem(exc)
-    return TraceFileError(path, f"cannot write to the lake {lake} ({why})")
+    return TraceFileError(path, f"cannot write to the lake {lake} ({hide_internal_paths(why, lake)})")
 
 
 def _ready(lake):

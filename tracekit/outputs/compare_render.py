@@ -1,10 +1,15 @@
-"""A DiffResult as text: a terminal table, a pull-request comment (markdown), or JSON."""
+"""A DiffResult as text: a terminal table, a pull-request comment (markdown), or JSON.
+
+Trace names, kernel and op names and findings' titles come from the traces: the text shows them
+with controls escaped, the markdown as text, not markup (tracekit.outputs.safe_text).
+"""
 
 import json
 
 from tracekit.analysis.compare import METRICS
 from tracekit.outputs.render import as_markdown, as_table
 from tracekit.outputs.rows import Rows
+from tracekit.outputs.safe_text import markdown_code, markdown_text, printable
 
 _FIGURE_COLUMNS = ("metric", "a", "b", "change", "change_pct", "ci_low", "ci_high", "significant")
 
@@ -44,18 +49,20 @@ def _verdict_lines(result):
 
 
 def as_text(result, width=None):
-    parts = [_header(result), "", as_table(_figures_rows(result), width).rstrip(), "",
+    parts = [printable(_header(result)), "", as_table(_figures_rows(result), width).rstrip(), "",
              f"Change by {result.by}, largest first:", as_table(_attribution_rows(result), width).rstrip(), "",
-             "Findings:", *[f"  {line}" for line in _findings_lines(result)], "", *_verdict_lines(result)]
+             "Findings:", *[f"  {printable(line)}" for line in _findings_lines(result)], "",
+             *[printable(line) for line in _verdict_lines(result)]]
     return "\n".join(parts) + "\n"
 
 
 def as_markdown_summary(result):
     verdict = "❌ **fail**" if result.failed else "✅ **pass**"
-    parts = [f"### tracekit diff: `{result.a}` → `{result.b}`: {verdict}", "", *[f"- {line}" for line in _verdict_lines(result)],
+    parts = [f"### tracekit diff: {markdown_code(result.a)} → {markdown_code(result.b)}: {verdict}", "",
+             *[f"- {markdown_text(line)}" for line in _verdict_lines(result)],
              "", as_markdown(_figures_rows(result)).rstrip(), "", f"**Top causes (by {result.by})**", "",
              as_markdown(Rows(*_top(_attribution_rows(result), 5))).rstrip(), "", "**Findings**", "",
-             *[f"- {line}" for line in _findings_lines(result)]]
+             *[f"- {markdown_text(line)}" for line in _findings_lines(result)]]
     return "\n".join(parts) + "\n"
 
 

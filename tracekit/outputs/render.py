@@ -3,16 +3,14 @@ html (and parquet, which is a file: tracekit.outputs.parquet_out).
 
 It takes a Rows (column names, rows of plain Python values) and imports neither pandas nor numpy,
 so `tracekit query` starts fast. Every value goes through tracekit.outputs.cells: numbers exact in every
-format, JSON strict.
+format, JSON strict; and text from a trace through tracekit.outputs.safe_text: no control character
+reaches a terminal, no markup a markdown page, no formula a spreadsheet (unless asked).
 """
-
-import csv
-import html
-import io
 
 from tracekit.outputs.cells import json_value, text
 from tracekit.errors import TracekitError
 from tracekit.outputs.rows import records  # noqa: F401  (the API's DataFrames as row dicts, for tests and scripts)
+from tracekit.outputs.safe_text import html_text, markdown_text, printable, spreadsheet_safe
 from tracekit.outputs.table_fit import table
 
 FORMATS = ("table", "line", "csv", "tsv", "json", "ndjson", "markdown", "html", "parquet")
@@ -25,31 +23,45 @@ def as_table(rows, width=None):
 
 def as_line(rows):
     """One `column = value` line per column and a blank line between rows, as DuckDB's `.mode line`."""
-    name_width = max((len(c) for c in rows.columns), default=0)
-    blocks = ["\n".join(_name_value(c.rjust(name_width), v) for c, v in zip(rows.columns, row))
+    name_width = max((len(printable(c)) for c in rows.columns), default=0)
+    blocks = ["\n".join(_name_value(printable(c).rjust(name_width), v) for c, v in zip(rows.columns, row))
               for row in rows.rows]
     return "\n".join(block + "\n" for block in blocks)
 
 
 def _name_value(name, value):
-    return f"{name} =" if value is None else f"{name} = {text(value)}"  # NULL: nothing after the =
+    return f"{name} =" if value is None else f"{name} = {printable(text(value))}"  # NULL: nothing after the =
 
 
-def _delimited(rows, delimiter):
-    out = io.StringIO()
-    writer = csv.writer(out, delimiter=delimiter, lineterminator="\n")
-    writer.writerow(rows.columns)
-    writer.writerows([text(v) for v in row] for row in rows.rows)
-    return out.getvalue()
+def _delimited(rows, delimiter, escape_formulas):
+    guard = spreadsheet_safe if escape_formulas else (lambda value: value)
+    lines = [[text(guard(c)) for c in rows.columns]] + [[text(guard(v)) for v in row] for row in rows.rows]
+    return "".join(_record(fields, delimiter) + "\n" for fields in lines)
 
 
-def as_csv(rows):
-    return _delimited(rows, ",")
+def _record(fields, delimiter):
+    if fields == [""]:
+        return '""'  # one empty field: a blank line would read as no row at all
+    return delimiter.join(_field(f, delimiter) for f in fields)
 
 
-def as_tsv(rows):
-    """Tab-separated; a value holding a tab, newline or quote is quoted as in CSV."""
-    return _delimited(rows, "\t")
+def _field(value, delimiter):
+    # Quoted as RFC 4180 says, a lone CR too: Python's csv module leaves one bare, and readers
+    # (Python's own, spreadsheets) end the row there.
+    if delimiter in value or any(c in value for c in '"\n\r'):
+        return '"' + value.replace('"', '""') + '"'
+    return value
+
+
+def as_csv(rows, escape_formulas=True):
+    """Comma-separated; `escape_formulas`: a text cell a spreadsheet would run as a formula (it
+    starts with = + - @, a tab or a CR) starts with a `'` (safe_text.spreadsheet_safe)."""
+    return _delimited(rows, ",", escape_formulas)
+
+
+def as_tsv(rows, escape_formulas=True):
+    """Tab-separated; a value holding a tab, newline or quote is quoted as in CSV; formulas as as_csv."""
+    return _delimited(rows, "\t", escape_formulas)
 
 
 def _json_object(columns, row):
@@ -71,12 +83,9 @@ def as_ndjson(rows):
 def as_markdown(rows):
     numeric = rows.numeric()
 
-    def cell(value):
-        return text(value).replace("|", "\\|").replace("\r\n", " ").replace("\n", " ")
-
-    head = "| " + " | ".join(cell(c) for c in rows.columns) + " |"
+    head = "| " + " | ".join(markdown_text(text(c)) for c in rows.columns) + " |"
     align = "|" + "|".join("---:" if n else "---" for n in numeric) + "|"
-    body = ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows.rows]
+    body = ["| " + " | ".join(markdown_text(text(v)) for v in row) + " |" for row in rows.rows]
     return "\n".join([head, align] + body) + "\n"
 
 
@@ -85,7 +94,7 @@ def as_html(rows):
     numeric = rows.numeric()
 
     def cells(values, tag):
-        return "".join(f"<{tag}{' class=n' if num else ''}>{html.escape(text(v))}</{tag}>"
+        return "".join(f"<{tag}{' class=n' if num else ''}>{html_text(text(v))}</{tag}>"
                        for v, num in zip(values, numeric))
 
     lines = ["<!doctype html>", '<meta charset="utf-8">', "<title>tracekit query</title>",
@@ -100,10 +109,13 @@ _TEXT_FORMATS = {"line": as_line, "csv": as_csv, "tsv": as_tsv, "json": as_json,
                  "markdown": as_markdown, "html": as_html}
 
 
-def render(rows, fmt, width=None):
-    """`rows` as text in `fmt` (every format but parquet, which needs a file); `width` fits a table."""
+def render(rows, fmt, width=None, escape_formulas=True):
+    """`rows` as text in `fmt` (every format but parquet, which needs a file); `width` fits a table;
+    `escape_formulas` as as_csv's, for csv and tsv."""
     if fmt == "table":
         return as_table(rows, width)
+    if fmt in ("csv", "tsv"):
+        return _TEXT_FORMATS[fmt](rows, escape_formulas)
     if fmt in _TEXT_FORMATS:
         return _TEXT_FORMATS[fmt](rows)
     if fmt == "parquet":
@@ -111,13 +123,13 @@ def render(rows, fmt, width=None):
     raise TracekitError(f"unknown format {fmt!r} (choose from {', '.join(FORMATS)})")
 
 
-def write(rows, fmt, path):
-    """Writes `rows` in `fmt` to `path`, every value whole."""
+def write(rows, fmt, path, escape_formulas=True):
+    """Writes `rows` in `fmt` to `path`, every value whole (formulas as render's)."""
     if fmt == "parquet":
         from tracekit.outputs.parquet_out import write_rows
         write_rows(rows, path)
         return
-    content = render(rows, fmt)
+    content = render(rows, fmt, escape_formulas=escape_formulas)
     try:
         with open(path, "w", encoding="utf-8", newline="") as handle:
             handle.write(content)

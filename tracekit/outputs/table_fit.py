@@ -7,6 +7,7 @@ whole. Without a width (a pipe or a file) every value is shown whole.
 """
 
 from tracekit.outputs.cells import text
+from tracekit.outputs.safe_text import printable
 
 GAP = 2
 # A text column cut below this many characters (or its header's width) tells nothing.
@@ -15,7 +16,8 @@ ELLIPSIS = "…"
 
 
 def _one_line(value):
-    return text(value).replace("\r\n", " ").replace("\n", " ").replace("\r", " ").replace("\t", " ")
+    """A cell on one line: line breaks and tabs as spaces, other control characters escaped."""
+    return printable(text(value).replace("\r\n", " ").replace("\n", " ").replace("\r", " ").replace("\t", " "))
 
 
 def _shown_columns(floors, width):
@@ -51,7 +53,7 @@ def _cut(value, width):
 
 def table(rows, width=None):
     """`rows` (a Rows) as an aligned text table with a `(N rows)` footer, fitted to `width`."""
-    header = list(rows.columns)
+    header = [_one_line(c) for c in rows.columns]
     cells = [[_one_line(v) for v in row] for row in rows.rows]
     numeric = rows.numeric()
     natural = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(header)]

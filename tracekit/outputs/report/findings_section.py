@@ -8,12 +8,11 @@ CARDS_PER_RULE findings in full; the rest are listed in one line each (HTML: fol
 <details>), so a database with hundreds of findings still reads.
 """
 
-import re
 from dataclasses import dataclass
-from html import escape
 
 from tracekit.analysis.findings_engine import SEVERITIES, rules
 from tracekit.outputs.report import units
+from tracekit.outputs.safe_text import html_text, markdown_text
 
 CARDS_PER_RULE = 4
 LISTED_PER_RULE = 50  # past the cards: one line each, up to this many, then a count
@@ -70,7 +69,7 @@ def _more_text(group):
 # --- HTML -----------------------------------------------------------------------------------
 
 def _e(text):
-    return escape(str(text), quote=True)
+    return html_text(text)
 
 
 def _card(f):
@@ -111,10 +110,9 @@ def html_section(found):
 # --- markdown -------------------------------------------------------------------------------
 
 def _md(text):
-    """Text that renders as itself: a rule's `(__launch_bounds__, ...)` is not bold. Underscores
-    inside a word (aten::scaled_dot_product) cannot start emphasis, so they stay as they are."""
-    text = str(text).replace("\\", "\\\\").replace("*", "\\*").replace("`", "\\`")
-    return re.sub(r"(?<![A-Za-z0-9])_+|_+(?![A-Za-z0-9])", lambda m: m.group(0).replace("_", "\\_"), text)
+    """Text that renders as itself: a rule's `(__launch_bounds__, ...)` is not bold, a kernel's
+    name is no HTML or image (safe_text.markdown_text)."""
+    return markdown_text(text)
 
 
 def _bullet(f):

@@ -1,12 +1,11 @@
 """The report page: one self-contained HTML file (inline CSS and SVG, no scripts, nothing fetched)."""
 
-from html import escape
-
 from tracekit import __version__
 from tracekit.outputs.report import units
 from tracekit.outputs.report.data import all_captures, present, steps_wording, table_heading
 from tracekit.outputs.report.findings_section import html_section
 from tracekit.outputs.report.table import shown_columns, table_frame
+from tracekit.outputs.safe_text import html_text
 
 _CSS = """
 :root { --ink:#1f2933; --muted:#5f6b7a; --line:#e3e6eb; --bg:#f5f6f8; --card:#fff;
@@ -110,7 +109,7 @@ footer p { margin:4px 0; }
 
 
 def _e(text):
-    return escape(str(text), quote=True)
+    return html_text(text)
 
 
 def _unique(values):

@@ -2,6 +2,7 @@
 
 from tracekit.outputs.render import as_markdown
 from tracekit.outputs.rows import Rows
+from tracekit.outputs.safe_text import markdown_text
 from tracekit.outputs.report.data import steps_wording, table_heading
 from tracekit.outputs.report.findings_section import markdown_section
 from tracekit.outputs.report.table import display_frame
@@ -10,7 +11,7 @@ from tracekit.outputs.report.table import display_frame
 def markdown(data):
     """Markdown text: a heading, the table (fastest first) and one bullet per finding."""
     lines = ["# tracekit report", "",
-             f"{len(data.summary)} trace(s) from {data.source or 'a tracekit database'}; "
+             f"{len(data.summary)} trace(s) from {markdown_text(data.source or 'a tracekit database')}; "
              f"{steps_wording(data.summary)}.", "",
              f"## {table_heading(data)}", "", as_markdown(Rows.from_frame(display_frame(data))).rstrip(), ""]
     return "\n".join(lines) + "\n" + markdown_section(data.findings)

@@ -12,7 +12,8 @@ and a test can check the boxes from the SVG itself.
 
 import os
 from dataclasses import dataclass, field
-from html import escape
+
+from tracekit.outputs.safe_text import html_text
 
 EM_PER_CHAR = 0.6  # the least a character is taken to need, in em
 # Em widths of DejaVu Sans glyphs, rounded up, by class; any other character takes WIDE_EM.
@@ -50,7 +51,7 @@ class Frame:
 
 
 def t(text):
-    return escape(str(text), quote=True)
+    return html_text(text)
 
 
 def title(text):

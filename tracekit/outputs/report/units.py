@@ -1,8 +1,8 @@
 """Numbers as a reader wants them: µs with separators, binary byte units, ×, short kernel names."""
 
-import re
-
 import pandas as pd
+
+from tracekit.analysis.kernel_names import base_kernel_name
 
 _BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
 # Kernel names carry their template arguments and parameters; a chart label shows the function.
@@ -78,8 +78,8 @@ def short_kernel(name):
     """'void pytorch_flash::flash_fwd_kernel<...>(...)' → 'pytorch_flash::flash_fwd_kernel'."""
     if missing(name):
         return "—"
-    text = re.sub(r"^void\s+", "", str(name)).replace("(anonymous namespace)::", "")
-    text = re.split(r"[<(]", text, maxsplit=1)[0].strip() or str(name)
+    # The scope `(anonymous namespace)` says nothing a reader of a chart label needs.
+    text = base_kernel_name(name).replace("(anonymous namespace)::", "")
     if len(text) > SHORT_KERNEL_CHARS:
         text = text[:SHORT_KERNEL_CHARS - 1] + "…"
     return text
