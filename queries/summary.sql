@@ -5,8 +5,10 @@
 --   trace: trace name
 --   variant: the variant `tracekit capture` recorded (NULL for foreign traces)
 --   steps: steady steps averaged over
---   steps_averaged: which: 'first-last' of the ProfilerStep#N numbers (view steady_steps: neither
---                   the first step nor a step the profiler cut short); NULL without steps
+--   steps_averaged: which: 'first-last' of the step numbers (view steady_steps: neither the first
+--                   step nor a step the profiler cut short), with ' (inferred)' for steps found
+--                   from the trace's iterations (view steps); 'whole trace' for a trace without
+--                   steps, whose "per step" figures are the whole trace's
 --   kernels_per_step: kernel launches per step
 --   gpu_us_per_step: GPU busy time per step, microseconds: the union of the kernel, memcpy and memset
 --                    intervals on each device (view gpu_busy), so concurrent streams count once;
@@ -26,10 +28,11 @@
 WITH picked AS (
     SELECT trace, variant, metadata FROM traces
 ), step_counts AS (
-    SELECT trace, count(*) AS steps, avg(dur_us) AS cpu_us_per_step,
-           CASE WHEN min(step) = max(step) THEN CAST(min(step) AS VARCHAR)
-                ELSE CAST(min(step) AS VARCHAR) || '-' || CAST(max(step) AS VARCHAR) END AS steps_averaged
-    FROM steady_steps GROUP BY trace
+    SELECT s.trace, count(*) AS steps, avg(s.dur_us) AS cpu_us_per_step,
+           CASE WHEN min(s.step) = max(s.step) THEN CAST(min(s.step) AS VARCHAR)
+                ELSE CAST(min(s.step) AS VARCHAR) || '-' || CAST(max(s.step) AS VARCHAR) END
+             || CASE WHEN bool_or(a.source = 'inferred') THEN ' (inferred)' ELSE '' END AS steps_averaged
+    FROM steady_steps s JOIN steps a ON a.trace = s.trace AND a.step = s.step GROUP BY s.trace
 ), gpu_work AS (
     -- Everything the GPU ran in the steady window: the steady steps, or all of a trace without steps.
     -- (Joins with steady_window, not `step IN (...) OR trace NOT IN (...)`: Spark runs a NOT IN
@@ -73,7 +76,7 @@ WITH picked AS (
              || 'x' || json_extract_string(p.metadata, '$.seq_len') || 'x'
              || json_extract_string(p.metadata, '$.head_dim') || ' ' || json_extract_string(p.metadata, '$.dtype')
              AS shape,
-           coalesce(sc.steps, 1) AS steps, sc.steps_averaged,
+           coalesce(sc.steps, 1) AS steps, coalesce(sc.steps_averaged, 'whole trace') AS steps_averaged,
            coalesce(t.kernels, 0) / coalesce(sc.steps, 1) AS kernels_per_step,
            CASE WHEN EXISTS (SELECT 1 FROM gpu_busy g WHERE g.trace = p.trace)
                 THEN coalesce(bz.busy_us, 0) / coalesce(sc.steps, 1) END AS gpu_us_per_step,

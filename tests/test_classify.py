@@ -223,6 +223,14 @@ NEW_GEMMS = [
     # triton_kernels' matmul_ogs as gpt-oss runs it (vLLM/SGLang profiles and sanitizer reports)
     ("_matmul_ogs_NNT_bf16xbf16xmxfp4_32x256x256x1_swiglu", "gemm", TC),
     ("_p_matmul_ogs_NNT_bf16xbf16xmxfp4", "gemm", TC),
+    # Their helpers, and a GEMM library's (issue [14]): no matrix multiply, whatever library name they carry
+    ("_finalize_matmul_scatter_bf16", "other", None),
+    ("void grouped_gemm::cuda::transpose<float>(float*, float const*, int, int)", "other", None),
+    ("void grouped_gemm::fill_tensormaps_kernel<(int)1>(grouped_gemm::Params)", "other", None),
+    ("fill_tensormaps_kernel", "other", None),
+    # a hand-written CUDA matmul in fp32: CUDA cores, not Tensor Cores
+    ("matmul_k(float const*, float const*, float*, int)", "gemm", SIMT),
+    ("void matmul_k<float>(float*, float*, float*, int)", "gemm", SIMT),
 ]
 COMMUNICATION = [
     # DeepEP in public vLLM/SGLang expert-parallel profiles (names truncated as printed)

@@ -81,3 +81,53 @@ def test_work_launched_in_the_warmup_takes_the_gpu_side_step_or_none(loops_db):
                                                                 WHERE r.trace_id = k.trace_id AND correlation IS NOT NULL)
         GROUP BY ALL""")
     assert dict(rows) == {True: 6}
+
+
+def test_iterations_marked_with_record_function_are_the_steps_of_a_trace_without_profiler_steps(loops_db):
+    rows = db_rows(loops_db, """SELECT step, source, round(dur_us) FROM steps s JOIN trace_files t USING (trace)
+                                WHERE t.trace = 'iterations_no_profiler_step' ORDER BY step""")
+    assert [row[:2] for row in rows] == [(step, "inferred") for step in range(6)]
+    assert rows[0][2] == 783230  # iteration_0: cuDNN builds its plan
+    import tracekit
+
+    summary = tracekit.query("summary", db=loops_db).set_index("trace").loc["iterations_no_profiler_step"]
+    assert (summary["steps"], summary["steps_averaged"]) == (5, "1-5 (inferred)")
+    assert summary["gpu_us_per_step"] == pytest.approx(float(TRUTH["iterations_no_profiler_step"]["step_us"]),
+                                                       rel=0.03)
+    cold = tracekit.findings(db=loops_db, trace="iterations_no_profiler_step", rule="cold_start")
+    assert list(cold["title"]) == ["The first step takes 783.2 ms against 0.089 ms for a steady one: cuDNN"]
+
+
+def test_a_stub_last_step_is_not_averaged(loops_db):
+    import tracekit
+
+    summary = tracekit.query("summary", db=loops_db).set_index("trace").loc["stub_last_step"]
+    assert (summary["steps"], summary["steps_averaged"], summary["kernels_per_step"]) == (3, "4-6", 7)
+    assert summary["gpu_us_per_step"] == pytest.approx(float(TRUTH["stub_last_step"]["step_us"]), rel=0.03)
+
+
+@pytest.fixture(scope="module")
+def unmarked_db(tmp_path_factory):
+    """iterations_no_profiler_step without its iteration_N ranges: a trace with no steps at all."""
+    import gzip
+    import json
+
+    folder = tmp_path_factory.mktemp("unmarked")
+    trace = json.loads(gzip.decompress((LOOPS / "iterations_no_profiler_step.json.gz").read_bytes()))
+    trace["traceEvents"] = [e for e in trace["traceEvents"]
+                            if not (e.get("cat") == "user_annotation" and e.get("name", "").startswith("iteration_"))]
+    (folder / "unmarked.json").write_text(json.dumps(trace))
+    assert invoke_cli("load", folder / "unmarked.json", "--db", folder / "t.duckdb").exit_code == 0
+    return folder / "t.duckdb"
+
+
+def test_without_steps_cold_start_weighs_an_ops_first_call_and_nothing_is_per_step(unmarked_db):
+    import tracekit
+
+    summary = tracekit.query("summary", db=unmarked_db).set_index("trace").loc["unmarked"]
+    assert (summary["steps"], summary["steps_averaged"]) == (1, "whole trace")
+    found = tracekit.findings(db=unmarked_db).set_index("rule")
+    assert found.loc["cold_start", "title"] == ("The first call of aten::_scaled_dot_product_cudnn_attention takes "
+                                                "782.3 ms against 0.046 ms for its later calls: cuDNN")
+    assert "per step" not in found.loc["gpu_idle", "title"] and "without steps" in found.loc["gpu_idle", "title"]
+    assert found.loc["gpu_idle", "saving_us_per_step"] is None or found["saving_us_per_step"].isna()["gpu_idle"]

@@ -1,4 +1,4 @@
--- cold_start: a first step that costs far more than the steady ones, and what it spent it on
+-- cold_start: a first step that costs far more than the steady ones, and what it spent it on (in a trace without steps, an op's first call against its later calls)
 -- why: the first call pays one-time costs (cuDNN building its execution plan, torch.compile tracing and compiling, Triton autotuning, cuBLAS and cuDNN handles, the allocator's first allocations); they distort a benchmark that times it, and come back whenever shapes change
 -- fix: warm up before measuring; keep shapes static so plans and compiled graphs are reused (torch.compile(dynamic=False), cuDNN caches a plan per shape); cache compiled artifacts across runs (Inductor's FX graph cache)
 -- saving: not per step (NULL): a one-time cost; the detail says how much the first step costs over a steady one and which op spent it
@@ -6,7 +6,30 @@
 --   trace = NULL: only this trace
 --   min_ms = 5: report a first step that costs at least this many milliseconds more than the median steady step
 --   max_evidence = 20: at most this many ops named in the evidence
-WITH first AS (
+WITH unstepped AS (
+    -- Traces without two steps: their ops' first calls are weighed against their later calls.
+    SELECT trace FROM traces WHERE trace NOT IN (SELECT trace FROM steps GROUP BY trace HAVING count(*) >= 2)
+      AND ($trace IS NULL OR trace = $trace)
+), calls AS (
+    SELECT o.trace, o.name, lower(o.cat) AS cat, o.depth, o.op_id, o.ts_us, o.dur_us,
+           row_number() OVER (PARTITION BY o.trace, o.name ORDER BY o.ts_us, o.op_id) AS call
+    FROM cpu_ops o JOIN unstepped u ON u.trace = o.trace
+    WHERE lower(o.cat) IN ('cpu_op', 'operator')
+), first_calls AS (
+    SELECT trace, name, min(depth) AS depth, count(*) AS calls,
+           max(dur_us) FILTER (WHERE call = 1) AS first_us, median(dur_us) FILTER (WHERE call > 1) AS later_us,
+           max(op_id) FILTER (WHERE call = 1) AS first_op_id, max(ts_us) FILTER (WHERE call = 1) AS first_ts_us
+    FROM calls GROUP BY trace, name HAVING count(*) >= 3
+), costly_calls AS (
+    SELECT *, first_us - later_us AS excess_us,
+           CASE WHEN regexp_matches(lower(name), 'cudnn') THEN 'cuDNN'
+                WHEN regexp_matches(lower(name), 'cublas') THEN 'cuBLAS' END AS cause
+    FROM first_calls WHERE first_us - later_us >= CAST($min_ms AS DOUBLE) * 1000
+), first_call AS (
+    -- The op to name: a known library's with the most excess, else the outermost with the most.
+    SELECT * FROM costly_calls
+    QUALIFY row_number() OVER (PARTITION BY trace ORDER BY cause IS NULL, excess_us DESC, depth, name) = 1
+), first AS (
     SELECT trace, min(step) AS step, count(*) AS steps FROM steps GROUP BY trace HAVING count(*) >= 2
 ), spans AS (
     SELECT f.trace, f.step AS cold_step,
@@ -70,4 +93,19 @@ SELECT c.trace, 'cold_start' AS rule,
             ELSE 'warm up before measuring, and keep shapes static so the one-time work is not repeated' END AS fix,
        CAST(NULL AS DOUBLE) AS saving_us_per_step,
        n.evidence
-FROM costly c JOIN named n USING (trace);
+FROM costly c JOIN named n USING (trace)
+UNION ALL
+SELECT f.trace, 'cold_start' AS rule,
+       CASE WHEN f.excess_us >= 100000 THEN 'high' WHEN f.excess_us >= 10000 THEN 'medium' ELSE 'low' END AS severity,
+       format('The first call of {} takes {:.1f} ms against {:.3f} ms for its later calls: {}',
+              f.name, f.first_us / 1000, f.later_us / 1000, coalesce(f.cause, 'first-call work')) AS title,
+       format('The trace has no steps: of {} calls of {}, the first costs {:.1f} ms more than the median later one',
+              f.calls, f.name, f.excess_us / 1000) AS detail,
+       CASE f.cause
+            WHEN 'cuDNN' THEN 'warm up before measuring: cuDNN builds and caches an execution plan per shape on the first call; keep shapes static'
+            ELSE 'warm up before measuring, and keep shapes static so the one-time work is not repeated' END AS fix,
+       CAST(NULL AS DOUBLE) AS saving_us_per_step,
+       to_json([struct_pack(source := 'cpu_ops', trace := f.trace, name := f.name,
+                            ts_ns := CAST(round(f.first_ts_us * 1000) AS BIGINT),
+                            dur_ns := CAST(round(f.first_us * 1000) AS BIGINT), cpu_op_id := f.first_op_id)]) AS evidence
+FROM first_call f;

@@ -1,7 +1,7 @@
 -- gpu_idle: gaps on a GPU between its kernels, copies and fills inside steady steps, with what the CPU was doing then
 -- why: while the GPU waits for work the step runs on without it: a sync or a device-to-host copy drained its queue, data loading held the CPU, or Python and op dispatch could not launch kernels as fast as the GPU ran them
 -- fix: per cause (the finding says which): drop the sync or read results every N steps; load data in DataLoader workers with pinned memory; for slow launching, capture the step in a CUDA graph or torch.compile it, fuse small ops, or give each kernel more work
--- saving: the time of the gaps per steady step, which the GPU would spend working had its work been queued in time; an upper bound where the CPU's own work is what makes the step long (see launch_bound)
+-- saving: the time of the gaps per steady step (NULL for a trace without steps: no step to save it in), which the GPU would spend working had its work been queued in time; an upper bound where the CPU's own work is what makes the step long (see launch_bound)
 -- params:
 --   trace = NULL: only this trace
 --   min_gap_us = 50: ignore gaps shorter than this; a launch costs the CPU 5-20 us, so shorter gaps are launch latency, not a stall (the training captures in tests/data/h200 idle 11-14 ms of a 17-19 ms step in gaps of 50 us or more)
@@ -157,17 +157,20 @@ WITH busy AS (
 SELECT g.trace, 'gpu_idle' AS rule,
        CASE WHEN g.idle_us / g.steps >= 0.10 * s.step_us THEN 'high'
             WHEN g.idle_us / g.steps >= 0.03 * s.step_us THEN 'medium' ELSE 'low' END AS severity,
-       format('GPU idle {:.1f} us per step ({:.0f}% of the step) in gaps of {} us or more while {}',
-              g.idle_us / g.steps, 100.0 * g.idle_us / g.steps / s.step_us, $min_gap_us,
+       format('GPU idle {} in gaps of {} us or more while {}',
+              CASE WHEN s.has_steps THEN format('{:.1f} us per step ({:.0f}% of the step)', g.idle_us / g.steps,
+                                                100.0 * g.idle_us / g.steps / s.step_us)
+                   ELSE format('{:.1f} us in a trace without steps ({:.0f}% of it)', g.idle_us,
+                               100.0 * g.idle_us / s.step_us) END, $min_gap_us,
               CASE g.cause WHEN 'sync' THEN 'the CPU waited in ' || x.first_doing
                            WHEN 'copy' THEN 'the CPU waited for a copy: ' || x.first_doing
                            WHEN 'data' THEN 'the CPU loaded data'
                            WHEN 'cpu' THEN 'the CPU ran Python and ops (most in ' || x.first_doing || ')'
                            WHEN 'queued' THEN 'the next work was already queued (waiting on another stream or an event)'
                            ELSE 'the next work''s launch is not in the trace' END) AS title,
-       format('{} gap(s) in {} steady step(s){}, longest {:.1f} us; idle us per step by what the CPU was doing: {}',
-              g.gaps, g.steps, CASE WHEN g.devices > 1 THEN format(' on {} devices', g.devices) ELSE '' END, g.longest_us,
-              x.top_doing) AS detail,
+       format('{} gap(s) in {}{}, longest {:.1f} us; idle us {} by what the CPU was doing: {}',
+              g.gaps, CASE WHEN s.has_steps THEN format('{} steady step(s)', g.steps) ELSE 'the trace' END, CASE WHEN g.devices > 1 THEN format(' on {} devices', g.devices) ELSE '' END, g.longest_us,
+              CASE WHEN s.has_steps THEN 'per step' ELSE 'in the trace' END, x.top_doing) AS detail,
        CASE g.cause
             WHEN 'sync' THEN 'drop the sync, or sync once every N steps: read results (loss.item(), .cpu(), print) only when you log them, and time with CUDA events rather than torch.cuda.synchronize()'
             WHEN 'copy' THEN 'keep the value on the GPU (torch.where instead of a Python if on a tensor), or copy it into pinned memory with non_blocking=True and read it a step later'
@@ -175,10 +178,12 @@ SELECT g.trace, 'gpu_idle' AS rule,
             WHEN 'cpu' THEN 'launch less from Python: capture the step in a CUDA graph (torch.cuda.graph, or torch.compile(mode="reduce-overhead")), fuse small ops with torch.compile, use fused optimizers (AdamW(fused=True)), or give each kernel more work (a bigger batch)'
             WHEN 'queued' THEN 'look at what the work waited on: a stream wait, an event, a collective on another stream'
             ELSE 'profile with ProfilerActivity.CPU so the launches are in the trace' END AS fix,
-       g.idle_us / g.steps AS saving_us_per_step,
+       -- Not per step where the trace has none: a whole trace's idle time is no step's saving.
+       CASE WHEN s.has_steps THEN g.idle_us / g.steps END AS saving_us_per_step,
        g.evidence
 FROM groups g
 JOIN tops x USING (trace, cause)
 -- The step's time: its ProfilerStep span, or, without steps, the GPU's busy and counted idle time.
-JOIN (SELECT t.trace, coalesce(t.cpu_us_per_step, t.gpu_us_per_step + i.idle_us / t.steps) AS step_us
+JOIN (SELECT t.trace, coalesce(t.cpu_us_per_step, t.gpu_us_per_step + i.idle_us / t.steps) AS step_us,
+             t.cpu_us_per_step IS NOT NULL AS has_steps
       FROM step_totals t JOIN (SELECT trace, sum(idle_us) AS idle_us FROM groups GROUP BY trace) i USING (trace)) s USING (trace);

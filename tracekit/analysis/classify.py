@@ -129,6 +129,14 @@ RULES = (
     Rule(r"splitkreduce|reducesplitk", "reduction", None,
          "second pass of a split-K GEMM (cuBLAS splitKreduce_kernel, CUTLASS ReduceSplitK) "
          "sums partial tiles; no matmul"),
+    Rule(r"(gemm|matmul|mm)\w*::(\w+::)*(transpose|permute|fill|copy|zero|init|prepare|setup|convert|"
+         r"quantiz|dequantiz|compute_|histogram|topk|sort|align|gather|scatter)\w*[<(]|"
+         r"fill_?tensormaps?|(finalize|combine|reduce|scatter|gather)_\w*(matmul|gemm)|"
+         r"(matmul|gemm)\w*_(finalize|combine|reduce)", "other", None,
+         "the helpers a GEMM library launches beside its GEMMs, whose names carry the library's: "
+         "grouped_gemm::...::transpose<...>, fill_tensormaps_kernel (TMA descriptors for a grouped "
+         "GEMM), triton_kernels' _finalize_matmul_scatter (the MoE epilogue: a reduction and a "
+         "scatter, no matrix multiply)"),
     # 4. Kernels whose name states their shape.
     Rule(r"softmax", "softmax", None,
          "softmax_warp_forward, cunn_SoftMaxForward, Inductor's triton_per_fused__softmax_*; "
@@ -212,10 +220,15 @@ RULES = (
          "grouped/MoE GEMMs (vLLM's Triton fused_moe_kernel, MoeFCGemm, cutlass_moe_gemm) and "
          "Marlin mixed-precision GEMMs are written for mma/wgmma; FP8/FP4 GEMMs "
          "(deep_gemm::fp8_gemm_kernel) have no CUDA-core arithmetic to run on"),
-    Rule(_word("matmul"), "gemm", TC,
+    Rule(r"^_?(p_)?(kernel_)?matmul(_[a-z0-9_]*)?$", "gemm", TC,
          "Triton matmul kernels named for what they do (triton_kernels' _matmul_ogs_* and "
-         "_p_matmul_ogs_*, the tutorials' matmul_kernel, _kernel_matmul_fp8_row): tl.dot lowers "
-         "to mma/wgmma for 16-bit, FP8 and TF32 inputs"),
+         "_p_matmul_ogs_*, the tutorials' matmul_kernel, _kernel_matmul_fp8_row): a Triton "
+         "kernel's name is a bare identifier that starts with matmul; tl.dot lowers to mma/wgmma "
+         "for 16-bit, FP8 and TF32 inputs"),
+    Rule(r"matmul\w*(<[^>]*>)?\((const )?(float|double)\b", "gemm", SIMT,
+         "a CUDA C++ kernel of the user's named matmul whose arguments are float or double "
+         "(matmul_k(float const*, ...)): no library, no wmma/mma in its name, so FP32 FMAs on "
+         "CUDA cores, not Tensor Cores"),
     # 6c. SIMT GEMMs named by BLAS type or shape.
     Rule(r"(^|[^a-z])[sdcz]gemm", "gemm", SIMT,
          "FP32/FP64/complex SIMT GEMMs: volta_sgemm_*, ampere_sgemm_*, maxwell_sgemm_*"),

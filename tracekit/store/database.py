@@ -16,7 +16,9 @@ DEFAULT_DB = "tracekit.duckdb"
 # 2: trace_files.vendor and gpu_arch, gpu_busy_rows.
 # 3: the knowledge tables gpu_specs and gpu_arch_limits; event_rows.args compressed with ZSTD.
 # 4: trace_files.rank, world_size, dist_backend and job; collective_rows.
-SCHEMA_VERSION = "4"
+# 5: step_rows.source (steps inferred from a trace's iterations); GPU work whose launch is not in
+#    the trace takes its GPU-side step.
+SCHEMA_VERSION = "5"
 
 # Parses a JSON number's text into integer nanoseconds exactly: going through DOUBLE would lose
 # the nanosecond fraction of microsecond timestamps larger than 2^33.

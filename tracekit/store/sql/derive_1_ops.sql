@@ -6,14 +6,11 @@
 
 INSERT INTO step_rows
 SELECT $trace_id, CAST(regexp_extract(name, '^ProfilerStep#(\d+)$', 1) AS INTEGER) AS step,
-       min(ts_ns), max(ts_ns + greatest(dur_ns, 0))
+       min(ts_ns), max(ts_ns + greatest(dur_ns, 0)), 'profiler'
 FROM event_rows
 WHERE trace_id = $trace_id AND ph = 'X' AND regexp_full_match(name, 'ProfilerStep#\d+')
   AND lower(cat) IN ('user_annotation', 'cpu_op', 'operator')
 GROUP BY step;
-
-CREATE OR REPLACE TEMP TABLE _steps AS
-SELECT step, ts_ns, end_ns FROM step_rows WHERE trace_id = $trace_id;
 
 -- CPU ops: cpu_op, record_function ranges (user_annotation) and 2021's Operator. An op's id is
 -- its event's row number in event_rows: unique, in file order, and free to compute.
@@ -78,6 +75,41 @@ FROM (
     SELECT 'rt', id, thread, pos, open_before - 1 FROM _sweep WHERE delta = 0 AND open_before > 0
 ) w
 ASOF JOIN _op_pos o ON o.thread = w.thread AND o.depth = w.want AND w.pos > o.pos;
+
+-- A trace without ProfilerStep#N: its iterations where it marks them, as steps (source 'inferred').
+-- A mark is a record_function range at the top of its thread, repeated: with a counter at the end
+-- of its name (iteration_0, iter1, step 2, batch#3: the counter is the step) or named for an
+-- iteration (train_step, iteration, batch: numbered in time order). Of such groups (by thread and
+-- name less its counter), those whose ranges cover at least half of the time from their first start
+-- to their last end (an iteration is most of the loop; a forward or a logging range is not), the
+-- one of the most time is the trace's iterations.
+INSERT INTO step_rows
+WITH marks AS (
+    SELECT o.name, o.ts_ns, o.dur_ns, o.pid, o.tid,
+           regexp_replace(o.name, '[ _#:.-]*[0-9]+$', '') AS base,
+           TRY_CAST(regexp_extract(o.name, '([0-9]+)$', 1) AS INTEGER) AS counter
+    FROM _ops o JOIN _op_pos p USING (op_id)
+    WHERE lower(o.cat) = 'user_annotation' AND p.depth = 0 AND o.dur_ns > 0
+      AND NOT EXISTS (SELECT 1 FROM step_rows WHERE trace_id = $trace_id)
+), groups AS (
+    SELECT pid, tid, base, count(*) AS marks, sum(dur_ns) AS covered_ns,
+           count(DISTINCT counter) = count(*) AS numbered
+    FROM marks
+    GROUP BY pid, tid, base
+    HAVING count(*) >= 2 AND base <> ''
+       AND (count(counter) = count(*) OR regexp_matches(lower(base), '(^|[^a-z])(iter|iteration|step|batch)([^a-z]|$)|_step$'))
+       AND sum(dur_ns) >= 0.5 * (max(ts_ns + dur_ns) - min(ts_ns))
+), chosen AS (
+    SELECT * FROM groups ORDER BY covered_ns DESC, marks DESC, base, pid, tid LIMIT 1
+)
+SELECT $trace_id,
+       CASE WHEN c.numbered THEN m.counter
+            ELSE CAST(row_number() OVER (ORDER BY m.ts_ns, m.name) - 1 AS INTEGER) END,
+       m.ts_ns, m.ts_ns + m.dur_ns, 'inferred'
+FROM marks m JOIN chosen c ON c.pid = m.pid AND c.tid = m.tid AND c.base = m.base;
+
+CREATE OR REPLACE TEMP TABLE _steps AS
+SELECT step, ts_ns, end_ns FROM step_rows WHERE trace_id = $trace_id;
 
 -- What the sweep found about each op, in narrow rows, so the wide ones are joined once.
 CREATE OR REPLACE TEMP TABLE _op_links AS

@@ -48,7 +48,7 @@ CREATE TABLE IF NOT EXISTS event_rows (
 );
 
 CREATE TABLE IF NOT EXISTS step_rows (
-    trace_id INTEGER, step INTEGER, ts_ns BIGINT, end_ns BIGINT
+    trace_id INTEGER, step INTEGER, ts_ns BIGINT, end_ns BIGINT, source VARCHAR
 );
 
 CREATE TABLE IF NOT EXISTS cpu_op_rows (

@@ -46,12 +46,16 @@ SELECT t.trace, e.cat, e.name, e.ph, e.ts_ns / 1000.0 AS ts_us, e.dur_ns / 1000.
        e.pid, e.tid, e.id, e.bp, e.s, e.args, e.ts_ns, e.dur_ns
 FROM event_rows e JOIN trace_files t USING (trace_id);
 
--- @view steps: the ProfilerStep#N spans of each trace.
+-- @view steps: the steps of each trace: its ProfilerStep#N spans, or in a trace without them the
+-- iterations it marks with record_function ranges (iteration_0, iteration_1, ..., or train_step
+-- repeated at the top of a thread: the rule is in derive_1_ops.sql).
 --   trace: trace name
---   step: N of ProfilerStep#N (step 0 of a `tracekit capture` trace is the cold first call)
+--   step: N of ProfilerStep#N (step 0 of a `tracekit capture` trace is the cold first call), or of
+--         the iteration (its counter, else its place in time from 0)
 --   ts_us, dur_us: the step's CPU span
+--   source: 'profiler' (ProfilerStep#N) or 'inferred' (record_function iterations)
 CREATE OR REPLACE VIEW steps AS
-SELECT t.trace, s.step, s.ts_ns / 1000.0 AS ts_us, (s.end_ns - s.ts_ns) / 1000.0 AS dur_us
+SELECT t.trace, s.step, s.ts_ns / 1000.0 AS ts_us, (s.end_ns - s.ts_ns) / 1000.0 AS dur_us, s.source
 FROM step_rows s JOIN trace_files t USING (trace_id);
 
 -- @view cpu_ops: CPU operators (cat cpu_op) and record_function ranges (cat user_annotation).
