@@ -106,6 +106,7 @@ def test_two_files_are_compared_in_a_temporary_database():
 @pytest.mark.parametrize("args, message", [
     (["--fail-on", "gpu_time>+3%"], "no metric 'gpu_time'"),
     (["--fail-on", "gpu_us_per_step~3"], "write METRIC>VALUE"),
+    (["--fail-on", "finding:hiden_copy"], "no finding rule 'hiden_copy' (rules: cold_start, gpu_idle,"),
     (["--by", "step"], "'step' is not one of"),
 ])
 def test_usage_errors_exit_2(db, args, message):

@@ -93,6 +93,11 @@ def parse_condition(text):
         rule = text[len("finding:"):].strip()
         if not rule:
             raise TracekitError(f"--fail-on {text!r}: name a rule after finding:")
+        from tracekit.analysis.findings_engine import rules
+        known = sorted(rules())
+        if rule not in known:
+            # A misspelt rule would never appear in B: a CI gate that could never fail.
+            raise TracekitError(f"--fail-on {text!r}: no finding rule {rule!r} (rules: {', '.join(known)})")
         return Condition(text, finding=rule)
     match = _FAIL_ON.match(text)
     if match is None:
