@@ -27,7 +27,7 @@ WITH unstepped AS (
     FROM first_calls WHERE first_us - later_us >= CAST($min_ms AS DOUBLE) * 1000
 ), first_call AS (
     -- The op to name: a known library's with the most excess, else the outermost with the most.
-    SELECT * FROM costly_calls
+    SELECT trace, name, depth, calls, first_us, later_us, first_op_id, first_ts_us, excess_us, cause FROM costly_calls
     QUALIFY row_number() OVER (PARTITION BY trace ORDER BY cause IS NULL, excess_us DESC, depth, name) = 1
 ), first AS (
     SELECT trace, min(step) AS step, count(*) AS steps FROM steps GROUP BY trace HAVING count(*) >= 2
