@@ -17,7 +17,8 @@ what no portable SQL can say is rewritten here, each rewrite with the reason:
   the pattern is anchored (^ or $), where there is one match at most. A literal replacement's
   `\\1` is Spark's `$1`, and its `$` a plain `$`.
 - `format('{} took {:.1f} us', ...)` is the UDF tk_format (tracekit.spark.format_udf): Spark's
-  own format_string rounds and writes numbers otherwise.
+  own format_string rounds and writes numbers otherwise. A literal template is read here, so a
+  field the UDF would refuse (`{0.__class__}`, `{:>300000000}`) is refused before Spark runs.
 - Ordered lists, slices, to_json and string_agg: see tracekit.spark.aggregates.
 - Spark's reflect, java_method and try_reflect (which call any static Java method) are refused:
   a query reads the lake and nothing else.
@@ -31,6 +32,7 @@ import sqlglot
 from sqlglot import exp
 
 from tracekit.spark.aggregates import rewrite_aggregate
+from tracekit.spark import format_udf
 from tracekit.spark.format_udf import UDF_NAME
 from tracekit.errors import QueryError
 
@@ -95,8 +97,18 @@ def _rewrite(node):
     if isinstance(node, exp.RegexpReplace):
         return _replace_all(node)
     if isinstance(node, exp.Format):
+        _check_template(node.this, len(node.expressions))
         return exp.Anonymous(this=UDF_NAME, expressions=[node.this, *node.expressions])
     return node
+
+
+def _check_template(template, count):
+    """Reads a literal template as the UDF will (a template computed by the query is read there)."""
+    if isinstance(template, exp.Literal) and template.is_string:
+        try:
+            format_udf.parse(template.this, count)
+        except ValueError as exc:
+            raise QueryError(str(exc)) from None
 
 
 def _replace_all(node):
