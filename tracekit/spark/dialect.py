@@ -17,10 +17,9 @@ what no portable SQL can say is rewritten here, each rewrite with the reason:
   the pattern is anchored (^ or $), where there is one match at most. A literal replacement's
   `\\1` is Spark's `$1`, and its `$` a plain `$`.
 - `format('{} took {:.1f} us', ...)` is the UDF tk_format (tracekit.spark.format_udf): Spark's
-  own format_string rounds and writes numbers otherwise.
+  own format_string rounds and writes numbers otherwise. A literal template is read here, so a
+  field the UDF would refuse (`{0.__class__}`, `{:>300000000}`) is refused before Spark runs.
 - Ordered lists, slices, to_json and string_agg: see tracekit.spark.aggregates.
-- Spark's reflect, java_method and try_reflect (which call any static Java method) are refused:
-  a query reads the lake and nothing else.
 - A QUALIFY under `SELECT *` (or `t.*`) is refused: sqlglot rewrites QUALIFY as a subquery whose
   outer `*` then also returns its row-number column. Write the columns out.
 """
@@ -31,6 +30,7 @@ import sqlglot
 from sqlglot import exp
 
 from tracekit.spark.aggregates import rewrite_aggregate
+from tracekit.spark import format_udf
 from tracekit.spark.format_udf import UDF_NAME
 from tracekit.errors import QueryError
 
@@ -49,7 +49,6 @@ def spark_tree(sql):
     except sqlglot.errors.ParseError as exc:
         raise QueryError(f"sqlglot cannot read the SQL as DuckDB's ({_first_line(exc)})") from None
     _refuse_qualify_under_star(tree)
-    _refuse_jvm_calls(tree)
     return _rewritten(tree)
 
 
@@ -95,8 +94,18 @@ def _rewrite(node):
     if isinstance(node, exp.RegexpReplace):
         return _replace_all(node)
     if isinstance(node, exp.Format):
+        _check_template(node.this, len(node.expressions))
         return exp.Anonymous(this=UDF_NAME, expressions=[node.this, *node.expressions])
     return node
+
+
+def _check_template(template, count):
+    """Reads a literal template as the UDF will (a template computed by the query is read there)."""
+    if isinstance(template, exp.Literal) and template.is_string:
+        try:
+            format_udf.parse(template.this, count)
+        except ValueError as exc:
+            raise QueryError(str(exc)) from None
 
 
 def _replace_all(node):
@@ -148,16 +157,6 @@ def _refuse_qualify_under_star(tree):
                                               for s in select.expressions):
             raise QueryError("QUALIFY under SELECT * does not translate to Spark (sqlglot's rewrite returns its "
                              f"row number too): name the columns — in SQL: {_shown(select.sql(READ))}")
-
-
-_JVM_CALLS = {"reflect", "java_method", "try_reflect"}
-
-
-def _refuse_jvm_calls(tree):
-    for call in tree.find_all(exp.Func):
-        name = call.name if isinstance(call, exp.Anonymous) else call.sql_name()
-        if name.lower() in _JVM_CALLS:
-            raise QueryError(f"{name.lower()}() is not allowed: a query on Spark reads the lake and nothing else")
 
 
 def _first_line(exc):

@@ -3,16 +3,18 @@
 Each table of the lake becomes a temporary view of its own name with the columns and types the
 table has in DuckDB (tracekit.spark.lake_tables), then the views of views.sql are made from them,
 translated to Spark's SQL (tracekit.spark.dialect), so a query sees what it sees in a tracekit
-database.
+database; and, as there, nothing else (tracekit.spark.sandbox).
 """
 
 from tracekit.analysis.named_queries import check_sql, named_sql
 from tracekit.analysis.trace_lookup import no_such_trace
 from tracekit.errors import QueryError
+from tracekit.lake.layout import per_trace_tables, shared_tables
 from tracekit.outputs.rows import Rows
 from tracekit.spark.ctes import query_frame, release
 from tracekit.spark.dialect import spark_tree, view_selects
 from tracekit.spark.lake_tables import register_lake_tables
+from tracekit.spark.sandbox import check_reach, confine
 from tracekit.spark.session import own_session, spark_error_text, start_session
 
 
@@ -30,13 +32,17 @@ class SparkLake:
         self._base = start_session(master, settings)
         self.spark = own_session(self._base, settings)
         try:
+            confine(self.spark)
             _register_format(self.spark)
             register_lake_tables(self.spark, lake)
-            for name, select in view_selects(_views_sql()):
+            views = view_selects(_views_sql())
+            for name, select in views:
                 self._view(name, select)
         except Exception:
             self.close()
             raise
+        # What a query may read: the lake's tables and the views made of them (and its own CTEs).
+        self.tables = frozenset([*per_trace_tables(), *shared_tables(), *(name for name, _ in views)])
 
     def __enter__(self):
         return self
@@ -59,6 +65,7 @@ class SparkLake:
         """The Rows of one SELECT (DuckDB's dialect, `$name` parameters), run on Spark."""
         check_sql(sql, params)
         tree = spark_tree(sql)
+        check_reach(tree, self.tables)
         kept = []
         try:
             frame = query_frame(self.spark, tree, params, kept)

@@ -128,7 +128,14 @@ def _first_line(exc):
 
 def spark_error_text(exc):
     """The first line of a Spark error, without its SQLSTATE tail and plan (for an error pyspark
-    does not know, the Java exception's own message)."""
+    does not know, the Java exception's own message; for a Python UDF's, the UDF's own message,
+    not pyspark's "An exception was thrown from the Python worker")."""
+    from pyspark.errors import PythonException
+
+    if isinstance(exc, PythonException):
+        raised = [found.group(1) for found in map(_EXCEPTION.match, str(exc).splitlines()) if found]
+        if raised:
+            return raised[-1].strip()
     java = getattr(exc, "java_exception", None)
     first = _first_line(java.toString() if java is not None else exc)
     for tail in (" SQLSTATE:", "; line "):
