@@ -5,7 +5,9 @@ these tests instead of hanging them.
 """
 
 import _thread
+import gzip
 import http.client
+import json
 import socket
 import threading
 import urllib.request
@@ -209,6 +211,15 @@ def test_port_in_use_is_a_clear_error():
 def test_missing_file_is_a_trace_file_error(tmp_path):
     with pytest.raises(TraceFileError, match="no such file"):
         TraceServer(tmp_path / "nope.json.gz", port=0)
+
+
+def test_a_bare_array_is_a_trace_whatever_whitespace_follows_its_bracket(tmp_path):
+    # 5 MB of whitespace after `[`: the first event is past the first block the check reads.
+    events = json.loads(gzip.decompress(NAIVE.read_bytes()))["traceEvents"]
+    path = tmp_path / "spaced_array.json"
+    path.write_text("[" + " \n" * (5 << 19) + json.dumps(events)[1:])
+    with TraceServer(path, port=0) as server:
+        assert server.path == path
 
 
 def test_serve_until_fetched_times_out():
