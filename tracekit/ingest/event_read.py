@@ -242,6 +242,9 @@ def _run_on_fifo(con, path, statement, params, lenient, progress, lines):
 _JSON_TYPES = {"UBIGINT": "a number", "BIGINT": "a number", "DOUBLE": "a number", "VARCHAR": "a string",
                "ARRAY": "a list", "BOOLEAN": "a boolean"}
 _MALFORMED = re.compile(r'Malformed JSON in file ".*?", at byte (\d+) in record/value (\d+): (.*?)\.?\s*$')
+_TOO_BIG = re.compile(r'"maximum_object_size" of \d+ bytes exceeded .*\(>(\d+) bytes\)')
+# DuckDB names the FIFO it read: a temp path of tracekit's, never the trace's.
+_IN_FILE = re.compile(r' (?:in|while reading) file "[^"]*"')
 _NOT_OBJECT = re.compile(r'JSON transform error in file ".*?", in record/value (\d+): Expected OBJECT, but got (\w+)')
 
 
@@ -260,6 +263,11 @@ def duckdb_problem(exc):
         # read already refused one over 16 MB) does not fit the load's memory.
         return (f"an event too big to read: tracekit reads events of up to {MAX_EVENT_BYTES >> 20} MB, within the"
                 f" load's memory limit ({message.splitlines()[0][len('Out of Memory Error: '):]})")
+    too_big = _TOO_BIG.search(message)
+    if too_big:
+        # One event bigger than DuckDB's buffer (twice maximum_object_size): its end never came.
+        return (f"an event too big to read: tracekit reads events of up to {MAX_EVENT_BYTES >> 20} MB, and this one"
+                f" runs past {int(too_big.group(1)) >> 20} MB")
     not_object = _NOT_OBJECT.search(message)
     if not_object:
         number, kind = not_object.groups()
@@ -267,6 +275,6 @@ def duckdb_problem(exc):
     for prefix in ("Invalid Input Error: ", "Conversion Error: "):
         if message.startswith(prefix):
             message = message[len(prefix):]
-    return re.sub(r' in file "[^"]*"', "", message)
+    return _IN_FILE.sub("", message)
 
 
