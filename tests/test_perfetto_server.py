@@ -8,6 +8,8 @@ import _thread
 import gzip
 import http.client
 import json
+import os
+import shutil
 import socket
 import threading
 import urllib.request
@@ -219,7 +221,7 @@ def test_a_bare_array_is_a_trace_whatever_whitespace_follows_its_bracket(tmp_pat
     path = tmp_path / "spaced_array.json"
     path.write_text("[" + " \n" * (5 << 19) + json.dumps(events)[1:])
     with TraceServer(path, port=0) as server:
-        assert server.path == path
+        assert server.trace.shown == str(path)
 
 
 def test_serve_until_fetched_times_out():
@@ -268,3 +270,36 @@ def test_open_in_perfetto_stops_cleanly_on_ctrl_c(monkeypatch):
 def test_open_in_perfetto_times_out_with_a_clear_error():
     with pytest.raises(TracekitError, match="did not fetch naive.json.gz within 0.3 s"):
         open_in_perfetto(NAIVE, port=0, browser=False, echo=lambda line: None, timeout=0.3)
+
+
+
+def _fetch(server):
+    with urllib.request.urlopen(urllib.request.Request(server.file_url, headers=UI), timeout=WAIT_S) as response:
+        return response.read()
+
+
+def _swap(path, replacement):
+    """Puts `replacement` (a file, or for a symlink `path`, a target) at `path` in one rename, as an
+    editor saving or a process swapping a link would."""
+    staged = path.with_name(path.name + ".new")
+    if path.is_symlink():
+        os.symlink(replacement, staged)
+    else:
+        shutil.copy(replacement, staged)
+    os.replace(staged, path)
+
+
+@pytest.mark.parametrize("kind", ["file", "symlink"])
+def test_what_is_served_is_what_was_checked_whatever_the_path_names_afterwards(running, tmp_path, kind):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("not yours to serve\n")
+    trace = tmp_path / "naive.json.gz"
+    shutil.copy(NAIVE, trace)
+    path = trace
+    if kind == "symlink":
+        path = tmp_path / "link.json.gz"
+        os.symlink(trace, path)
+    run = running(path)  # opened and checked
+    _swap(path, secret)
+    assert _fetch(run.server) == NAIVE.read_bytes()
+    assert run.stopped() and run.result is True

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from tracekit.ingest.array_end import TWO_ARRAYS_PROBLEM, EndWatch, runs_out, split_array_end
 from tracekit.errors import TraceFileError
 # expected_size is event_read's, from here as before.
-from tracekit.ingest.raw_file import _GZIP_FILE, _ZLIB_ERRORS, expected_size, open_raw  # noqa: F401
+from tracekit.ingest.raw_file import _GZIP_FILE, _ZLIB_ERRORS, expected_size, gunzipped, open_raw  # noqa: F401
 from tracekit.ingest.whitespace import WhitespaceSqueezer
 
 CHUNK_BYTES = 4 << 20
@@ -210,15 +210,23 @@ class _HeaderReader:
         return bytes(self.raw[byte_pos:])
 
 
-def read_header(path):
+def read_header(path, handle=None):
     """The top-level keys before a trace's event array ({} for a bare array); raises TraceFileError
-    for a file that is no Chrome/Kineto trace, reading only as far as the array's start."""
-    stream, _, handle = open_raw(path)
-    with handle:
-        reader = _HeaderReader(_TraceText(stream, path), path)
-        header, _, is_array = reader.read()
-        if is_array and reader.after_array_start() not in ("{", "]"):
-            raise TraceFileError(path, "not a trace: a JSON array of events holds objects, [{...}, ...]")
+    for a file that is no Chrome/Kineto trace, reading only as far as the array's start. `handle`:
+    the file already open (read from its start, and left open)."""
+    if handle is None:
+        stream, _, handle = open_raw(path)
+        with handle:
+            return _read_header(stream, path)
+    handle.seek(0)
+    return _read_header(gunzipped(handle, path)[0], path)
+
+
+def _read_header(stream, path):
+    reader = _HeaderReader(_TraceText(stream, path), path)
+    header, _, is_array = reader.read()
+    if is_array and reader.after_array_start() not in ("{", "]"):
+        raise TraceFileError(path, "not a trace: a JSON array of events holds objects, [{...}, ...]")
     return header
 
 
