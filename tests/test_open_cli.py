@@ -1,5 +1,7 @@
 """`tracekit open` end to end: prints the Perfetto URL, serves the file once, then exits."""
 
+import gzip
+import json
 import os
 import shutil
 import socket
@@ -97,3 +99,17 @@ def test_open_serves_the_file_it_checked_not_the_one_a_symlink_points_to_later(t
     lines, served = open_and_fetch([link], point_the_link_at_the_secret)
     assert served == trace.read_bytes()
     assert lines[-1].startswith(f"Served {link} (")
+
+
+def test_open_trace_serves_the_trace_as_loaded_and_says_in_one_line_when_its_file_changed(tmp_path):
+    copy, db = tmp_path / "sdpa_flash.json.gz", tmp_path / "t.duckdb"
+    shutil.copy(SAMPLE_TRACES / "sdpa_flash.json.gz", copy)
+    assert invoke_cli("load", copy, "--db", db).exit_code == 0
+    loaded = json.loads(gzip.decompress(copy.read_bytes()))["traceEvents"]
+    shutil.copy(SAMPLE_TRACES / "naive.json.gz", copy)  # another trace at the loaded path
+    lines, served = open_and_fetch(["--trace", "sdpa_flash", "--db", db])
+    assert lines[0].endswith("/sdpa_flash.json.gz")
+    assert lines[1] == f"{copy} has changed since it was loaded: serving trace 'sdpa_flash' rebuilt from {db}"
+    rebuilt = json.loads(gzip.decompress(served))["traceEvents"]
+    assert sorted(e["name"] for e in rebuilt if e["ph"] == "X") == sorted(e["name"] for e in loaded if e["ph"] == "X")
+    assert lines[-1].startswith("Served trace 'sdpa_flash' rebuilt from the database (")

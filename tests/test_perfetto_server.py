@@ -11,15 +11,20 @@ import json
 import os
 import shutil
 import socket
+import tempfile
 import threading
 import urllib.request
 import webbrowser
+from pathlib import Path
 
 import pytest
 
 from conftest import SAMPLE_TRACES
 from tracekit.errors import TraceFileError, TracekitError
+from tracekit.ingest.loader import load_file
 from tracekit.outputs.perfetto_server import TraceServer, open_in_perfetto, perfetto_url
+from tracekit.outputs.served_trace import open_loaded_trace
+from tracekit.store.database import connect
 
 NAIVE = SAMPLE_TRACES / "naive.json.gz"
 WAIT_S = 10
@@ -272,6 +277,8 @@ def test_open_in_perfetto_times_out_with_a_clear_error():
         open_in_perfetto(NAIVE, port=0, browser=False, echo=lambda line: None, timeout=0.3)
 
 
+FLASH = SAMPLE_TRACES / "sdpa_flash.json.gz"
+
 
 def _fetch(server):
     with urllib.request.urlopen(urllib.request.Request(server.file_url, headers=UI), timeout=WAIT_S) as response:
@@ -303,3 +310,48 @@ def test_what_is_served_is_what_was_checked_whatever_the_path_names_afterwards(r
     _swap(path, secret)
     assert _fetch(run.server) == NAIVE.read_bytes()
     assert run.stopped() and run.result is True
+
+
+@pytest.fixture
+def loaded_flash(tmp_path):
+    """A database holding a copy of the sdpa_flash sample, loaded from tmp_path/sdpa_flash.json.gz."""
+    copy = tmp_path / "sdpa_flash.json.gz"
+    shutil.copy(FLASH, copy)
+    db = tmp_path / "t.duckdb"
+    con = connect(db)
+    try:
+        assert load_file(con, copy).status == "loaded"
+    finally:
+        con.close()
+    return copy, db
+
+
+def _event_names(data):
+    return sorted(str(e.get("name")) for e in json.loads(gzip.decompress(data))["traceEvents"] if e["ph"] != "M")
+
+
+def test_a_loaded_trace_whose_file_is_unchanged_is_served_from_it(running, loaded_flash):
+    copy, db = loaded_flash
+    run = running(open_loaded_trace("sdpa_flash", db))
+    assert run.server.trace.note is None and run.server.trace.shown == str(copy)
+    _swap(copy, NAIVE)  # after the check: what was checked is what goes
+    assert _fetch(run.server) == FLASH.read_bytes()
+
+
+@pytest.mark.parametrize("change, why", [
+    ("rewritten", "{} has changed since it was loaded"),
+    ("gone", "{}: no such file"),
+])
+def test_a_loaded_trace_whose_file_changed_or_is_gone_is_rebuilt_from_the_database(running, loaded_flash, change,
+                                                                                   why):
+    copy, db = loaded_flash
+    if change == "rewritten":
+        copy.write_bytes(NAIVE.read_bytes())  # in place: same path, same inode, another trace
+    else:
+        copy.unlink()
+    run = running(open_loaded_trace("sdpa_flash", db))
+    assert run.server.trace.note == f"{why.format(copy)}: serving trace 'sdpa_flash' rebuilt from {db}"
+    assert run.server.file_url.endswith("/sdpa_flash.json.gz")
+    assert _event_names(_fetch(run.server)) == _event_names(FLASH.read_bytes())
+    # The rebuild was written in a folder of this process's, removed at once: only the handle holds it.
+    assert not list(Path(tempfile.gettempdir()).glob(f"tracekit-pid{os.getpid()}-open-*"))
