@@ -10,7 +10,9 @@ import pytest
 import make_bad_corpus as corpus
 import trace_builder as tb
 from conftest import ROOT, SAMPLE_TRACES, read_trace
+from tracekit.errors import LoadInterrupted
 from tracekit.ingest import event_chunks, loader
+from tracekit.ingest.load_stop import LoadStop
 from tracekit.store.database import connect
 from tracekit.ingest.event_read import read_exact
 from tracekit.ingest.loader import load_file
@@ -211,3 +213,33 @@ def test_gigabytes_of_whitespace_load_in_bounded_memory_and_cpu(tmp_path, compac
     assert outcome["status"] == "loaded" and outcome["exact_reads"] == 0
     assert outcome["peak_mb"] < GIANT_MAX_RESIDENT_MB, outcome
     assert table_rows(db) == compact_source
+
+
+@pytest.mark.parametrize("read", ["fast", "exact", "lenient"])
+def test_a_stop_ends_a_read_of_whitespace_at_the_next_block(tmp_path, monkeypatch, read):
+    # 512 MB of spaces after a comma give DuckDB nothing to read, so its interrupt cannot land: the
+    # read itself stops, at the first block after the stop (4 MB), not at the end of the run.
+    isal = pytest.importorskip("isal.igzip")
+    raw = corpus.source_bytes()
+    path = tmp_path / "padded.json.gz"
+    with isal.open(path, "wb", compresslevel=1) as out:
+        runs = {corpus.whitespace_places(raw)["after a comma between events"]: 512 << 20}
+        for piece in corpus.padded(raw, runs, blanks=b" " * (1 << 20)):
+            out.write(piece)
+    if read == "exact":
+        monkeypatch.setattr(loader, "read_fast", _refuse)
+    stop, blocks = LoadStop(), []
+
+    def progress(done):
+        blocks.append(stop.requested)
+        if len(blocks) == 8:  # 32 MB into the run
+            stop.request("SIGINT")
+
+    con = connect(tmp_path / "t.duckdb")
+    try:
+        with pytest.raises(LoadInterrupted):
+            load_file(con, path, lenient=read == "lenient", progress=progress, stop=stop)
+        assert con.execute("SELECT count(*) FROM event_rows").fetchone()[0] == 0
+    finally:
+        con.close()
+    assert blocks.count(True) <= 1

@@ -87,9 +87,14 @@ def read_fast(con, path, trace_id, progress=None):
 
     def produce(emit):
         cutter = ChunkCutter(emit, size)
-        info = stream_events(path, cutter, progress=progress)
+        info = stream_events(path, cutter, progress=reading)
         cutter.finish()
         return info
+
+    def reading(done):
+        feed.check()  # a read that gave up ends between any two blocks, all whitespace or not
+        if progress is not None:
+            progress(done)
 
     feed = FifoFeed(produce, expected // size + 1)
 
@@ -126,29 +131,41 @@ class _FifoWriter(threading.Thread):
         self.path, self.fifo, self.lenient, self.progress, self.lines = path, fifo, lenient, progress, lines
         self.info = None
         self.error = None
+        self.released = threading.Event()
 
     def run(self):
         try:
             with open(self.fifo, "wb", buffering=1 << 20) as sink:
                 target = EventLines(sink) if self.lines else sink
-                self.info = stream_events(self.path, target, lenient=self.lenient, progress=self.progress)
+                self.info = stream_events(self.path, target, lenient=self.lenient, progress=self._reading)
                 if self.lines:
                     target.finish()
-        except BrokenPipeError:
+        except (BrokenPipeError, _Released):
             pass  # DuckDB stopped reading: its own error says why.
         except TracekitError as exc:
             self.error = exc
         except Exception as exc:  # noqa: BLE001 - surfaced as the file's error, never swallowed
             self.error = TraceFileError(self.path, f"cannot be read ({exc})")
 
+    def _reading(self, done):
+        if self.released.is_set():
+            raise _Released()  # between two blocks, all whitespace or not
+        if self.progress is not None:
+            self.progress(done)
+
     def release(self):
-        """Unblocks a writer still waiting for a reader, so the thread can end."""
+        """Unblocks a writer still waiting for a reader, and stops one still reading, so the thread can end."""
+        self.released.set()
         try:
             fd = os.open(self.fifo, os.O_RDONLY | os.O_NONBLOCK)
         except OSError:
             return
         self.join(timeout=0.2)
         os.close(fd)
+
+
+class _Released(Exception):
+    """DuckDB stopped reading: the writer stops where it is."""
 
 
 _CONVERTED = ("$trace_id, {cat}, json_extract_string(name, '$'), json_extract_string(ph, '$'), "

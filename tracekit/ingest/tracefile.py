@@ -71,10 +71,11 @@ def _read(stream, path):
 
 class _TraceText:
     """A trace's text, block by block, as every reader here takes it: each block hashed as read,
-    then its long runs of whitespace outside strings cut short (whitespace.py)."""
+    then its long runs of whitespace outside strings cut short (whitespace.py). `on_block()` is
+    called after each block read, those that were all whitespace too: it may stop the read."""
 
-    def __init__(self, stream, path):
-        self.stream, self.path = stream, path
+    def __init__(self, stream, path, on_block=None):
+        self.stream, self.path, self.on_block = stream, path, on_block
         self.digest = hashlib.sha256()  # of the text as it is, every byte of whitespace included
         self.squeezer = WhitespaceSqueezer()
 
@@ -82,6 +83,8 @@ class _TraceText:
         """The next block of text; b"" at the end of the file."""
         while block := _read(self.stream, self.path):
             self.digest.update(block)
+            if self.on_block is not None:
+                self.on_block()
             text = self.squeezer.squeeze(block)
             if text:
                 return text
@@ -321,11 +324,13 @@ def stream_events(path, sink, *, lenient=False, progress=None):
     Returns a TraceStream with the header keys, the content's sha256 and whether the
     array had to be closed by us (`array_closed` False means a truncated trace read
     leniently). Raises TraceFileError for anything that is not a readable trace.
+    `progress(bytes of the file read)` is called after every block read; what it raises
+    ends the read (a stop: gigabytes of whitespace give the sink nothing to refuse).
     """
     stream, compressed, raw_handle = open_raw(path, salvage=lenient)
     info = TraceStream(path=str(path), compressed=compressed)
     try:
-        text = _TraceText(stream, path)
+        text = _TraceText(stream, path, None if progress is None else lambda: progress(raw_handle.tell()))
         header, pending, is_array = _HeaderReader(text, path).read()
         info.header = header
         watch = EndWatch(path)
@@ -344,10 +349,6 @@ def stream_events(path, sink, *, lenient=False, progress=None):
                 break
             blocks.append(chunk)
             held_bytes += len(chunk)
-            if progress is not None:
-                progress(raw_handle.tell())
-        if progress is not None:
-            progress(raw_handle.tell())  # a file read whole with its header reports here
         try:
             body, tail = _array_end(path, b"".join(blocks), is_array, lenient, flushed, watch, info)
         except RecursionError:
