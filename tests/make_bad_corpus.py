@@ -37,8 +37,8 @@ def source_trace():
     return json.loads(source_bytes())
 
 
-def _gzip(data):
-    return gzip.compress(data, mtime=0)
+def _gzip(data, level=9):
+    return gzip.compress(data, compresslevel=level, mtime=0)
 
 
 def _dump(trace):
@@ -274,6 +274,58 @@ def long_whitespace():
             + raw[last:])
 
 
+def whitespace_places(raw):
+    """{place: offset in the source text} for every kind of place JSON lets whitespace sit in a
+    trace: around the top-level object and its keys, at the event array's brackets and commas, and
+    inside an event, between a key and its value and inside its args."""
+    events_key = raw.index(b'"traceEvents"')
+    array = raw.index(b"[", events_key)
+    comma = raw.index(b"},\n  {", len(raw) // 2) + 1
+    kernel = raw.index(b'"cat": "kernel"')
+    end = _array_end(raw)
+    return {
+        "before the trace": 0,
+        "after a comma between keys": raw.index(b",", raw.index(b'"schemaVersion"')) + 1,
+        "before traceEvents' colon": events_key + len(b'"traceEvents"'),
+        "after traceEvents' colon": array,
+        "after the array's [": array + 1,
+        "before a comma between events": comma,
+        "after a comma between events": comma + 1,
+        "between a key and its value": raw.index(b'"name":', kernel) + len(b'"name":'),
+        "inside args": raw.index(b'"args": {', kernel) + len(b'"args": {'),
+        "before the array's ]": raw.rindex(b"}", 0, end) + 1,
+        "after the array's ]": end + 1,
+        "after the trace": len(raw),
+    }
+
+
+# JSON's four whitespace characters in turn, 1 MB of them.
+BLANKS = b" \t\r\n" * (1 << 18)
+
+
+def padded(raw, runs, blanks=BLANKS):
+    """`raw` piece by piece with runs[offset] bytes of whitespace (cut from `blanks`) put at each
+    offset: a generator, so gigabytes of it can stream into gzip."""
+    at = 0
+    for offset in sorted(runs):
+        yield raw[at:offset]
+        left = runs[offset]
+        while left:
+            yield blanks[:min(left, len(blanks))]
+            left -= min(left, len(blanks))
+        at = offset
+    yield raw[at:]
+
+
+def whitespace_everywhere():
+    """The source text with 1 MB of whitespace at every place of whitespace_places, and 65 MB
+    after the trace: past the 64 MB in which the loader looks for the end of the trace."""
+    raw = source_bytes()
+    runs = {offset: 1 << 20 for offset in whitespace_places(raw).values()}
+    runs[len(raw)] = 65 << 20
+    return b"".join(padded(raw, runs))
+
+
 def odd_cases():
     """(Case, file bytes) for valid but unusual traces that must load."""
     return [
@@ -286,6 +338,8 @@ def odd_cases():
         # Past the 1 MB in which the separator between events is looked for, and past the 4 MB
         # held back for the keys after the array (gzip makes the file 30 KB).
         (Case("long_whitespace.json.gz", ""), _gzip(long_whitespace())),
+        # Whitespace anywhere JSON allows it, and past the window for the end of the trace (gzip: 0.4 MB).
+        (Case("whitespace_everywhere.json.gz", ""), _gzip(whitespace_everywhere(), level=1)),
         (Case("big_key_after_array.json.gz", ""),
          _gzip(_after_array(source_bytes(), b'"blob": "' + b"x" * (10 << 20) + b'"'))),
         (Case("odd_durations.json", ""), _odd_durations()),

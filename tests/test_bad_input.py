@@ -16,6 +16,7 @@ import pytest
 
 import make_bad_corpus as corpus
 from conftest import SAMPLE_TRACES, db_rows, invoke_cli
+from tracekit.ingest import event_read
 
 BAD = {case.name: case for case, _ in corpus.bad_cases()}
 LENIENT_LOADS = sorted(name for name, case in BAD.items() if case.lenient)
@@ -325,6 +326,24 @@ def test_the_corpus_script_writes_every_case(tmp_path):
                          check=True)
     names = sorted(list(BAD) + [case.name for case, _ in corpus.odd_cases()])
     assert sorted(p.name for p in tmp_path.iterdir()) == names
-    assert len(out.stdout.splitlines()) == len(names) == 49
+    assert len(out.stdout.splitlines()) == len(names) == 50
     with gzip.open(tmp_path / "truncated.json.gz") as f:
         assert f.read() == (tmp_path / "truncated.json").read_bytes()
+
+
+def test_an_event_past_duckdbs_buffer_is_named_too_big_without_a_temp_path(db, tmp_path, monkeypatch):
+    # A name holding 33 MB of spaces (whitespace inside a string is the string's, and stays): DuckDB
+    # reads an event in a buffer of twice maximum_object_size (16 MB at least), and its own error
+    # names the FIFO it read. The exact read's limit lowered to 4 MB makes 33 MB enough; at its
+    # real 64 MB the same takes an event of 128 MB.
+    monkeypatch.setattr(event_read, "MAX_EVENT_BYTES", 4 << 20)
+    raw = corpus.source_bytes()
+    at = raw.index(b'"name": "', raw.index(b'"cat": "kernel"')) + len(b'"name": "')
+    path = tmp_path / "wide_event.json"
+    path.write_bytes(raw[:at] + b" " * (33 << 20) + raw[at:])
+    before = corpus.database_state(db)
+    result = invoke("load", path, "--db", db)
+    assert_one_line_error(result, path, "an event too big to read: tracekit reads events of up to 4 MB, and this one"
+                                        " runs past 31 MB")
+    assert "tracekit-" not in result.output and "maximum_object_size" not in result.output
+    assert corpus.database_state(db) == before

@@ -170,7 +170,8 @@ def huge_name(tmp_path_factory):
 
 def test_an_event_too_big_is_said_of_the_users_file(huge_name, tmp_path):
     result = invoke_cli("load", huge_name, "--db", tmp_path / "t.duckdb")
-    assert_one_error_line(result, f"{huge_name}: an event too big to read: tracekit reads events of up to 64 MB")
+    assert_one_error_line(result, f"{huge_name}: an event too big to read: tracekit reads events of up to 64 MB, "
+                                  "and this one runs past 127 MB")
     assert "events.json" not in result.output
 
 
@@ -178,4 +179,5 @@ def test_an_event_too_big_in_a_lake_load_of_two_files_is_said_of_its_file(huge_n
     result = invoke_cli("load", huge_name, SAMPLE_TRACES / "naive.json.gz", "--lake", tmp_path / "lake", "-j", "2")
     assert result.exit_code == 1
     errors = [line for line in result.output.splitlines() if line.startswith("Error: /")]
-    assert errors == [f"Error: {huge_name}: an event too big to read: tracekit reads events of up to 64 MB"]
+    assert errors == [f"Error: {huge_name}: an event too big to read: tracekit reads events of up to 64 MB, "
+                      "and this one runs past 127 MB"]

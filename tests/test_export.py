@@ -3,7 +3,6 @@
 import gzip
 import json
 import re
-import shutil
 from collections import Counter
 
 import pytest
@@ -294,20 +293,3 @@ def test_export_errors_are_one_line(sample_db, tmp_path, args, message):
     result = CliRunner().invoke(cli, ["export", "--db", str(sample_db), *args, "-o", str(tmp_path / "x.json")])
     assert result.exit_code == 1
     assert message in result.output and len(result.output.strip().splitlines()) == 1
-
-
-def test_open_rebuilds_a_trace_whose_file_is_gone(tmp_path, monkeypatch):
-    from tracekit.analysis.trace_lookup import file_for_trace
-
-    monkeypatch.setenv("TRACEKIT_CACHE", str(tmp_path / "cache"))
-    copy = tmp_path / "sdpa_flash.json.gz"
-    shutil.copy(SAMPLE_TRACES / "sdpa_flash.json.gz", copy)
-    db = tmp_path / "t.duckdb"
-    con = connect(db)
-    load_file(con, copy)
-    con.close()
-    assert file_for_trace("sdpa_flash", db) == copy
-    copy.unlink()
-    rebuilt = file_for_trace("sdpa_flash", db)
-    assert rebuilt.exists() and rebuilt != copy
-    assert len(read_events(rebuilt)) == len(read_events(SAMPLE_TRACES / "sdpa_flash.json.gz"))

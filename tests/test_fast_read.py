@@ -2,12 +2,17 @@
 nanosecond, however the event array is cut into pieces; a piece cut inside an event is caught."""
 
 import json
+import subprocess
+import sys
 
 import pytest
 
+import make_bad_corpus as corpus
 import trace_builder as tb
-from conftest import SAMPLE_TRACES, read_trace
+from conftest import ROOT, SAMPLE_TRACES, read_trace
+from tracekit.errors import LoadInterrupted
 from tracekit.ingest import event_chunks, loader
+from tracekit.ingest.load_stop import LoadStop
 from tracekit.store.database import connect
 from tracekit.ingest.event_read import read_exact
 from tracekit.ingest.loader import load_file
@@ -137,3 +142,104 @@ def test_the_cutter_hands_over_complete_arrays_at_event_boundaries():
 ])
 def test_the_separator_is_what_follows_the_first_event(head, expected):
     assert event_chunks.event_separator(head) == expected
+
+
+@pytest.fixture(scope="module")
+def compact_source(tmp_path_factory):
+    """The rows of the bad-input corpus's source trace written compactly, with no whitespace at all."""
+    folder = tmp_path_factory.mktemp("compact")
+    path = folder / "compact.json"
+    path.write_text(json.dumps(corpus.source_trace(), separators=(",", ":")))
+    return load_one(folder / "compact.duckdb", path)
+
+
+def test_whitespace_anywhere_loads_the_same_rows_as_the_compact_file(corpus_dir, tmp_path, monkeypatch,
+                                                                     compact_source):
+    exact_calls = []
+    got = load_one(tmp_path / "t.duckdb", corpus_dir / "whitespace_everywhere.json.gz", exact_calls=exact_calls,
+                   monkeypatch=monkeypatch)
+    assert got == compact_source and exact_calls == []
+
+
+# Spaces at every place of make_bad_corpus.whitespace_places, each run past the limit that place
+# had (MB): the 64 MB in which the header must hold the array's start (four places of 24 MB);
+# DuckDB's buffer, twice maximum_object_size (32 MB for the fast read, 128 MB for the exact one),
+# which a run after `[`, before `,` or `]` or inside an event overflowed; the 64 MB in which the
+# end of the trace is looked for; and 512 MB after a comma, which loaded before, but only by holding
+# the whole run in the piece of the array it fell in. 1.3 GB in all, 1.3 MB gzipped. Every limit is
+# crossed, so more is only more time: runs are cut where the text is read (ingest/whitespace.py),
+# and nothing after that sees a run longer than 64 KB (no 4 GiB limit of DuckDB's is approached).
+GIANT_RUNS_MB = {
+    "before the trace": 24, "after a comma between keys": 24, "before traceEvents' colon": 24,
+    "after traceEvents' colon": 24, "after the array's [": 130, "before a comma between events": 130,
+    "after a comma between events": 512, "between a key and its value": 130, "inside args": 130,
+    "before the array's ]": 70, "after the array's ]": 70, "after the trace": 70,
+}
+# What the load in its own process may use: peak resident memory (its VmHWM; the address space is
+# no measure, as DuckDB and glibc reserve it by threads and cores) and CPU seconds (RLIMIT_CPU,
+# about 20 times what it takes), so a load that holds a run or reads it in quadratic time fails.
+GIANT_MAX_RESIDENT_MB = 400
+GIANT_CPU_SECONDS = 60
+_LOAD_IN_BOUNDS = """
+import json, resource, sys
+resource.setrlimit(resource.RLIMIT_CPU, ({cpu}, {cpu}))
+from tracekit.ingest import loader
+from tracekit.store.database import connect
+exact = []
+real_exact = loader.read_exact
+loader.read_exact = lambda *a, **k: exact.append(1) or real_exact(*a, **k)
+con = connect(sys.argv[2])
+result = loader.load_file(con, sys.argv[1])
+con.close()
+peak_kb = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+print(json.dumps({{"status": result.status, "exact_reads": len(exact), "peak_mb": peak_kb >> 10}}))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the peak resident memory from /proc")
+def test_gigabytes_of_whitespace_load_in_bounded_memory_and_cpu(tmp_path, compact_source):
+    isal = pytest.importorskip("isal.igzip")  # deflates 1.3 GB of spaces in 0.1 s (zlib: 2 s)
+    raw = corpus.source_bytes()
+    runs = {offset: GIANT_RUNS_MB[place] << 20 for place, offset in corpus.whitespace_places(raw).items()}
+    path = tmp_path / "giant_whitespace.json.gz"
+    with isal.open(path, "wb", compresslevel=1) as out:
+        for piece in corpus.padded(raw, runs, blanks=b" " * (1 << 20)):
+            out.write(piece)
+    db = tmp_path / "t.duckdb"
+    done = subprocess.run([sys.executable, "-c", _LOAD_IN_BOUNDS.format(cpu=GIANT_CPU_SECONDS), path, db],
+                          capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    outcome = json.loads(done.stdout)
+    assert outcome["status"] == "loaded" and outcome["exact_reads"] == 0
+    assert outcome["peak_mb"] < GIANT_MAX_RESIDENT_MB, outcome
+    assert table_rows(db) == compact_source
+
+
+@pytest.mark.parametrize("read", ["fast", "exact", "lenient"])
+def test_a_stop_ends_a_read_of_whitespace_at_the_next_block(tmp_path, monkeypatch, read):
+    # 512 MB of spaces after a comma give DuckDB nothing to read, so its interrupt cannot land: the
+    # read itself stops, at the first block after the stop (4 MB), not at the end of the run.
+    isal = pytest.importorskip("isal.igzip")
+    raw = corpus.source_bytes()
+    path = tmp_path / "padded.json.gz"
+    with isal.open(path, "wb", compresslevel=1) as out:
+        runs = {corpus.whitespace_places(raw)["after a comma between events"]: 512 << 20}
+        for piece in corpus.padded(raw, runs, blanks=b" " * (1 << 20)):
+            out.write(piece)
+    if read == "exact":
+        monkeypatch.setattr(loader, "read_fast", _refuse)
+    stop, blocks = LoadStop(), []
+
+    def progress(done):
+        blocks.append(stop.requested)
+        if len(blocks) == 8:  # 32 MB into the run
+            stop.request("SIGINT")
+
+    con = connect(tmp_path / "t.duckdb")
+    try:
+        with pytest.raises(LoadInterrupted):
+            load_file(con, path, lenient=read == "lenient", progress=progress, stop=stop)
+        assert con.execute("SELECT count(*) FROM event_rows").fetchone()[0] == 0
+    finally:
+        con.close()
+    assert blocks.count(True) <= 1

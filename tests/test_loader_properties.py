@@ -4,10 +4,15 @@ clean one-line error naming the file, and a failed load leaves the database as i
 Mutations: truncation at a random byte, byte flips (of the text or of the gzip stream), deleted
 and duplicated events, and fields (ph, ts, dur, name, args, pid, tid, cat) given other JSON types,
 in plain and gzip form, loaded strictly and with --lenient.
+
+And whitespace: runs of any length between any two tokens leave the same JSON once the loader has
+cut them short, and a real trace laid out so loads the same rows as the same trace written compactly.
 """
 
 import gzip
+import itertools
 import json
+import random
 import re
 
 import pytest
@@ -16,6 +21,8 @@ from hypothesis import strategies as st
 
 from conftest import SAMPLE_TRACES, TEST_DATA
 from make_bad_corpus import database_state
+from tracekit.ingest import whitespace
+from tracekit.ingest.whitespace import WhitespaceSqueezer
 from tracekit.store.database import connect
 from tracekit.errors import TracekitError
 from tracekit.ingest.loader import load_file
@@ -190,3 +197,118 @@ def test_lenient_reads_a_trace_damaged_inside_its_event_array(con, tmp_path_fact
     assert result.status == "loaded"
     assert original - 2 * flipped <= result.events <= original + flipped
     _check_loaded(con, result, before, True, None)
+
+
+_BLANKS = " \t\r\n" * 4096
+
+
+def spaced(value, rng, longest):
+    """`value` as JSON text with a run of whitespace (space, tab, CR, LF) of 0 to `longest` bytes
+    before and after every token, strings' own spaces and escapes as json.dumps writes them."""
+    def blank():
+        size = rng.choice((0, 1, 2, longest, rng.randint(0, longest)))
+        start = rng.randrange(4)
+        return _BLANKS[start:start + size]
+
+    def dump(item):
+        if isinstance(item, dict):
+            members = ",".join(blank() + json.dumps(key) + blank() + ":" + blank() + dump(value) + blank()
+                               for key, value in item.items())
+            return "{" + (members or blank()) + "}"
+        if isinstance(item, list):
+            return "[" + (",".join(blank() + dump(value) + blank() for value in item) or blank()) + "]"
+        return json.dumps(item)
+
+    return blank() + dump(value) + blank()
+
+
+def longest_run_outside_strings(text):
+    """The longest run of JSON whitespace outside strings in `text`, read a character at a time."""
+    longest = run = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            in_string = escaped or char != '"'
+            escaped = not escaped and char == "\\"
+        elif char in " \t\r\n":
+            run += 1
+            longest = max(longest, run)
+        else:
+            run, in_string = 0, char == '"'
+    return longest
+
+
+def squeezed(text, stride, block_sizes):
+    """`text` through a WhitespaceSqueezer, in blocks of the given sizes in turn; (text, dropped)."""
+    squeezer = WhitespaceSqueezer(stride)
+    out, at = [], 0
+    for size in itertools.cycle(block_sizes):
+        if at >= len(text):
+            return b"".join(out), squeezer.dropped
+        out.append(squeezer.squeeze(text[at:at + size]))
+        at += size
+
+
+# Strings of runs of spaces, quotes, backslashes and newlines: json.dumps writes `\"`, `\\`, `\n`,
+# so escapes of every parity end up next to runs of spaces inside strings, which must stay whole.
+string_values = st.lists(st.sampled_from([" " * 3, " " * 13, " " * 40, '"', "\\", "\n", "\t", "a", "{", "]", ",", ":"]),
+                         max_size=8).map("".join)
+spaced_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.floats(allow_nan=False, allow_infinity=False)
+    | string_values,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(string_values, inner, max_size=4), max_leaves=16)
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=spaced_values, rng=st.randoms(use_true_random=False), stride=st.integers(1, 6),
+       block_sizes=st.lists(st.integers(1, 64), min_size=1, max_size=8))
+def test_whitespace_cut_short_outside_strings_leaves_the_same_json(value, rng, stride, block_sizes):
+    text = spaced(value, rng, longest=6 * stride).encode()
+    out, dropped = squeezed(text, stride, block_sizes)
+    assert json.loads(out) == value
+    assert longest_run_outside_strings(out.decode()) <= 2 * stride
+    assert dropped == len(text) - len(out)
+    event(f"dropped {'some' if dropped else 'none'}")
+
+
+# Runs over 2 * STRIDE bytes are cut: most of the runs drawn below.
+_TEST_STRIDE = 8
+_SPACED_SOURCE = json.loads(RAW["sdpa_flash.json.gz"])
+_ROWS = {
+    "event_rows": "SELECT cat, name, ph, ts_ns, dur_ns, pid, tid, id, bp, s, args::VARCHAR FROM event_rows",
+    "cpu_op_rows": "SELECT name, ts_ns, dur_ns, depth, step, op_path FROM cpu_op_rows",
+    "kernel_rows": "SELECT name, ts_ns, dur_ns, stream, correlation, step FROM kernel_rows",
+}
+
+
+def _trace_rows(con, trace_id):
+    return {table: sorted(con.execute(f"{sql} WHERE trace_id = ?", [trace_id]).fetchall(), key=repr)
+            for table, sql in _ROWS.items()}
+
+
+@pytest.fixture(scope="module")
+def compact_flash(con, tmp_path_factory):
+    """The rows of sdpa_flash written compactly (no whitespace), loaded beside the mutations."""
+    path = tmp_path_factory.mktemp("compact") / "compact_flash.json"
+    path.write_text(json.dumps(_SPACED_SOURCE, separators=(",", ":")))
+    result = load_file(con, path)
+    trace_id = con.execute("SELECT trace_id FROM trace_files WHERE trace = ?", [result.trace]).fetchone()[0]
+    return _trace_rows(con, trace_id)
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                  HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32), longest=st.sampled_from([20, 100, 1000]), lenient=st.booleans())
+def test_a_real_trace_with_whitespace_between_any_tokens_loads_the_same_rows(con, tmp_path_factory, compact_flash,
+                                                                             seed, longest, lenient):
+    # A seed, not hypothesis's own random: the trace's thousands of tokens would overflow its buffer.
+    path = tmp_path_factory.mktemp("spaced") / "spaced.json"
+    path.write_text(spaced(_SPACED_SOURCE, random.Random(seed), longest))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(whitespace, "STRIDE", _TEST_STRIDE)
+        result = load_file(con, path, lenient=lenient)
+    if result.status == "skipped":  # the same text drawn twice
+        return
+    assert (result.status, result.dropped) == ("loaded", {})
+    trace_id = con.execute("SELECT trace_id FROM trace_files WHERE trace = ?", [result.trace]).fetchone()[0]
+    assert _trace_rows(con, trace_id) == compact_flash

@@ -5,17 +5,26 @@ these tests instead of hanging them.
 """
 
 import _thread
+import gzip
 import http.client
+import json
+import os
+import shutil
 import socket
+import tempfile
 import threading
 import urllib.request
 import webbrowser
+from pathlib import Path
 
 import pytest
 
 from conftest import SAMPLE_TRACES
 from tracekit.errors import TraceFileError, TracekitError
+from tracekit.ingest.loader import load_file
 from tracekit.outputs.perfetto_server import TraceServer, open_in_perfetto, perfetto_url
+from tracekit.outputs.served_trace import open_loaded_trace
+from tracekit.store.database import connect
 
 NAIVE = SAMPLE_TRACES / "naive.json.gz"
 WAIT_S = 10
@@ -211,6 +220,15 @@ def test_missing_file_is_a_trace_file_error(tmp_path):
         TraceServer(tmp_path / "nope.json.gz", port=0)
 
 
+def test_a_bare_array_is_a_trace_whatever_whitespace_follows_its_bracket(tmp_path):
+    # 5 MB of whitespace after `[`: the first event is past the first block the check reads.
+    events = json.loads(gzip.decompress(NAIVE.read_bytes()))["traceEvents"]
+    path = tmp_path / "spaced_array.json"
+    path.write_text("[" + " \n" * (5 << 19) + json.dumps(events)[1:])
+    with TraceServer(path, port=0) as server:
+        assert server.trace.shown == str(path)
+
+
 def test_serve_until_fetched_times_out():
     with TraceServer(NAIVE, port=0) as server:
         assert server.serve_until_fetched(timeout=0.3) is False
@@ -257,3 +275,83 @@ def test_open_in_perfetto_stops_cleanly_on_ctrl_c(monkeypatch):
 def test_open_in_perfetto_times_out_with_a_clear_error():
     with pytest.raises(TracekitError, match="did not fetch naive.json.gz within 0.3 s"):
         open_in_perfetto(NAIVE, port=0, browser=False, echo=lambda line: None, timeout=0.3)
+
+
+FLASH = SAMPLE_TRACES / "sdpa_flash.json.gz"
+
+
+def _fetch(server):
+    with urllib.request.urlopen(urllib.request.Request(server.file_url, headers=UI), timeout=WAIT_S) as response:
+        return response.read()
+
+
+def _swap(path, replacement):
+    """Puts `replacement` (a file, or for a symlink `path`, a target) at `path` in one rename, as an
+    editor saving or a process swapping a link would."""
+    staged = path.with_name(path.name + ".new")
+    if path.is_symlink():
+        os.symlink(replacement, staged)
+    else:
+        shutil.copy(replacement, staged)
+    os.replace(staged, path)
+
+
+@pytest.mark.parametrize("kind", ["file", "symlink"])
+def test_what_is_served_is_what_was_checked_whatever_the_path_names_afterwards(running, tmp_path, kind):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("not yours to serve\n")
+    trace = tmp_path / "naive.json.gz"
+    shutil.copy(NAIVE, trace)
+    path = trace
+    if kind == "symlink":
+        path = tmp_path / "link.json.gz"
+        os.symlink(trace, path)
+    run = running(path)  # opened and checked
+    _swap(path, secret)
+    assert _fetch(run.server) == NAIVE.read_bytes()
+    assert run.stopped() and run.result is True
+
+
+@pytest.fixture
+def loaded_flash(tmp_path):
+    """A database holding a copy of the sdpa_flash sample, loaded from tmp_path/sdpa_flash.json.gz."""
+    copy = tmp_path / "sdpa_flash.json.gz"
+    shutil.copy(FLASH, copy)
+    db = tmp_path / "t.duckdb"
+    con = connect(db)
+    try:
+        assert load_file(con, copy).status == "loaded"
+    finally:
+        con.close()
+    return copy, db
+
+
+def _event_names(data):
+    return sorted(str(e.get("name")) for e in json.loads(gzip.decompress(data))["traceEvents"] if e["ph"] != "M")
+
+
+def test_a_loaded_trace_whose_file_is_unchanged_is_served_from_it(running, loaded_flash):
+    copy, db = loaded_flash
+    run = running(open_loaded_trace("sdpa_flash", db))
+    assert run.server.trace.note is None and run.server.trace.shown == str(copy)
+    _swap(copy, NAIVE)  # after the check: what was checked is what goes
+    assert _fetch(run.server) == FLASH.read_bytes()
+
+
+@pytest.mark.parametrize("change, why", [
+    ("rewritten", "{} has changed since it was loaded"),
+    ("gone", "{}: no such file"),
+])
+def test_a_loaded_trace_whose_file_changed_or_is_gone_is_rebuilt_from_the_database(running, loaded_flash, change,
+                                                                                   why):
+    copy, db = loaded_flash
+    if change == "rewritten":
+        copy.write_bytes(NAIVE.read_bytes())  # in place: same path, same inode, another trace
+    else:
+        copy.unlink()
+    run = running(open_loaded_trace("sdpa_flash", db))
+    assert run.server.trace.note == f"{why.format(copy)}: serving trace 'sdpa_flash' rebuilt from {db}"
+    assert run.server.file_url.endswith("/sdpa_flash.json.gz")
+    assert _event_names(_fetch(run.server)) == _event_names(FLASH.read_bytes())
+    # The rebuild was written in a folder of this process's, removed at once: only the handle holds it.
+    assert not list(Path(tempfile.gettempdir()).glob(f"tracekit-pid{os.getpid()}-open-*"))

@@ -213,16 +213,15 @@ def hta_diff(control, test, *, db=DEFAULT_DB, wait=DEFAULT_LOCK_WAIT_S):
 
 @speaks_python
 def open_trace(trace_file=None, *, trace=None, db=None, port=9001, browser=True, timeout=None):
-    """`tracekit.open()`: serves a trace file (or loaded trace `trace`) to ui.perfetto.dev until the UI has fetched
-    it, as `tracekit open` does; returns the URL it gave the UI."""
+    """`tracekit.open()`: serves a trace file (or loaded trace `trace`, as it was loaded) to ui.perfetto.dev until
+    the UI has fetched it, as `tracekit open` does; returns the URL it gave the UI."""
     from tracekit.outputs.perfetto_server import open_in_perfetto
-    from tracekit.analysis.trace_lookup import file_for_trace
+    from tracekit.outputs.served_trace import open_loaded_trace
 
     if (trace_file is None) == (trace is None):
         raise ValueError("give trace_file or trace=, not both")
-    if trace is not None:
-        trace_file = file_for_trace(trace, resolve_db(db)[0])
-    return open_in_perfetto(trace_file, port=port, browser=browser, timeout=timeout)
+    served = trace_file if trace is None else open_loaded_trace(trace, resolve_db(db)[0])
+    return open_in_perfetto(served, port=port, browser=browser, timeout=timeout)
 
 
 def _connect_source(db, lake, allow_files, wait):

@@ -1,6 +1,4 @@
-"""Finding the file behind a loaded trace's name."""
-
-from pathlib import Path
+"""Finding a loaded trace by its name."""
 
 from tracekit.errors import TracekitError
 
@@ -18,20 +16,3 @@ def no_such_trace(name, names):
     """The error for a trace `name` that is not among the loaded `names` (sorted)."""
     shown = ", ".join(names[:20]) + (f" and {len(names) - 20} more" if len(names) > 20 else "")
     return TracekitError(f"no trace named {name!r} (loaded: {shown or 'none'})")
-
-
-def file_for_trace(name, db=None):
-    """The original file of loaded trace `name`, or (when it is gone) one rebuilt from the database."""
-    from tracekit.api import resolve_db
-    from tracekit.store.database import connect
-
-    path, _ = resolve_db(db)
-    con = connect(path, read_only=True)
-    try:
-        _, original = trace_row(con, name)
-        if original and Path(original).is_file():
-            return Path(original)
-        from tracekit.outputs.trace_export import rebuild_trace
-        return rebuild_trace(con, name)
-    finally:
-        con.close()

@@ -20,6 +20,9 @@ def open_command(trace_file, trace_name, db, port, no_browser):
 
     Only that file is served, to the Perfetto UI's origin, until the UI has fetched
     it (or Ctrl-C); then it says what it served. A file that is not a trace is refused.
+    The file is opened once and the bytes checked are the bytes served. --trace serves the
+    trace as it was loaded: its file while that holds the same bytes (SHA-256), else, saying
+    so, the trace rebuilt from the database.
     """
     from tracekit.outputs.perfetto_server import open_in_perfetto
 
@@ -27,12 +30,13 @@ def open_command(trace_file, trace_name, db, port, no_browser):
         raise click.UsageError("give a TRACE_FILE or --trace NAME, not both")
     if trace_file is None and trace_name is None:
         raise click.UsageError("give a TRACE_FILE or --trace NAME")
+    trace = trace_file
     if trace_name is not None:
         from tracekit.cli import database_to_read
-        from tracekit.analysis.trace_lookup import file_for_trace
+        from tracekit.outputs.served_trace import open_loaded_trace
         path, _ = database_to_read(db, "opening from")
-        trace_file = file_for_trace(trace_name, path)
-    open_in_perfetto(trace_file, port=port, browser=not no_browser, echo=click.echo)
+        trace = open_loaded_trace(trace_name, path)
+    open_in_perfetto(trace, port=port, browser=not no_browser, echo=click.echo)
 
 
 @click.command("export")

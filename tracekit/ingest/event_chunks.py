@@ -161,6 +161,11 @@ class FifoFeed:
             except _Cancelled:
                 pass
 
+    def check(self):
+        """Raises in the producer once the reader has given up (for a producer with nothing to put)."""
+        if self.cancelled.is_set():
+            raise _Cancelled()
+
     def _put(self, piece):
         while not self.cancelled.is_set():
             try:

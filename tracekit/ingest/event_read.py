@@ -87,9 +87,14 @@ def read_fast(con, path, trace_id, progress=None):
 
     def produce(emit):
         cutter = ChunkCutter(emit, size)
-        info = stream_events(path, cutter, progress=progress)
+        info = stream_events(path, cutter, progress=reading)
         cutter.finish()
         return info
+
+    def reading(done):
+        feed.check()  # a read that gave up ends between any two blocks, all whitespace or not
+        if progress is not None:
+            progress(done)
 
     feed = FifoFeed(produce, expected // size + 1)
 
@@ -126,29 +131,41 @@ class _FifoWriter(threading.Thread):
         self.path, self.fifo, self.lenient, self.progress, self.lines = path, fifo, lenient, progress, lines
         self.info = None
         self.error = None
+        self.released = threading.Event()
 
     def run(self):
         try:
             with open(self.fifo, "wb", buffering=1 << 20) as sink:
                 target = EventLines(sink) if self.lines else sink
-                self.info = stream_events(self.path, target, lenient=self.lenient, progress=self.progress)
+                self.info = stream_events(self.path, target, lenient=self.lenient, progress=self._reading)
                 if self.lines:
                     target.finish()
-        except BrokenPipeError:
+        except (BrokenPipeError, _Released):
             pass  # DuckDB stopped reading: its own error says why.
         except TracekitError as exc:
             self.error = exc
         except Exception as exc:  # noqa: BLE001 - surfaced as the file's error, never swallowed
             self.error = TraceFileError(self.path, f"cannot be read ({exc})")
 
+    def _reading(self, done):
+        if self.released.is_set():
+            raise _Released()  # between two blocks, all whitespace or not
+        if self.progress is not None:
+            self.progress(done)
+
     def release(self):
-        """Unblocks a writer still waiting for a reader, so the thread can end."""
+        """Unblocks a writer still waiting for a reader, and stops one still reading, so the thread can end."""
+        self.released.set()
         try:
             fd = os.open(self.fifo, os.O_RDONLY | os.O_NONBLOCK)
         except OSError:
             return
         self.join(timeout=0.2)
         os.close(fd)
+
+
+class _Released(Exception):
+    """DuckDB stopped reading: the writer stops where it is."""
 
 
 _CONVERTED = ("$trace_id, {cat}, json_extract_string(name, '$'), json_extract_string(ph, '$'), "
@@ -242,8 +259,9 @@ def _run_on_fifo(con, path, statement, params, lenient, progress, lines):
 _JSON_TYPES = {"UBIGINT": "a number", "BIGINT": "a number", "DOUBLE": "a number", "VARCHAR": "a string",
                "ARRAY": "a list", "BOOLEAN": "a boolean"}
 _MALFORMED = re.compile(r'Malformed JSON in file ".*?", at byte (\d+) in record/value (\d+): (.*?)\.?\s*$')
-# An event over twice maximum_object_size (DuckDB's buffer holds two): said before DuckDB gets to its end.
-_OVER_MAXIMUM = re.compile(r'"maximum_object_size" of \d+ bytes exceeded')
+_TOO_BIG = re.compile(r'"maximum_object_size" of \d+ bytes exceeded .*\(>(\d+) bytes\)')
+# DuckDB names the FIFO it read: a temp path of tracekit's, never the trace's.
+_IN_FILE = re.compile(r' (?:in|while reading) file "[^"]*"')
 _NOT_OBJECT = re.compile(r'JSON transform error in file ".*?", in record/value (\d+): Expected OBJECT, but got (\w+)')
 
 
@@ -258,13 +276,16 @@ def duckdb_problem(exc):
         return f"{BROKEN_JSON} ({what} at character {offset} of event {int(value) - 1}; --lenient drops it)"
     if "Empty array with trailing data" in message:
         return f"{BROKEN_JSON} (at its first event; --lenient drops it)"
-    if _OVER_MAXIMUM.search(message):
-        return f"an event too big to read: tracekit reads events of up to {MAX_EVENT_BYTES >> 20} MB"
     if message.startswith("Out of Memory Error"):
         # Reading one array, DuckDB holds a whole event at once: an event of tens of MB (the fast
         # read already refused one over 16 MB) does not fit the load's memory.
         return (f"an event too big to read: tracekit reads events of up to {MAX_EVENT_BYTES >> 20} MB, within the"
                 f" load's memory limit ({message.splitlines()[0][len('Out of Memory Error: '):]})")
+    too_big = _TOO_BIG.search(message)
+    if too_big:
+        # One event bigger than DuckDB's buffer (twice maximum_object_size): its end never came.
+        return (f"an event too big to read: tracekit reads events of up to {MAX_EVENT_BYTES >> 20} MB, and this one"
+                f" runs past {int(too_big.group(1)) >> 20} MB")
     not_object = _NOT_OBJECT.search(message)
     if not_object:
         number, kind = not_object.groups()
@@ -272,6 +293,6 @@ def duckdb_problem(exc):
     for prefix in ("Invalid Input Error: ", "Conversion Error: "):
         if message.startswith(prefix):
             message = message[len(prefix):]
-    return re.sub(r' in file "[^"]*"', "", message)
+    return _IN_FILE.sub("", message)
 
 

@@ -224,16 +224,17 @@ def _read_and_commit(con, path, replace, lenient, progress, slot, stop):
     unchanged = None if replace else same_file_loaded(con, path, stop)
     if unchanged is not None:
         return unchanged
+    reading = _stopping(progress, stop, path)
     if lenient:
         try:
             with stop.interruptible(con, path):
-                info, lines = read_lenient(con, path, progress)
+                info, lines = read_lenient(con, path, reading)
             return _in_transaction(con, path, replace, lambda trace_id: (info, lenient_insert(con, trace_id, lines)),
                                    slot, stop, lenient=True, progress=progress)
         finally:
             quietly(con, "DROP TABLE IF EXISTS _raw")
     try:
-        return _in_transaction(con, path, replace, lambda trace_id: (read_fast(con, path, trace_id, progress), {}),
+        return _in_transaction(con, path, replace, lambda trace_id: (read_fast(con, path, trace_id, reading), {}),
                                slot, stop, progress=progress)
     except FastReadRefused as refused:
         stop.check(path)  # an interrupt fails the fast read too: no second read then
@@ -241,8 +242,19 @@ def _read_and_commit(con, path, replace, lenient, progress, slot, stop):
         if full is not None:
             raise DiskFullError(path, full) from None
         # Read it again, exactly, to load what the fast read would not take or to say which event is bad.
-        return _in_transaction(con, path, replace, lambda trace_id: (read_exact(con, path, trace_id, progress), {}),
+        return _in_transaction(con, path, replace, lambda trace_id: (read_exact(con, path, trace_id, reading), {}),
                                slot, stop, progress=progress)
+
+
+def _stopping(progress, stop, path):
+    """What a read calls after each block of the file: `progress`, and a stop's LoadInterrupted.
+    DuckDB's interrupt lands only once data reaches it, and a run of gigabytes of whitespace
+    sends it none, so the read itself must stop."""
+    def reading(done):
+        stop.check(path)
+        if progress is not None:
+            progress(done)
+    return reading
 
 
 def _in_transaction(con, path, replace, read, slot, stop, *, lenient=False, progress=None):

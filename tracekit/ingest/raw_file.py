@@ -2,6 +2,8 @@
 
 The readers (tracefile) take the stream open_raw gives; the loader checks a file with
 check_trace_file before anything opens it, and recognises a file already loaded by file_sha256.
+open_regular opens a file once and checks what it opened, so whatever the path names later (a
+symlink pointed elsewhere, another file renamed over it) is never what is read.
 """
 
 import gzip
@@ -33,10 +35,12 @@ def check_trace_file(path):
     someone writes to it, a device (/dev/zero) would never end."""
     try:
         mode = os.stat(path).st_mode
-    except FileNotFoundError:
-        raise TraceFileError(path, "no such file") from None
     except OSError as exc:
-        raise TraceFileError(path, f"cannot be read ({exc.strerror})") from None
+        raise _unreadable(path, exc) from None
+    _check_mode(path, mode)
+
+
+def _check_mode(path, mode):
     for is_kind, kind in _NOT_FILES:
         if is_kind(mode):
             raise TraceFileError(path, f"is {kind}, not a trace file")
@@ -44,31 +48,56 @@ def check_trace_file(path):
         raise TraceFileError(path, "is not a regular file, not a trace file")
 
 
+def _unreadable(path, exc):
+    if isinstance(exc, FileNotFoundError):
+        return TraceFileError(path, "no such file")
+    return TraceFileError(path, f"cannot be read ({exc.strerror})")
+
+
+def open_regular(path):
+    """`path` opened for binary reading, once: refused (TraceFileError) unless what was opened is
+    a regular file. Opening does not wait for a FIFO's writer, and the check is of the handle."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    except OSError as exc:
+        raise _unreadable(path, exc) from None
+    try:
+        _check_mode(path, os.fstat(fd).st_mode)
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "rb")
+
+
 def open_raw(path, *, salvage=False):
     """Opens `path` for binary reading, transparently un-gzipping it. `salvage`: with the standard
     library's gzip, which hands over every byte a gzip cut short holds before it fails."""
-    check_trace_file(path)
+    handle = open_regular(path)
     try:
-        handle = open(path, "rb")
-    except FileNotFoundError:
-        raise TraceFileError(path, "no such file")
-    except OSError as exc:
-        raise TraceFileError(path, f"cannot be read ({exc.strerror})")
+        return (*gunzipped(handle, path, salvage=salvage), handle)
+    except BaseException:
+        handle.close()
+        raise
+
+
+def gunzipped(handle, path, *, salvage=False):
+    """(the text of the open file `handle`, every gzip layer undone, whether it was gzipped)."""
     magic = handle.read(2)
     handle.seek(0)
     if magic != GZIP_MAGIC:
-        return handle, False, handle
+        return handle, False
     opener = gzip.GzipFile if salvage else _GZIP_FILE
     stream = opener(fileobj=handle, mode="rb")
     # A .gz gzipped again (`gzip -f` on a .json.gz, an upload that compresses): unwrap each layer.
     for _ in range(MAX_GZIP_LAYERS - 1):
         if _peek(stream, path, 2) != GZIP_MAGIC:
-            return stream, True, handle
+            return stream, True
         stream = opener(fileobj=stream, mode="rb")
     if _peek(stream, path, 2) == GZIP_MAGIC:
-        handle.close()
         raise TraceFileError(path, f"gzip inside gzip more than {MAX_GZIP_LAYERS} deep: not a trace")
-    return stream, True, handle
+    return stream, True
 
 
 def _peek(stream, path, size):

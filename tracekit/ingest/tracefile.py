@@ -3,7 +3,8 @@
 DuckDB parses a JSON *array* of events an order of magnitude faster (and in a
 tenth of the memory) than one huge object holding it, so we never hand it the
 whole file: the keys before `traceEvents` are parsed here, the array itself is
-streamed to DuckDB untouched, and the keys after it are recovered from a tail
+streamed to DuckDB untouched (but for long runs of whitespace, cut short as the
+text is read: whitespace.py), and the keys after it are recovered from a tail
 held back while streaming. Python never builds objects for the events.
 """
 
@@ -18,7 +19,8 @@ from dataclasses import dataclass, field
 from tracekit.ingest.array_end import TWO_ARRAYS_PROBLEM, EndWatch, runs_out, split_array_end
 from tracekit.errors import TraceFileError
 # expected_size is event_read's, from here as before.
-from tracekit.ingest.raw_file import _GZIP_FILE, _ZLIB_ERRORS, expected_size, open_raw  # noqa: F401
+from tracekit.ingest.raw_file import _GZIP_FILE, _ZLIB_ERRORS, expected_size, gunzipped, open_raw  # noqa: F401
+from tracekit.ingest.whitespace import WhitespaceSqueezer
 
 CHUNK_BYTES = 4 << 20
 # Kineto writes a few KB of header; anything past this before the array is not a trace we know.
@@ -67,11 +69,33 @@ def _read(stream, path):
         raise TraceFileError(path, f"corrupt gzip: {exc}") from None
 
 
+class _TraceText:
+    """A trace's text, block by block, as every reader here takes it: each block hashed as read,
+    then its long runs of whitespace outside strings cut short (whitespace.py). `on_block()` is
+    called after each block read, those that were all whitespace too: it may stop the read."""
+
+    def __init__(self, stream, path, on_block=None):
+        self.stream, self.path, self.on_block = stream, path, on_block
+        self.digest = hashlib.sha256()  # of the text as it is, every byte of whitespace included
+        self.squeezer = WhitespaceSqueezer()
+
+    def read(self):
+        """The next block of text; b"" at the end of the file."""
+        while block := _read(self.stream, self.path):
+            self.digest.update(block)
+            if self.on_block is not None:
+                self.on_block()
+            text = self.squeezer.squeeze(block)
+            if text:
+                return text
+        return b""
+
+
 class _HeaderReader:
     """Parses the top-level keys up to `"traceEvents": [` from a growing text buffer."""
 
-    def __init__(self, stream, path):
-        self.stream, self.path = stream, path
+    def __init__(self, text, path):
+        self.source, self.path = text, path
         self.decoder = codecs.getincrementaldecoder("utf-8")()
         self.raw = bytearray()
         self.text = ""
@@ -81,7 +105,7 @@ class _HeaderReader:
     def _more(self):
         if self.eof:
             return False
-        chunk = _read(self.stream, self.path)
+        chunk = self.source.read()
         if not chunk:
             self.eof = True
             return False
@@ -150,6 +174,7 @@ class _HeaderReader:
             raise self._truncated() if self.bad_byte is not None else TraceFileError(self.path, "empty file")
         first = self.text[pos]
         if first == "[":
+            self.array_at = pos
             return {}, self._raw_from(pos), True
         if first != "{":
             raise TraceFileError(self.path, "not JSON: a trace starts with { or [")
@@ -176,19 +201,34 @@ class _HeaderReader:
                 raise TraceFileError(self.path, _NO_EVENTS)
             pos += 1
 
+    def after_array_start(self):
+        """For a bare array: its first character after the `[` that is not whitespace ("" at the
+        end of the file), reading on when the `[` ended the blocks read so far."""
+        pos = self._skip_ws(self.array_at + 1)
+        return self.text[pos:pos + 1]
+
     def _raw_from(self, char_pos):
         """The raw bytes from text position `char_pos` on (the array's `[`)."""
         byte_pos = len(self.text[:char_pos].encode("utf-8"))
         return bytes(self.raw[byte_pos:])
 
 
-def read_header(path):
+def read_header(path, handle=None):
     """The top-level keys before a trace's event array ({} for a bare array); raises TraceFileError
-    for a file that is no Chrome/Kineto trace, reading only as far as the array's start."""
-    stream, _, handle = open_raw(path)
-    with handle:
-        header, raw, is_array = _HeaderReader(stream, path).read()
-    if is_array and raw[1:].lstrip()[:1] not in (b"{", b"]"):
+    for a file that is no Chrome/Kineto trace, reading only as far as the array's start. `handle`:
+    the file already open (read from its start, and left open)."""
+    if handle is None:
+        stream, _, handle = open_raw(path)
+        with handle:
+            return _read_header(stream, path)
+    handle.seek(0)
+    return _read_header(gunzipped(handle, path)[0], path)
+
+
+def _read_header(stream, path):
+    reader = _HeaderReader(_TraceText(stream, path), path)
+    header, _, is_array = reader.read()
+    if is_array and reader.after_array_start() not in ("{", "]"):
         raise TraceFileError(path, "not a trace: a JSON array of events holds objects, [{...}, ...]")
     return header
 
@@ -284,14 +324,14 @@ def stream_events(path, sink, *, lenient=False, progress=None):
     Returns a TraceStream with the header keys, the content's sha256 and whether the
     array had to be closed by us (`array_closed` False means a truncated trace read
     leniently). Raises TraceFileError for anything that is not a readable trace.
+    `progress(bytes of the file read)` is called after every block read; what it raises
+    ends the read (a stop: gigabytes of whitespace give the sink nothing to refuse).
     """
     stream, compressed, raw_handle = open_raw(path, salvage=lenient)
-    digest = hashlib.sha256()
     info = TraceStream(path=str(path), compressed=compressed)
     try:
-        reader = _HeaderReader(stream, path)
-        header, pending, is_array = reader.read()
-        digest.update(bytes(reader.raw))
+        text = _TraceText(stream, path, None if progress is None else lambda: progress(raw_handle.tell()))
+        header, pending, is_array = _HeaderReader(text, path).read()
         info.header = header
         watch = EndWatch(path)
         # The blocks read, as read: each goes to the sink untouched once TAIL_BYTES follow it and
@@ -304,23 +344,18 @@ def stream_events(path, sink, *, lenient=False, progress=None):
                 held_bytes -= len(block)
                 sink.write(block)
                 flushed = True
-            chunk = _next_chunk(stream, path, lenient)
+            chunk = _next_chunk(text, lenient)
             if not chunk:
                 break
-            digest.update(chunk)
             blocks.append(chunk)
             held_bytes += len(chunk)
-            if progress is not None:
-                progress(raw_handle.tell())
-        if progress is not None:
-            progress(raw_handle.tell())  # a file read whole with its header reports here
         try:
             body, tail = _array_end(path, b"".join(blocks), is_array, lenient, flushed, watch, info)
         except RecursionError:
             raise TraceFileError(path, f"a key after its traceEvents array {TOO_DEEP}") from None
         sink.write(body)
         info.header.update(tail)
-        info.sha256 = digest.hexdigest()
+        info.sha256 = text.digest.hexdigest()
         info.bytes_read = raw_handle.tell()
         return info
     finally:
@@ -334,9 +369,9 @@ def _may_flush(watch, blocks, held_bytes, path):
         raise TraceFileError(path, f"a key after its traceEvents array {TOO_DEEP}") from None
 
 
-def _next_chunk(stream, path, lenient):
+def _next_chunk(text, lenient):
     try:
-        return _read(stream, path)
+        return text.read()
     except GzipCutShort:
         if not lenient:
             raise

@@ -5,6 +5,8 @@ it a URL it is allowed to read: its content security policy permits
 http://127.0.0.1:9001, and the browser needs a CORS header naming the UI's origin.
 The server answers for that one file and nothing else, and stops once the UI has
 fetched it: the UI keeps the trace in memory, so nothing needs us afterwards.
+It sends the bytes of the handle that was checked (served_trace), never what the
+path holds by the time the UI asks.
 """
 
 import errno
@@ -17,8 +19,8 @@ import webbrowser
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from tracekit.errors import TraceFileError, TracekitError
-from tracekit.ingest.raw_file import check_trace_file
+from tracekit.errors import TracekitError
+from tracekit.outputs.served_trace import ServedTrace, open_trace_file
 
 HOST = "127.0.0.1"  # loopback only: a trace can hold code paths and shapes worth keeping private
 DEFAULT_PORT = 9001
@@ -28,7 +30,7 @@ _POLL_S = 0.2  # how often the waiting thread wakes, so Ctrl-C lands promptly on
 
 
 def perfetto_url(path, port=DEFAULT_PORT):
-    """The ui.perfetto.dev deep link that makes the UI fetch `path` from our server."""
+    """The ui.perfetto.dev deep link that makes the UI fetch the file named as `path` from our server."""
     return f"{UI_ORIGIN}/#!/?url={_file_url(path, port)}"
 
 
@@ -36,17 +38,10 @@ def _file_url(path, port):
     return f"http://{HOST}:{port}/{urllib.parse.quote(Path(path).name, safe='')}"
 
 
-def _content_type(path):
+def _content_type(name):
     # .gz stays octet-stream with no Content-Encoding: the UI un-gzips the bytes
     # itself, and a browser that saw Content-Encoding would inflate them first.
-    return "application/json" if Path(path).suffix == ".json" else "application/octet-stream"
-
-
-def _check_trace(path):
-    """Refuses a file that is missing, unreadable or not a Chrome/Kineto trace, before serving it:
-    the UI would only show its own error page for a README or a database."""
-    from tracekit.ingest.tracefile import read_header
-    read_header(path)
+    return "application/json" if Path(name).suffix == ".json" else "application/octet-stream"
 
 
 def _size_text(size):
@@ -54,17 +49,6 @@ def _size_text(size):
         if size < 1024 or unit == "MiB":
             return f"{size:.0f} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"
         size /= 1024
-
-
-def _check_readable(path):
-    check_trace_file(path)  # a FIFO would block here, a device would be served without end
-    try:
-        with open(path, "rb"):
-            pass
-    except FileNotFoundError:
-        raise TraceFileError(path, "no such file") from None
-    except OSError as exc:
-        raise TraceFileError(path, f"cannot be read ({exc.strerror})") from None
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -121,29 +105,28 @@ class _Handler(BaseHTTPRequestHandler):
             return  # never counts as the UI's fetch, so the server keeps waiting for it
         # Compare the decoded path with the file's name instead of mapping it onto
         # the file system, so `..` and friends can never reach another file.
+        trace = server.trace
         route = urllib.parse.unquote(urllib.parse.urlsplit(self.path).path)
-        if route != "/" + server.trace_path.name:
+        if route != "/" + trace.name:
             self.send_error(404, "Not found: this server serves one trace file")
             return
-        try:
-            trace = open(server.trace_path, "rb")
-        except OSError:
-            self.send_error(404, "The trace file is gone")
+        self.send_response(200)
+        self.send_header("Content-Type", _content_type(trace.name))
+        self.send_header("Content-Length", str(trace.size))
+        self.end_headers()
+        if not body:
             return
-        with trace:
-            size = os.fstat(trace.fileno()).st_size
-            self.send_response(200)
-            self.send_header("Content-Type", _content_type(server.trace_path))
-            self.send_header("Content-Length", str(size))
-            self.end_headers()
-            if not body:
-                return
-            try:
-                while chunk := trace.read(_CHUNK_BYTES):
-                    self.wfile.write(chunk)
-                self.wfile.flush()
-            except OSError:
-                return  # the browser went away mid-file: not a load, keep serving
+        sent = 0
+        try:
+            while sent < trace.size:
+                chunk = trace.read_at(sent, min(_CHUNK_BYTES, trace.size - sent))
+                if not chunk:
+                    return  # the file was cut short in place: an incomplete answer, not a load
+                self.wfile.write(chunk)
+                sent += len(chunk)
+            self.wfile.flush()
+        except OSError:
+            return  # the browser went away mid-file: not a load, keep serving
         server.fetched.set()
 
     def log_message(self, format, *args):
@@ -156,8 +139,8 @@ class _Server(ThreadingHTTPServer):
     # On Windows SO_REUSEADDR lets a second server bind a port that is in use.
     allow_reuse_address = os.name != "nt"
 
-    def __init__(self, trace_path, port, log):
-        self.trace_path = trace_path
+    def __init__(self, trace, port, log):
+        self.trace = trace
         self.log = log
         self.fetched = threading.Event()
         self.refused = 0  # requests turned away: not the UI's, or not addressed to us
@@ -175,26 +158,27 @@ class _Server(ThreadingHTTPServer):
 
 
 class TraceServer:
-    """Serves `path` on http://127.0.0.1:`port`/ until the Perfetto UI has fetched it.
+    """Serves a trace on http://127.0.0.1:`port`/ until the Perfetto UI has fetched it: `trace` a
+    path (opened and checked here, once) or a ServedTrace, which the server then owns.
 
     The socket is bound on construction (port=0 picks a free port, see `.port`);
     use as a context manager or call `close()`.
     """
 
-    def __init__(self, path, port=DEFAULT_PORT, log=None):
-        self.path = Path(path)
-        _check_trace(self.path)
+    def __init__(self, trace, port=DEFAULT_PORT, log=None):
+        self.trace = trace if isinstance(trace, ServedTrace) else open_trace_file(trace)
         try:
-            self._server = _Server(self.path, port, log)
+            self._server = _Server(self.trace, port, log)
         except OSError as exc:
+            self.trace.close()
             if exc.errno == errno.EADDRINUSE:
                 raise TracekitError(
                     f"port {port} on {HOST} is in use (another `tracekit open` or "
                     "Perfetto's trace_processor?); stop it and retry: the Perfetto UI fetches local traces from port 9001 only") from None
             raise TracekitError(f"cannot listen on {HOST}:{port}: {exc.strerror}") from None
         self.host, self.port = self._server.server_address[:2]
-        self.file_url = _file_url(self.path, self.port)
-        self.url = perfetto_url(self.path, self.port)
+        self.file_url = _file_url(self.trace.name, self.port)
+        self.url = perfetto_url(self.trace.name, self.port)
         self._thread = None
         self._closed = False
         self._lock = threading.Lock()  # close() may come from another thread
@@ -229,6 +213,7 @@ class TraceServer:
                 self._server.shutdown()
                 self._thread.join()
             self._server.server_close()
+            self.trace.close()
 
     def refused_note(self):
         """', refused 2 requests that were not the UI's' (or nothing when none was)."""
@@ -244,16 +229,20 @@ class TraceServer:
         self.close()
 
 
-def open_in_perfetto(path, *, port=DEFAULT_PORT, browser=True, echo=print, timeout=None):
-    """Serve `path`, point ui.perfetto.dev at it, block until it has loaded; return the URL.
+def open_in_perfetto(trace, *, port=DEFAULT_PORT, browser=True, echo=print, timeout=None):
+    """Serve `trace` (a path, or a ServedTrace), point ui.perfetto.dev at it, block until it has
+    loaded; return the URL.
 
     Ctrl-C stops serving cleanly (the URL is still returned). Either way the last line
     says what was served. Raises TracekitError if the UI has not fetched the file within
     `timeout` seconds.
     """
-    with TraceServer(path, port=port) as server:
+    with TraceServer(trace, port=port) as server:
+        served = server.trace
         echo(server.url)
-        echo(f"Serving {server.path.name} to ui.perfetto.dev; stops after the UI has "
+        if served.note:
+            echo(served.note)
+        echo(f"Serving {served.name} to ui.perfetto.dev; stops after the UI has "
              "loaded it (Ctrl-C to stop)")
         if browser and not webbrowser.open(server.url):
             echo("Could not start a browser; open the URL above yourself.")
@@ -263,8 +252,8 @@ def open_in_perfetto(path, *, port=DEFAULT_PORT, browser=True, echo=print, timeo
             echo(f"Stopped before the UI loaded the trace: served nothing{server.refused_note()}.")
             return server.url
     if not fetched:
-        raise TracekitError(f"the Perfetto UI did not fetch {server.path.name} within "
+        raise TracekitError(f"the Perfetto UI did not fetch {served.name} within "
                             f"{timeout:g} s; open {server.url} in a browser and try again")
-    echo(f"Served {server.path} ({_size_text(server.path.stat().st_size)}) to ui.perfetto.dev "
+    echo(f"Served {served.shown} ({_size_text(served.size)}) to ui.perfetto.dev "
          f"and stopped{server.refused_note()}.")
     return server.url

@@ -217,16 +217,3 @@ def export(con, out, *, trace=None, sql=None, findings=False):
 
 def _meta_key(event):
     return event["trace"], event["name"], event["pid"], event["tid"]
-
-
-def rebuild_trace(con, name, folder=None):
-    """Writes loaded trace `name` back to a file (for `tracekit open` when the original is gone)."""
-    from tracekit.store.samples import _cache_dir
-    folder = Path(folder) if folder else _cache_dir() / "rebuilt"
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise TracekitError(f"{folder}: cannot write the rebuilt trace there ({exc.strerror})") from None
-    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", name)
-    path, _, _ = export(con, folder / f"{safe}.json.gz", trace=name)
-    return path
