@@ -291,3 +291,31 @@ def test_a_gzip_trace_with_a_lake_beside_it_loads(tmp_path):
     (folder / "t.json.gz").write_bytes(gzip.compress(gzip.decompress((SAMPLE_TRACES / "naive.json.gz").read_bytes())))
     assert invoke_cli("load", folder.parent, "--lake", tmp_path / "traces" / "lake").exit_code == 0
     assert invoke_cli("load", folder.parent, "--db", tmp_path / "t.duckdb").output.startswith("loaded t:")
+
+
+def test_a_reader_that_opened_before_a_replace_reads_on_after_it(lake, tmp_path):
+    """The replace also takes out `other`, which holds the new content under another name (a
+    database's rule): the connection opened before still reads both old traces whole, a new one
+    sees the new x alone, and what was superseded goes SUPERSEDED_KEPT_S later."""
+    from tracekit.lake import connect_lake
+    from tracekit.lake.publish import SUPERSEDED_KEPT_S
+
+    other = lake.parent / "src" / "other.json.gz"
+    shutil.copy(SAMPLE_TRACES / "flex.json.gz", other)
+    assert invoke_cli("load", other, "--lake", lake).exit_code == 0
+    before = connect_lake(lake)
+    sql = "SELECT t.trace, count(*) FROM event_rows e JOIN trace_files t USING (trace_id) GROUP BY ALL ORDER BY 1"
+    old_rows = before.execute(sql).fetchall()
+    shutil.copy(SAMPLE_TRACES / "flex.json.gz", lake.parent / "src" / "x.json.gz")
+    replaced = run_lake(["load", lake.parent / "src" / "x.json.gz", "--lake", lake, "--replace"], tmp_path)
+    assert replaced.returncode == 0, replaced.stderr
+    assert before.execute(sql).fetchall() == old_rows  # its snapshot's files are all still there
+    before.close()
+    assert traces_in(lake) == {"x": FLEX_EVENTS}
+    long_ago = time.time() - SUPERSEDED_KEPT_S - 1
+    for note in (lake / "_content" / "replaced").iterdir():
+        os.utime(note, (long_ago, long_ago))
+    assert run_lake(["load", SAMPLE_TRACES / "sdpa_flash.json.gz", "--lake", lake], tmp_path).returncode == 0
+    assert not any((lake / table / "trace=other").exists() for table in PER_TRACE_TABLES)
+    assert all(len(os.listdir(lake / table / "trace=x")) == 1 for table in PER_TRACE_TABLES)
+    assert traces_in(lake) == {"x": FLEX_EVENTS, "sdpa_flash": 242}

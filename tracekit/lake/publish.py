@@ -19,7 +19,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from tracekit.ingest.load_publish import free_name
-from tracekit.lake.layout import (CONTENT, LOCK_FILE, META_FILE, PARTITION, STAGING, LakeError, encode_name, meta,
+from tracekit.lake.layout import (CONTENT, LOCK_FILE, META_FILE, PARTITION, STAGING, LakeError, decode_name,
+                                  encode_name, meta,
                                   own_entries, own_folder, part_file, part_files, part_generation, part_name,
                                   partition, per_trace_tables, published_names, refuse_foreign_folder, shared_tables)
 
@@ -147,17 +148,28 @@ def _remove(path):
 
 
 def _orphans(lake, names=None):
-    """Partitions (of `names`, or of any trace) whose trace has no trace_files partition."""
+    """Partitions (of `names`, or of any trace) whose trace has no trace_files partition, but those
+    of a trace taken out less than SUPERSEDED_KEPT_S ago (readers that opened before may read them)."""
     published = set(own_entries(lake / "trace_files"))
+    kept = {entry for entry in own_entries(_replaced_notes(lake)) if not _old_enough(_replaced_notes(lake) / entry)}
     removed = 0
     for table in per_trace_tables()[1:]:
         folder = lake / table
         wanted = own_entries(folder) if names is None else [encode_name(n) for n in names]
         for entry in wanted:
-            if entry.startswith(PARTITION) and entry not in published and os.path.lexists(folder / entry):
+            if (entry.startswith(PARTITION) and entry not in published and entry not in kept
+                    and os.path.lexists(folder / entry)):
                 _remove(folder / entry)
                 removed += 1
     return removed
+
+
+def _old_enough(note):
+    """Whether the replace or removal `note` records is SUPERSEDED_KEPT_S old (a missing note is)."""
+    try:
+        return time.time() - os.lstat(note).st_mtime > SUPERSEDED_KEPT_S
+    except FileNotFoundError:
+        return True
 
 
 def _half_written_shared(lake):
@@ -181,41 +193,42 @@ def _note_replace(lake, name):
 
 
 def _superseded(lake):
-    """For each trace replaced: removes the files of generations newer than its trace_files' (a
-    dead replacer's), and, SUPERSEDED_KEPT_S after the replace, those of older ones."""
+    """For each trace replaced or taken out: removes the files of generations newer than its
+    trace_files' (a dead replacer's), and, SUPERSEDED_KEPT_S after, every file but its current
+    one (a trace taken out has none: its partitions go, as orphans)."""
     notes = _replaced_notes(lake)
     for entry in own_entries(notes):
-        try:
-            age = time.time() - os.lstat(notes / entry).st_mtime
-        except FileNotFoundError:
-            continue
-        old_enough = age > SUPERSEDED_KEPT_S
+        old_enough = _old_enough(notes / entry)
         current = part_file(lake / "trace_files" / entry)
         newest = part_generation(current.name) if current is not None else None
         for table in per_trace_tables() if newest is not None else []:
             folder = lake / table / entry
             for file_name in part_files(folder):
-                generation = part_generation(file_name)
-                if generation > newest or (generation < newest and old_enough):
+                if file_name != current.name and (part_generation(file_name) > newest or old_enough):
                     _remove(folder / file_name)
         if old_enough:
             _remove(notes / entry)
+            if newest is None:
+                _orphans(lake, [decode_name(entry)])
 
 
 def _dead_generations(lake, name):
-    """What dead writers left under trace `name`: its partitions when it has no trace_files
-    partition, else the files of generations newer than trace_files' newest."""
+    """Removes what dead writers left under trace `name` (its partitions when it has no trace_files
+    partition, else the files of generations newer than trace_files' newest); returns the newest
+    generation of a file left under the name (0 when none), which the next publication passes."""
     current = part_file(partition(lake, "trace_files", name))
     if current is None:
         _orphans(lake, [name])
-        return 0
-    newest = part_generation(current.name)
-    for table in per_trace_tables()[1:]:
-        folder = partition(lake, table, name)
-        for file_name in part_files(folder):
-            if part_generation(file_name) > newest:
-                _remove(folder / file_name)
-    return newest
+    else:
+        newest = part_generation(current.name)
+        for table in per_trace_tables()[1:]:
+            folder = partition(lake, table, name)
+            for file_name in part_files(folder):
+                if part_generation(file_name) > newest:
+                    _remove(folder / file_name)
+    # A trace taken out moments ago leaves files a reader may still read: the next one passes them.
+    return max((part_generation(f) for table in per_trace_tables() for f in part_files(partition(lake, table, name))),
+               default=0)
 
 
 def publish(staging, name, sha256, replace, read_trace_file):
@@ -313,13 +326,14 @@ def _set_owner(lake, entry, name):
 
 
 def _unpublish(lake, staging, name, sha_of):
-    """Takes trace `name` out of the lake: its trace_files partition first (in one rename, so it
-    is gone at once), then the rest, which no reader reads from then on."""
+    """Takes trace `name` out of the lake: its trace_files partition, in one rename, so it is gone
+    at once; its other partitions stay SUPERSEDED_KEPT_S for the readers that opened before (noted
+    as a replace's superseded generation is), then a load removes them."""
     old_sha = sha_of(name)
     gone = staging.folder / "replaced"
     gone.mkdir(exist_ok=True)
+    _note_replace(lake, name)
     os.rename(partition(lake, "trace_files", name), gone / encode_name(name))
-    _orphans(lake, [name])
     if old_sha is not None and (lake / CONTENT / old_sha).exists():
         (lake / CONTENT / old_sha).unlink()
 

@@ -16,9 +16,28 @@ from tracekit.lake.layout import (SHARED_PART, LakeError, own_folder, partition,
                                   table_columns, whole_traces)
 
 
+# A trace taken out of the lake while a connection opens (another --replace's) loses its
+# trace_files file between the listing and the read of it: the snapshot is then taken again.
+_OPEN_TRIES = 3
+
+
 def connect_lake(lake, *, allow_files=False):
     """A read-only connection to `lake` for queries, confined as tracekit.store.database's
     connect_for_queries is (the lake's files, and with `allow_files` the user's own, to read)."""
+    for attempt in range(_OPEN_TRIES):
+        try:
+            return _connect(lake, allow_files)
+        except _SnapshotMoved:
+            if attempt == _OPEN_TRIES - 1:
+                raise LakeError(f"{lake}: its traces changed while it was opened, {_OPEN_TRIES} times; "
+                                "open it again") from None
+
+
+class _SnapshotMoved(Exception):
+    """A file of the lake's snapshot was removed before the connection read it."""
+
+
+def _connect(lake, allow_files):
     from tracekit.analysis.sql_sandbox import lock_down
     from tracekit.store.database import create_views, prepare
 
@@ -35,6 +54,11 @@ def connect_lake(lake, *, allow_files=False):
         create_views(con)
         prepare(con)
         lock_down(con, allow_files=allow_files, allowed_directories=[f"{folder}/"])
+    except duckdb.IOException as exc:
+        con.close()
+        if "No files found" in str(exc) or "No such file" in str(exc):
+            raise _SnapshotMoved() from None
+        raise LakeError(f"{lake}: cannot be read as a lake ({str(exc).splitlines()[0]})") from None
     except duckdb.Error as exc:
         con.close()
         raise LakeError(f"{lake}: cannot be read as a lake ({str(exc).splitlines()[0]})") from None

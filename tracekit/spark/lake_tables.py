@@ -36,7 +36,12 @@ def register_lake_tables(spark, lake):
         parts = {table: [f"{uri}/{table}/{encode_name(name)}/{part}" for name, part in whole]
                  for table in per_trace_tables()}
         for table in per_trace_tables():
-            _dataset(spark, uri, lake, table, columns[table], parts[table]).createOrReplaceTempView(table)
+            frame = _dataset(spark, uri, lake, table, columns[table], parts[table])
+            if table == "trace_files":
+                # Read now, a row per trace: a trace another writer takes out later has then lost
+                # its trace_files file (its other files stay a while: tracekit.lake.publish).
+                frame = spark.createDataFrame(frame.collect(), frame.schema)
+            frame.createOrReplaceTempView(table)
     else:
         _check_remote_meta(spark, uri)
         current = _current_parts(spark, uri, lake, columns["trace_files"])
