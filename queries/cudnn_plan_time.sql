@@ -7,14 +7,19 @@
 --   calls: calls in the trace
 --   first_call_ms: CPU time of the first call, milliseconds
 --   steady_call_ms: median CPU time of the other calls, milliseconds
---   plan_ms: first_call_ms - steady_call_ms, the cost of building the plan
---   first_call_step: ProfilerStep#N of the first call
+--   plan_ms: first_call_ms - steady_call_ms, the cost of building the plan; NULL when the first call
+--            in the trace costs less than twice a steady one: it is not the process's first (a
+--            profiler schedule's window opened later) and found its plan built, so the trace does
+--            not hold the plan's cost (a difference of noise, even below 0, is no plan time)
+--   first_call_step: step of the first call
 -- params:
 --   trace = NULL: only this trace
 SELECT c.trace, any_value(c.name) AS op, count(*) AS calls,
        max(c.dur_us) FILTER (WHERE c.call = 1) / 1000.0 AS first_call_ms,
        median(c.dur_us) FILTER (WHERE c.call > 1) / 1000.0 AS steady_call_ms,
-       (max(c.dur_us) FILTER (WHERE c.call = 1) - median(c.dur_us) FILTER (WHERE c.call > 1)) / 1000.0 AS plan_ms,
+       CASE WHEN max(c.dur_us) FILTER (WHERE c.call = 1) >= 2 * median(c.dur_us) FILTER (WHERE c.call > 1)
+            THEN (max(c.dur_us) FILTER (WHERE c.call = 1) - median(c.dur_us) FILTER (WHERE c.call > 1)) / 1000.0
+       END AS plan_ms,
        max(c.step) FILTER (WHERE c.call = 1) AS first_call_step
 FROM cudnn_attention_calls c
 WHERE $trace IS NULL OR c.trace = $trace

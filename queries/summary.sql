@@ -21,7 +21,8 @@
 --   tensor_core_pct: share of matrix-math time (GEMM, convolution, attention kernels of known math_unit) on Tensor Cores, percent (NULL: none ran)
 --   top_kernel: the kernel with the most GPU time in the steady steps
 --   top_kernel_occupancy_pct: its mean estimated achieved occupancy, percent
---   plan_ms: cuDNN first-call plan time, milliseconds (NULL: no cuDNN attention)
+--   plan_ms: cuDNN first-call plan time, milliseconds (NULL: no cuDNN attention, or its first call in
+--            the trace is no cold one: see cudnn_plan_time)
 --   speedup_vs_naive: gpu_us_per_step of the naive trace of the same shape over this one's
 -- params:
 --   trace = NULL: only this trace
@@ -68,7 +69,10 @@ WITH picked AS (
     QUALIFY row_number() OVER (PARTITION BY trace ORDER BY total_us DESC, name) = 1
 ), plans AS (
     SELECT trace,
-           (max(dur_us) FILTER (WHERE call = 1) - median(dur_us) FILTER (WHERE call > 1)) / 1000.0 AS plan_ms
+           -- As cudnn_plan_time: NULL where the trace's first call is no cold one.
+           CASE WHEN max(dur_us) FILTER (WHERE call = 1) >= 2 * median(dur_us) FILTER (WHERE call > 1)
+                THEN (max(dur_us) FILTER (WHERE call = 1) - median(dur_us) FILTER (WHERE call > 1)) / 1000.0
+           END AS plan_ms
     FROM cudnn_attention_calls GROUP BY trace
 ), rows AS (
     SELECT p.trace, p.variant,
