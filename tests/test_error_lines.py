@@ -120,16 +120,6 @@ def test_an_unusable_cache_folder_is_one_line(isolated_cwd, monkeypatch, cache):
     assert_one_error_line(result, f"{isolated_cwd / cache}: the cache folder cannot be used")
 
 
-def test_a_rebuilt_trace_with_an_unusable_cache_folder_is_one_line(isolated_cwd, monkeypatch):
-    shutil.copy(SAMPLE_TRACES / "sdpa_flash.json.gz", isolated_cwd / "gone.json.gz")
-    assert invoke_cli("load", isolated_cwd / "gone.json.gz", "--db", "t.duckdb").exit_code == 0
-    (isolated_cwd / "gone.json.gz").unlink()
-    (isolated_cwd / "a_file").write_text("not a folder")
-    monkeypatch.setenv("TRACEKIT_CACHE", str(isolated_cwd / "a_file"))
-    result = invoke_cli("open", "--trace", "gone", "--db", "t.duckdb", "--no-browser")
-    assert_one_error_line(result, "the cache folder cannot be used (it is a file, not a folder)")
-
-
 def _tracekit(*args, cwd):
     """Runs tracekit in a process of its own: a hang fails the test (timeout) instead of stalling it."""
     return subprocess.run([sys.executable, "-m", "tracekit", *map(str, args)], capture_output=True, text=True,
