@@ -393,28 +393,30 @@ SELECT * EXCLUDE (op) FROM _transfers WHERE op = 'memset';
 --   trace: trace name
 --   step: N of ProfilerStep#N
 --   ts_us, dur_us: the step's CPU span
+-- (From the tables, each read once, with window aggregates: on Spark the same rule written over the
+-- steps and gpu_busy views, each read twice, doubled the time of summary and every rule.)
 CREATE OR REPLACE VIEW steady_steps AS
-WITH stats AS (
-    SELECT trace, min(step) AS first_step, max(step) AS last_step, count(*) AS n, median(dur_us) AS median_us
-    FROM steps GROUP BY trace
-), owning AS (
-    SELECT trace, step FROM gpu_busy WHERE step IS NOT NULL GROUP BY trace, step
-), with_gpu AS (
-    SELECT trace FROM gpu_busy GROUP BY trace
+WITH busy AS (
+    SELECT trace_id, step, count(*) OVER (PARTITION BY trace_id) AS busy_rows
+    FROM gpu_busy_rows GROUP BY trace_id, step
+), stepped AS (
+    SELECT s.trace_id, s.step, s.ts_ns, s.end_ns, b.step IS NOT NULL AS owns_gpu,
+           max(b.busy_rows) OVER (PARTITION BY s.trace_id) AS busy_rows,
+           min(s.step) OVER (PARTITION BY s.trace_id) AS first_step,
+           max(s.step) OVER (PARTITION BY s.trace_id) AS last_step,
+           count(*) OVER (PARTITION BY s.trace_id) AS n,
+           median(s.end_ns - s.ts_ns) OVER (PARTITION BY s.trace_id) AS median_ns
+    FROM step_rows s LEFT JOIN busy b ON b.trace_id = s.trace_id AND b.step = s.step
 ), complete AS (
-    SELECT s.trace, s.step, s.ts_us, s.dur_us
-    FROM steps s
-    JOIN stats f ON f.trace = s.trace
-    LEFT JOIN owning o ON o.trace = s.trace AND o.step = s.step
-    LEFT JOIN with_gpu g ON g.trace = s.trace
-    WHERE NOT (f.n > 1 AND (s.step = f.first_step OR s.step = f.last_step)
-               AND (s.dur_us < 0.25 * f.median_us OR (g.trace IS NOT NULL AND o.step IS NULL)))
-), kept AS (
-    SELECT trace, min(step) AS first_step, count(*) AS n FROM complete GROUP BY trace
+    SELECT trace_id, step, ts_ns, end_ns, min(step) OVER (PARTITION BY trace_id) AS first_kept,
+           count(*) OVER (PARTITION BY trace_id) AS kept
+    FROM stepped
+    WHERE NOT (n > 1 AND (step = first_step OR step = last_step)
+               AND (end_ns - ts_ns < 0.25 * median_ns OR (busy_rows IS NOT NULL AND NOT owns_gpu)))
 )
-SELECT c.trace, c.step, c.ts_us, c.dur_us
-FROM complete c JOIN kept k ON k.trace = c.trace
-WHERE k.n = 1 OR c.step > k.first_step;
+SELECT t.trace, c.step, c.ts_ns / 1000.0 AS ts_us, (c.end_ns - c.ts_ns) / 1000.0 AS dur_us
+FROM complete c JOIN trace_files t ON t.trace_id = c.trace_id
+WHERE c.kept = 1 OR c.step > c.first_kept;
 
 -- @view steady_window: the work a per-step figure averages over: each trace's steady steps, or, for
 -- a trace without ProfilerStep#N, the whole trace as one step (step NULL). Join on
