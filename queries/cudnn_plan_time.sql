@@ -1,5 +1,5 @@
 -- How much CPU time does cuDNN spend building its attention plan on the first call?
--- A row per trace that calls cuDNN attention (see the view cudnn_attention_calls). The first call
+-- A row per trace that calls cuDNN attention (see the views cudnn_attention_calls and cudnn_plans). The first call
 -- builds (or finds cached) the execution plan; later calls reuse it.
 -- columns:
 --   trace: trace name
@@ -14,14 +14,7 @@
 --   first_call_step: step of the first call
 -- params:
 --   trace = NULL: only this trace
-SELECT c.trace, any_value(c.name) AS op, count(*) AS calls,
-       max(c.dur_us) FILTER (WHERE c.call = 1) / 1000.0 AS first_call_ms,
-       median(c.dur_us) FILTER (WHERE c.call > 1) / 1000.0 AS steady_call_ms,
-       CASE WHEN max(c.dur_us) FILTER (WHERE c.call = 1) >= 2 * median(c.dur_us) FILTER (WHERE c.call > 1)
-            THEN (max(c.dur_us) FILTER (WHERE c.call = 1) - median(c.dur_us) FILTER (WHERE c.call > 1)) / 1000.0
-       END AS plan_ms,
-       max(c.step) FILTER (WHERE c.call = 1) AS first_call_step
-FROM cudnn_attention_calls c
-WHERE $trace IS NULL OR c.trace = $trace
-GROUP BY c.trace
-ORDER BY c.trace;
+SELECT trace, op, calls, first_call_ms, steady_call_ms, plan_ms, first_call_step
+FROM cudnn_plans
+WHERE $trace IS NULL OR trace = $trace
+ORDER BY trace;

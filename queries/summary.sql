@@ -68,12 +68,7 @@ WITH picked AS (
     FROM by_kernel
     QUALIFY row_number() OVER (PARTITION BY trace ORDER BY total_us DESC, name) = 1
 ), plans AS (
-    SELECT trace,
-           -- As cudnn_plan_time: NULL where the trace's first call is no cold one.
-           CASE WHEN max(dur_us) FILTER (WHERE call = 1) >= 2 * median(dur_us) FILTER (WHERE call > 1)
-                THEN (max(dur_us) FILTER (WHERE call = 1) - median(dur_us) FILTER (WHERE call > 1)) / 1000.0
-           END AS plan_ms
-    FROM cudnn_attention_calls GROUP BY trace
+    SELECT trace, plan_ms FROM cudnn_plans
 ), rows AS (
     SELECT p.trace, p.variant,
            json_extract_string(p.metadata, '$.batch') || 'x' || json_extract_string(p.metadata, '$.heads')

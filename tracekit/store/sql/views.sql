@@ -393,9 +393,9 @@ SELECT * EXCLUDE (op) FROM _transfers WHERE op = 'memset';
 --   trace: trace name
 --   step: N of ProfilerStep#N
 --   ts_us, dur_us: the step's CPU span
--- (From the tables, each read once, with window aggregates: on Spark the same rule written over the
--- steps and gpu_busy views, each read twice, doubled the time of summary and every rule.)
 CREATE OR REPLACE VIEW steady_steps AS
+-- From the tables, each read once, with window aggregates: on Spark the same rule written over the
+-- steps and gpu_busy views, each read twice, doubled the time of summary and every rule.
 WITH busy AS (
     SELECT trace_id, step, count(*) OVER (PARTITION BY trace_id) AS busy_rows
     FROM gpu_busy_rows GROUP BY trace_id, step
@@ -467,6 +467,25 @@ FROM cpu_ops o
 LEFT JOIN cpu_ops p ON p.trace = o.trace AND p.op_id = o.parent_id
 WHERE o.name ILIKE '%cudnn%attention%'
   AND (p.name IS NULL OR NOT (p.name ILIKE '%cudnn%attention%'));
+
+-- @view cudnn_plans: a row per trace that calls cuDNN attention: its first call against the others.
+--   trace: trace name; op: the cuDNN attention op; calls: its calls in the trace
+--   first_call_ms: CPU time of the first call; steady_call_ms: median CPU time of the others
+--   plan_ms: first_call_ms - steady_call_ms, the cost of building the plan; NULL when the first call
+--            in the trace costs less than twice a steady one: it is not the process's first (a
+--            profiler schedule's window opened later) and found its plan built, so the trace does
+--            not hold the plan's cost (a difference of noise, even below 0, is no plan time)
+--   first_call_step: step of the first call
+CREATE OR REPLACE VIEW cudnn_plans AS
+WITH calls AS (
+    SELECT trace, any_value(name) AS op, count(*) AS calls,
+           max(dur_us) FILTER (WHERE call = 1) AS first_us, median(dur_us) FILTER (WHERE call > 1) AS steady_us,
+           max(step) FILTER (WHERE call = 1) AS first_call_step
+    FROM cudnn_attention_calls GROUP BY trace
+)
+SELECT trace, op, calls, first_us / 1000.0 AS first_call_ms, steady_us / 1000.0 AS steady_call_ms,
+       CASE WHEN first_us >= 2 * steady_us THEN (first_us - steady_us) / 1000.0 END AS plan_ms, first_call_step
+FROM calls;
 
 -- @view gemm_math: each GEMM kernel whose FLOPs the trace lets tracekit count (see kernels.flops),
 -- with what the device's Tensor Cores could do with it: the roofline, the slower of computing
