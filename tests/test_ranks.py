@@ -1,13 +1,14 @@
-"""The ranks of a job: traces know their rank, the collectives view, and the rank queries
-(rank_steps, collective_skew, comm_overlap) on the real 2-GPU pair and on a job built by
-tests/make_rank_traces.py with a known straggler."""
+"""The ranks of a job: traces know their rank, which traces are one job, the collectives view,
+and the rank queries (rank_steps, collective_skew, comm_overlap) on the real 2-GPU pair, on a
+job built by tests/make_rank_traces.py with a known straggler, and on a real gloo (CPU) job."""
 
+import gzip
 import json
 
 import pytest
 
 from conftest import TEST_DATA, db_rows, invoke_cli, read_trace
-from tracekit.ingest.distributed import job_folder, rank_info
+from tracekit.ingest.distributed import rank_info
 
 RTX = [TEST_DATA / "foreign" / f"rtx4090_tp2_rank{rank}_nccl_allreduce.json.gz" for rank in (0, 1)]
 
@@ -41,33 +42,120 @@ def test_traces_know_their_rank_and_a_trace_without_one_has_null_never_zero(rtx_
         # torch wrote backend 'undefined' for a group with a backend per device: the GPU's is nccl.
         assert info["backend"] == "undefined" and "cuda:nccl" in info["pg_config"][0]["backend_config"]
         name = path.name.split(".")[0]
-        assert by_trace[name] == (info["rank"], info["world_size"], "nccl", str(path.parent.resolve()))
+        # A job is named for its lowest rank's trace.
+        assert by_trace[name] == (info["rank"], info["world_size"], "nccl", "rtx4090_tp2_rank0_nccl_allreduce")
     assert by_trace["l4_square_memcpy_two_steps"] == (None, None, None, None)
 
 
 @pytest.mark.parametrize("info, expected", [
-    ({"rank": 3, "world_size": 8, "backend": "nccl"}, (3, 8, "nccl")),
-    ({"rank": "2", "world_size": 4}, (2, 4, None)),
-    ({"rank": 0}, (0, None, None)),
-    ({"rank": 5, "world_size": 4, "backend": "gloo"}, (5, None, "gloo")),  # a size that cannot hold it
-    ({"rank": -1, "world_size": 4}, (None, None, None)),
-    ({"rank": True, "world_size": 4}, (None, None, None)),
-    ({"rank": "x"}, (None, None, None)),
-    ({"world_size": 4}, (None, None, None)),
-    ("rank 0", (None, None, None)),
-    ({"rank": 1, "backend": "undefined", "pg_config": [{"backend_config": "cpu:gloo,cuda:nccl"}]}, (1, None, "nccl")),
+    ({"rank": 3, "world_size": 8, "backend": "nccl"}, (3, 8, "nccl", None)),
+    ({"rank": "2", "world_size": 4}, (2, 4, None, None)),
+    ({"rank": 0}, (0, None, None, None)),
+    ({"rank": 5, "world_size": 4, "backend": "gloo"}, (5, None, "gloo", None)),  # a size that cannot hold it
+    ({"rank": -1, "world_size": 4}, (None, None, None, None)),
+    ({"rank": True, "world_size": 4}, (None, None, None, None)),
+    ({"rank": "x"}, (None, None, None, None)),
+    ({"world_size": 4}, (None, None, None, None)),
+    ("rank 0", (None, None, None, None)),
+    ({"rank": 1, "backend": "undefined", "pg_config": [{"backend_config": "cpu:gloo,cuda:nccl"}]},
+     (1, None, "nccl", None)),
+    ({"rank": 1, "world_size": 2, "backend": "gloo", "pg_config": [
+        {"pg_name": "1", "pg_desc": "tp", "ranks": [1]},
+        {"pg_name": "0", "pg_desc": "default_pg", "ranks": [1, 0]}]}, (1, 2, "gloo", "0,1")),
 ])
-def test_rank_info_takes_only_what_distributed_info_says(info, expected, tmp_path):
-    got = rank_info({"distributedInfo": info}, tmp_path / "t.json")
-    assert (got.rank, got.world_size, got.backend) == expected
-    assert (got.job is None) == (expected[0] is None)
+def test_rank_info_takes_only_what_distributed_info_says(info, expected):
+    got = rank_info({"distributedInfo": info})
+    assert (got.rank, got.world_size, got.backend, got.default_group) == expected
 
 
-def test_a_job_is_the_folder_above_rank_folders(tmp_path):
-    assert job_folder(tmp_path / "run" / "rank3" / "trace.json") == str(tmp_path / "run")
-    assert job_folder(tmp_path / "run" / "rank_12" / "t.json.gz") == str(tmp_path / "run")
-    assert job_folder(tmp_path / "run" / "ranks" / "t.json") == str(tmp_path / "run" / "ranks")
-    assert job_folder(tmp_path / "run" / "rank-0.json") == str(tmp_path / "run")
+def copy_trace(source, target, *, shift_ns=0, **distributed):
+    """Writes `source` (a real trace) to `target` as another run of it: its baseTimeNanoseconds
+    moved by `shift_ns` (the same events, that much later on the epoch's clock), and its
+    distributedInfo's fields replaced by `distributed`."""
+    trace = read_trace(source)
+    trace["baseTimeNanoseconds"] = trace["baseTimeNanoseconds"] + shift_ns
+    trace["distributedInfo"].update(distributed)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with gzip.open(target, "wt") as out:
+        json.dump(trace, out)
+    return target
+
+
+def jobs(db):
+    return {row[0]: row[1] for row in db_rows(db, "SELECT trace, job FROM traces")}
+
+
+HOUR_NS = 3600 * 10**9
+
+
+def test_a_job_is_ranks_that_agree_and_ran_together_not_a_folder(tmp_path):
+    """One folder: the real pair, the same pair an hour later (a second run), and one rank of it
+    as a 1-rank run thrice at once; a trace without a rank. Then the pair split over two folders."""
+    one = tmp_path / "all"
+    for rank, path in enumerate(RTX):
+        copy_trace(path, one / f"a_rank{rank}.json.gz")
+        copy_trace(path, one / f"b_rank{rank}.json.gz", shift_ns=HOUR_NS)
+    for n in range(3):
+        copy_trace(RTX[0], one / f"single{n}.json.gz", shift_ns=n * 10**6, world_size=1, pg_config=[])
+    db = tmp_path / "all.duckdb"
+    assert invoke_cli("load", one, TEST_DATA / "foreign" / "l4_square_memcpy_two_steps.json.gz", "--db", db).exit_code == 0
+    assert jobs(db) == {"a_rank0": "a_rank0", "a_rank1": "a_rank0", "b_rank0": "b_rank0", "b_rank1": "b_rank0",
+                        "single0": "single0", "single1": "single1", "single2": "single2",
+                        "l4_square_memcpy_two_steps": None}
+    # Each run's all_reduce is matched within its run; the single runs have no one to compare with.
+    skew = query(db, "collective_skew")
+    assert sorted(row["straggler_trace"] for row in skew) == ["a_rank0", "b_rank0"]
+    assert {row["ranks"] for row in skew} == {2}
+    singles = [row for row in query(db, "rank_steps") if row["trace"].startswith("single")]
+    assert [(row["vs_others_us"], row["wait_us"]) for row in singles] == [(None, 0.0)] * 3
+
+    apart = tmp_path / "apart"
+    copy_trace(RTX[0], apart / "node_a" / "r0.json.gz")
+    copy_trace(RTX[1], apart / "node_b" / "logs" / "r1.json.gz")
+    db = tmp_path / "apart.duckdb"
+    assert invoke_cli("load", apart, "--db", db).exit_code == 0
+    assert jobs(db) == {"r0": "r0", "r1": "r0"}
+
+
+def test_overlapping_runs_of_one_setup_are_told_apart_by_folder(tmp_path):
+    """Two runs at once (a sweep): the same job twice, 1 ms apart, one folder each."""
+    for run, shift in (("run_a", 0), ("run_b", 10**6)):
+        for rank, path in enumerate(RTX):
+            copy_trace(path, tmp_path / run / f"{run}_rank{rank}.json.gz", shift_ns=shift)
+    db = tmp_path / "runs.duckdb"
+    assert invoke_cli("load", tmp_path / "run_a", tmp_path / "run_b", "--db", db).exit_code == 0
+    assert jobs(db) == {"run_a_rank0": "run_a_rank0", "run_a_rank1": "run_a_rank0",
+                        "run_b_rank0": "run_b_rank0", "run_b_rank1": "run_b_rank0"}
+
+
+def test_ranks_that_disagree_on_their_job_are_not_one(tmp_path):
+    copy_trace(RTX[0], tmp_path / "r0.json.gz")
+    copy_trace(RTX[1], tmp_path / "r1.json.gz", world_size=4, pg_config=[
+        {"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cuda:nccl", "pg_size": 4, "ranks": [0, 1, 2, 3]}])
+    db = tmp_path / "d.duckdb"
+    assert invoke_cli("load", tmp_path, "--db", db).exit_code == 0
+    assert jobs(db) == {"r0": "r0", "r1": "r1"}
+    assert query(db, "collective_skew") == []
+
+
+def test_calls_matched_by_order_must_line_up(tmp_path):
+    """Without Seq, the pair's all_reduce is matched by its place; moved 134 ms later on rank 1
+    (its kernel now ends long after rank 0's), it is no match: no wait is made up from it."""
+    assert db_rows_of_pair(tmp_path, 0) == [(0, 2, "order", 0.0), (1, 2, "order", 11257.218)]
+    assert db_rows_of_pair(tmp_path, 134_153) == [(0, 1, None, None), (1, 1, None, None)]
+
+
+def db_rows_of_pair(tmp_path, late_us):
+    folder = tmp_path / f"late{late_us}"
+    copy_trace(RTX[0], folder / "r0.json.gz")
+    trace = read_trace(RTX[1])
+    kernel = next(e for e in trace["traceEvents"] if e.get("cat") == "kernel" and e["name"].startswith("nccl"))
+    kernel["ts"] += late_us
+    with gzip.open(folder / "r1.json.gz", "wt") as out:
+        json.dump(trace, out)
+    db = folder / "p.duckdb"
+    assert invoke_cli("load", folder, "--db", db).exit_code == 0
+    return db_rows(db, "SELECT rank, ranks_matched, matched_by, round(wait_us, 3) FROM collectives ORDER BY rank")
 
 
 def test_a_folder_of_rank_folders_loads_as_one_job_with_distinct_names(rank_job):
@@ -76,7 +164,7 @@ def test_a_folder_of_rank_folders_loads_as_one_job_with_distinct_names(rank_job)
     # Every file is called trace.json.gz: the names are made unique, the ranks tell them apart.
     assert sorted(row[0] for row in rows) == sorted(["trace"] + [f"trace-{n}" for n in range(2, job.ranks + 1)])
     assert [row[1] for row in rows] == list(range(job.ranks))
-    assert {row[2:5] for row in rows} == {(job.ranks, "nccl", str(folder.resolve()))}
+    assert {row[2:5] for row in rows} == {(job.ranks, "nccl", "trace")}
     assert [row[5] for row in rows] == [str((folder / f"rank{r}" / "trace.json.gz").resolve()) for r in range(job.ranks)]
 
 

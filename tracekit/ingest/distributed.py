@@ -1,17 +1,15 @@
-"""Which rank of which job a trace is: Kineto's `distributedInfo` header, and the folder of the file.
+"""Which rank of a distributed job a trace is, from Kineto's `distributedInfo` header.
 
 torch.profiler writes `distributedInfo` when torch.distributed is initialised: `rank`,
 `world_size`, `backend` and, in torch 2.x, `pg_count` and `pg_config` (each process group's
 name, description, backend_config and ranks). A trace without it is no rank of a job: every
 field is None then, never 0, so rank 0 of a job is never confused with a single-GPU trace.
+Which traces are the ranks of one job is decided across traces, in the database (view _jobs):
+this module only reads what each trace says.
 """
 
 import re
 from dataclasses import dataclass
-from pathlib import Path
-
-# A folder named for its rank (rank0/, rank_1/, rank-2/): the job is the folder above it.
-_RANK_FOLDER = re.compile(r"rank[-_]?\d+", re.IGNORECASE)
 # `backend_config` entries, e.g. 'cpu:gloo,cuda:nccl'.
 _DEVICE_BACKEND = re.compile(r"(\w+)\s*:\s*(\w+)")
 
@@ -21,14 +19,16 @@ class RankInfo:
     rank: int = None
     world_size: int = None
     backend: str = None
-    job: str = None  # the folder holding the job's rank files (absolute path)
+    # The ranks of the default process group ('0', 'default_pg'), e.g. '0,1': ranks of one job
+    # agree on it; None where the trace lists no groups.
+    default_group: str = None
 
 
 NO_RANK = RankInfo()
 
 
-def rank_info(header, path):
-    """The RankInfo of a trace whose header dict is `header`, loaded from `path`."""
+def rank_info(header):
+    """The RankInfo of a trace whose header dict is `header`."""
     info = header.get("distributedInfo")
     if not isinstance(info, dict):
         return NO_RANK
@@ -37,16 +37,13 @@ def rank_info(header, path):
         return NO_RANK
     if world_size is not None and (world_size < 1 or rank >= world_size):
         world_size = None  # a size that cannot hold the rank says nothing
-    return RankInfo(rank, world_size, _backend(info), job_folder(path))
+    return RankInfo(rank, world_size, _backend(info), _default_group(info))
 
 
-def job_folder(path):
-    """The folder that holds a job's rank files: the file's own, or the one above a rank folder
-    (a job written as rank0/trace.json, rank1/trace.json is one job)."""
-    folder = Path(path).resolve().parent
-    if _RANK_FOLDER.fullmatch(folder.name) and folder.parent != folder:
-        folder = folder.parent
-    return str(folder)
+def base_time_ns(header):
+    """Kineto's `baseTimeNanoseconds`: an event's time since the epoch is this plus its ts (newer
+    Kineto writes ts from a clock of its own); None where not written (ts is then the epoch's)."""
+    return _whole(header.get("baseTimeNanoseconds"))
 
 
 def _whole(value):
@@ -58,6 +55,19 @@ def _whole(value):
         return value if value >= 0 else None
     if isinstance(value, str) and value.strip().isdigit():
         return int(value.strip())
+    return None
+
+
+def _default_group(info):
+    """The default process group's ranks, sorted and comma-joined ('0,1,2,3'), else None."""
+    for group in info.get("pg_config") or []:
+        if not isinstance(group, dict):
+            continue
+        if str(group.get("pg_name")) == "0" or group.get("pg_desc") == "default_pg":
+            ranks = group.get("ranks")
+            if isinstance(ranks, list) and all(_whole(r) is not None for r in ranks):
+                return ",".join(str(r) for r in sorted(_whole(r) for r in ranks))
+            return None
     return None
 
 

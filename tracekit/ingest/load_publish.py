@@ -14,7 +14,7 @@ import duckdb
 
 from tracekit import __version__
 from tracekit.ingest.device import DEVICE_FROM_EVENTS, device_from_header
-from tracekit.ingest.distributed import rank_info
+from tracekit.ingest.distributed import base_time_ns, rank_info
 from tracekit.errors import DiskFullError, TraceFileError
 from tracekit.ingest.event_read import duckdb_problem
 from tracekit.ingest.load_stop import disk_full_folder
@@ -200,12 +200,24 @@ def _insert_trace_file(con, trace_id, name, path, info, events, dropped):
     header = info.header
     metadata = header.get("tracekit") if isinstance(header.get("tracekit"), dict) else None
     device = device_from_header(header)
-    ranked = rank_info(header, path)
+    ranked = rank_info(header)
+    first_ns, last_ns = _time_range(con, trace_id)
     con.execute(
-        "INSERT INTO trace_files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO trace_files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [trace_id, name, str(path.resolve()), info.sha256, info.file_sha256 or None, path.stat().st_size,
          datetime.now(timezone.utc).replace(tzinfo=None), __version__,
          json.dumps({k: v for k, v in header.items() if k != "tracekit"}),
          json.dumps(metadata) if metadata is not None else None, device.name, device.compute_capability, events,
          sum(dropped.values()), json.dumps(dropped) if dropped else None, device.vendor, device.arch,
-         ranked.rank, ranked.world_size, ranked.backend, ranked.job])
+         ranked.rank, ranked.world_size, ranked.backend, ranked.default_group, base_time_ns(header),
+         first_ns, last_ns])
+
+
+def _time_range(con, trace_id):
+    """(first start, last end) of the trace's ops, GPU work and steps, ns on its clock, from the
+    derived rows (a few per step and op: no pass over the events)."""
+    return con.execute("""
+        SELECT min(s), max(e) FROM (
+            SELECT min(ts_ns) AS s, max(ts_ns + greatest(coalesce(dur_ns, 0), 0)) AS e FROM cpu_op_rows WHERE trace_id = $t
+            UNION ALL SELECT min(first_ns), max(last_ns) FROM gpu_busy_rows WHERE trace_id = $t
+            UNION ALL SELECT min(ts_ns), max(end_ns) FROM step_rows WHERE trace_id = $t)""", {"t": trace_id}).fetchone()

@@ -18,7 +18,9 @@ DEFAULT_DB = "tracekit.duckdb"
 # 4: trace_files.rank, world_size, dist_backend and job; collective_rows.
 # 5: step_rows.source (steps inferred from a trace's iterations); GPU work whose launch is not in
 #    the trace takes its GPU-side step.
-SCHEMA_VERSION = "5"
+# 6: trace_files.default_group, base_time_ns, first_ns and last_ns in place of job (jobs are found
+#    across traces: view _jobs); collective_rows.runs_on (gloo's collectives run on the CPU).
+SCHEMA_VERSION = "6"
 
 # Parses a JSON number's text into integer nanoseconds exactly: going through DOUBLE would lose
 # the nanosecond fraction of microsecond timestamps larger than 2^33.

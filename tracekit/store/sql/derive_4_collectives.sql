@@ -41,9 +41,22 @@ LEFT JOIN (SELECT op_id, parent_id FROM cpu_op_rows WHERE trace_id = $trace_id) 
 LEFT JOIN _comm_ops c2 ON c2.op_id = up2.parent_id
 WHERE g.op = 'kernel';
 
+-- Collectives of a backend that runs them on a CPU thread (gloo, MPI): torch marks each with a
+-- record_function range on the backend's worker thread (gloo:all_reduce), whose span is the
+-- collective's whole time, the wait for the other ranks included. No kernel, no group, no Seq
+-- (they are matched across ranks by order: view collectives); the message from the range's
+-- first input (Input Dims, Input type).
+CREATE OR REPLACE TEMP TABLE _cpu_collectives AS
+SELECT o.op_id AS event_id, o.name, o.ts_ns, o.dur_ns, o.op_id, r.step,
+       list_aggregate(TRY_CAST(o.a[2]->>'$[0]' AS BIGINT[]), 'product') AS nelems,
+       o.a[3]->>'$[0]' AS dtype
+FROM _ops o
+JOIN cpu_op_rows r ON r.trace_id = $trace_id AND r.op_id = o.op_id
+WHERE regexp_full_match(o.name, '(gloo|mpi):[a-z_]+');
+
 INSERT INTO collective_rows
 WITH fields AS (
-    SELECT k.event_id, k.name, k.ts_ns, k.dur_ns, k.device, k.stream, k.correlation, k.step, c.op_id AS cpu_op_id,
+    SELECT 'gpu' AS runs_on, k.event_id, k.name, k.ts_ns, k.dur_ns, k.device, k.stream, k.correlation, k.step, c.op_id AS cpu_op_id,
            c.ts_ns AS cpu_ts_ns, c.dur_ns AS cpu_dur_ns,
            coalesce(k.a[1], c.a[1]) AS collective_name, coalesce(k.a[2], c.a[2]) AS process_group,
            coalesce(k.a[3], c.a[3]) AS process_group_desc, coalesce(k.a[4], c.a[4]) AS process_group_ranks,
@@ -52,12 +65,19 @@ WITH fields AS (
            coalesce(k.a[9], c.a[9]) AS dtype, TRY_CAST(coalesce(k.a[10], c.a[10]) AS INTEGER) AS src_rank,
            TRY_CAST(coalesce(k.a[11], c.a[11]) AS INTEGER) AS dst_rank
     FROM _comm_kernels k LEFT JOIN _comm_ops c ON c.op_id = k.comm_op_id
+    UNION ALL
+    SELECT 'cpu', event_id, name, ts_ns, dur_ns, NULL, NULL, NULL, step, op_id, ts_ns, dur_ns,
+           split_part(name, ':', 2), NULL, NULL, NULL, NULL, NULL, nelems, nelems, dtype, NULL, NULL
+    FROM _cpu_collectives
 ), named AS (
     -- The collective from torch's name for it ('allreduce', '_allgather_base', 'all_to_allv'...),
     -- else from the kernel's before its parameters (ncclDevKernel_AllReduce_Sum_f32_RING_LL,
     -- ncclKernel_SendRecv_...); the bytes of an element from torch's dtype name.
     SELECT *, regexp_replace(lower(coalesce(collective_name, split_part(name, '(', 1))), '[^a-z]', '', 'g') AS squashed,
-           CASE lower(dtype) WHEN 'byte' THEN 1 WHEN 'char' THEN 1 WHEN 'bool' THEN 1 WHEN 'qint8' THEN 1
+           -- torch's dtype names (Float, BFloat16) on NCCL's ops, C++'s (float, c10::BFloat16)
+           -- in a CPU range's Input type
+           CASE replace(lower(dtype), 'c10::', '') WHEN 'byte' THEN 1 WHEN 'unsigned char' THEN 1 WHEN 'signed char' THEN 1
+                WHEN 'long int' THEN 8 WHEN 'int64_t' THEN 8 WHEN 'char' THEN 1 WHEN 'bool' THEN 1 WHEN 'qint8' THEN 1
                 WHEN 'quint8' THEN 1 WHEN 'half' THEN 2 WHEN 'bfloat16' THEN 2 WHEN 'short' THEN 2 WHEN 'uint16' THEN 2
                 WHEN 'float' THEN 4 WHEN 'int' THEN 4 WHEN 'uint32' THEN 4 WHEN 'complexhalf' THEN 4 WHEN 'qint32' THEN 4
                 WHEN 'double' THEN 8 WHEN 'long' THEN 8 WHEN 'uint64' THEN 8 WHEN 'complexfloat' THEN 8
@@ -78,7 +98,7 @@ SELECT $trace_id, name, ts_ns, dur_ns, device, stream, correlation, step,
             WHEN squashed LIKE '%scatter%' THEN 'scatter'
             WHEN squashed LIKE '%reduce%' THEN 'reduce' END,
        collective_name, process_group, process_group_desc, process_group_ranks, group_size, seq,
-       row_number() OVER (PARTITION BY process_group ORDER BY ts_ns, correlation, event_id),
+       row_number() OVER (PARTITION BY runs_on, process_group ORDER BY ts_ns, correlation, event_id),
        in_nelems, out_nelems, dtype, in_nelems * dtype_bytes, out_nelems * dtype_bytes, src_rank, dst_rank,
-       cpu_op_id, cpu_ts_ns, cpu_dur_ns
+       cpu_op_id, cpu_ts_ns, cpu_dur_ns, runs_on
 FROM named;

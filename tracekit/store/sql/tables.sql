@@ -23,11 +23,18 @@ CREATE TABLE IF NOT EXISTS trace_files (
     dropped_reasons VARCHAR,
     vendor VARCHAR,
     gpu_arch VARCHAR,
-    -- From the header's distributedInfo (NULL without it); job: the folder of the job's rank files.
+    -- From the header's distributedInfo (NULL without it); default_group: the default process
+    -- group's ranks ('0,1'), which a job's ranks agree on.
     rank INTEGER,
     world_size INTEGER,
     dist_backend VARCHAR,
-    job VARCHAR
+    default_group VARCHAR,
+    -- The header's baseTimeNanoseconds (NULL: not written), and the first start and last end of
+    -- the trace's ops and GPU work on its own clock (ns): base + ts is the time since the epoch,
+    -- which tells whether two rank traces ran at the same time.
+    base_time_ns BIGINT,
+    first_ns BIGINT,
+    last_ns BIGINT
 );
 
 CREATE TABLE IF NOT EXISTS event_rows (
@@ -84,7 +91,10 @@ CREATE TABLE IF NOT EXISTS collective_rows (
     correlation BIGINT, step INTEGER, collective VARCHAR, collective_name VARCHAR, process_group VARCHAR,
     process_group_desc VARCHAR, process_group_ranks VARCHAR, group_size INTEGER, seq BIGINT, call BIGINT,
     in_nelems BIGINT, out_nelems BIGINT, dtype VARCHAR, in_bytes BIGINT, out_bytes BIGINT,
-    src_rank INTEGER, dst_rank INTEGER, cpu_op_id BIGINT, cpu_ts_ns BIGINT, cpu_dur_ns BIGINT
+    src_rank INTEGER, dst_rank INTEGER, cpu_op_id BIGINT, cpu_ts_ns BIGINT, cpu_dur_ns BIGINT,
+    -- 'gpu': a kernel (NCCL, RCCL); 'cpu': a backend that runs the collective on a CPU thread
+    -- (gloo, MPI), its span the collective's own time
+    runs_on VARCHAR
 );
 
 CREATE TABLE IF NOT EXISTS gpu_busy_rows (

@@ -1,6 +1,36 @@
 -- The public contract: write your SQL against these views. A change here is a change to the product.
 -- Times are microseconds (DOUBLE, with the trace's nanosecond fraction) unless a name says _ns.
 
+-- Which traces are the ranks of one job. Not the folder they sit in: traces are ranks of one
+-- job when what their distributedInfo says agrees (backend, world size, the default process
+-- group's ranks) and they ran at the same time (their spans overlap on the epoch's clock:
+-- baseTimeNanoseconds + ts). Where two runs of one setup overlap (a rank twice among overlapping
+-- traces), the k-th trace of each rank, by folder then time, is the k-th job's. A trace without
+-- a rank is in no job. A job is named for the trace of its lowest rank.
+CREATE OR REPLACE VIEW _jobs AS
+WITH ranked AS (
+    SELECT trace_id, trace, rank, regexp_replace(path, '[^/]*$', '') AS folder,
+           coalesce(dist_backend, '') AS backend, coalesce(world_size, -1) AS size,
+           coalesce(default_group, '') AS grp,
+           coalesce(base_time_ns, 0) + first_ns AS start_ns, coalesce(base_time_ns, 0) + last_ns AS end_ns
+    FROM trace_files
+    WHERE rank IS NOT NULL AND first_ns IS NOT NULL
+), reach AS (
+    SELECT *, max(end_ns) OVER (PARTITION BY backend, size, grp ORDER BY start_ns, trace
+                                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS reach_ns
+    FROM ranked
+), islands AS (
+    SELECT *, sum(CASE WHEN reach_ns IS NULL OR start_ns > reach_ns THEN 1 ELSE 0 END)
+                  OVER (PARTITION BY backend, size, grp ORDER BY start_ns, trace ROWS UNBOUNDED PRECEDING) AS island
+    FROM reach
+), turns AS (
+    SELECT *, row_number() OVER (PARTITION BY backend, size, grp, island, rank ORDER BY folder, start_ns, trace) AS turn
+    FROM islands
+)
+SELECT trace_id, first_value(trace) OVER (PARTITION BY backend, size, grp, island, turn
+                                          ORDER BY rank, start_ns, trace) AS job
+FROM turns;
+
 -- @view traces: one row per loaded trace file.
 --   trace: unique name, the file name without .json[.gz] (suffixed -2, -3... on collisions)
 --   path: the absolute path it was loaded from
@@ -22,13 +52,15 @@
 --                     header's distributedInfo; NULL when the trace has none (never 0)
 --   dist_backend: the job's backend (nccl, gloo, ...); where torch wrote 'undefined' (a default
 --                 group with a backend per device), the GPU's one from its backend_config
---   job: the folder holding the job's rank files: the file's own, or the one above a folder named
---        rank0, rank_1, rank-2...; the rank queries compare the ranks of one job. NULL without a rank
+--   job: the job the trace is a rank of, named for its lowest rank's trace (view _jobs says how
+--        ranks are found to be one job); the rank queries compare the ranks of one job. NULL
+--        without a rank
+--   first_us, last_us: the first start and the last end of its ops and GPU work (its clock)
 CREATE OR REPLACE VIEW traces AS
-SELECT trace, path, sha256, device_name, vendor, gpu_arch, compute_capability, events, metadata,
-       json_extract_string(metadata, '$.variant') AS variant, dropped_events, loaded_at,
-       rank, world_size, dist_backend, job
-FROM trace_files;
+SELECT f.trace, f.path, f.sha256, f.device_name, f.vendor, f.gpu_arch, f.compute_capability, f.events, f.metadata,
+       json_extract_string(f.metadata, '$.variant') AS variant, f.dropped_events, f.loaded_at,
+       f.rank, f.world_size, f.dist_backend, j.job, f.first_ns / 1000.0 AS first_us, f.last_ns / 1000.0 AS last_us
+FROM trace_files f LEFT JOIN _jobs j ON j.trace_id = f.trace_id;
 
 -- @view events: every event of every trace, as written.
 --   trace: trace name
@@ -248,12 +280,19 @@ SELECT t.trace, b.step, b.device, b.busy_ns / 1000.0 AS busy_us, b.kernel_ns / 1
 FROM gpu_busy_rows b JOIN trace_files t USING (trace_id);
 
 -- @view collectives: one row per kernel of a collective (NCCL, RCCL, ...: kernels of class
--- communication), with what Kineto wrote about the call, and how it lined up with the same call
--- on the job's other ranks. A call is matched across ranks by job, process group and seq (or
--- call, where the trace has no Seq).
+-- communication) and per collective a CPU backend ran (gloo, MPI: the range torch marks it with,
+-- gloo:all_reduce), with what Kineto wrote about the call, and how it lined up with the same call
+-- on the job's other ranks. A call is matched across ranks by what identifies it: its process
+-- group and Seq. Where the traces have no Seq, by its place among its group's calls in its step
+-- (in the trace, without steps): such a match is checked, as a collective is one event on every
+-- rank: the same collective everywhere, every rank still in it when the last one arrives (the
+-- last start before the first end, give or take 100 µs), and for kernels, which end together,
+-- the ends within 100 µs plus a tenth of the longest; a call that fails it is left unmatched.
 --   trace, rank, job: the trace and its place in its job (see traces)
---   step: the ProfilerStep#N the kernel was launched in (NULL: outside steps, or no steps)
---   name: the kernel, e.g. ncclDevKernel_AllReduce_Sum_f32_RING_LL(...)
+--   step: the ProfilerStep#N the kernel was launched in, or the CPU range started in (NULL:
+--         outside steps, or no steps)
+--   name: the kernel, e.g. ncclDevKernel_AllReduce_Sum_f32_RING_LL(...), or the range (gloo:all_reduce)
+--   runs_on: 'gpu' (a kernel) or 'cpu' (a range of a backend that runs collectives on the CPU)
 --   collective: all_reduce, all_gather, reduce_scatter, broadcast, send_recv, all_to_all, reduce,
 --               gather, scatter, barrier (from torch's collective name, else the kernel's name)
 --   collective_name: torch's name for it as written (`Collective name`: allreduce, _allgather_base...)
@@ -262,49 +301,77 @@ FROM gpu_busy_rows b JOIN trace_files t USING (trace_id);
 --   group_size: ranks in the group
 --   seq: c10d's sequence number of the call in its group (Kineto's `Seq`), NULL where not written
 --   call: the kernel's place among its group's collective kernels in the trace, 1, 2, ... in time order
---   in_nelems, out_nelems: elements in and out; dtype: torch's name (Float, BFloat16, ...)
+--   in_nelems, out_nelems: elements in and out; dtype: torch's name (Float, BFloat16, ...), or
+--                          C++'s in a CPU range (float, c10::BFloat16)
 --   in_bytes, out_bytes: the message sizes, elements times the dtype's size
 --   src_rank, dst_rank: the peers of a point-to-point call, where written
---   ts_us, dur_us: the kernel's GPU span; device, stream: where it ran; correlation: its launch
---   cpu_op_id, cpu_ts_us, cpu_dur_us: the record_param_comms op that issued it, and its CPU span
---   ranks_matched: traces of the job holding this call (1: no other rank to compare with)
---   wait_us: how long this rank's kernel waited for the last rank to arrive: its duration minus
---            the shortest of the call's kernels across ranks (a collective's kernels end together,
---            so the last to arrive runs shortest); NULL with no other rank, 0 on later kernels of a
+--   ts_us, dur_us: the kernel's GPU span, or the range's CPU span; device, stream: where a
+--                  kernel ran; correlation: its launch
+--   cpu_op_id, cpu_ts_us, cpu_dur_us: the op that issued it (record_param_comms; the range
+--                                     itself on the CPU), and its CPU span
+--   ranks_matched: traces of the job holding this call (1: no other rank to compare with, or a
+--                  match by order that failed its check)
+--   matched_by: 'seq' (process group and Seq), 'order' (its place, checked), NULL: unmatched
+--   match_key: what the call is matched by: its Seq, or (step + 1) * 1,000,000 + its place in the step
+--   wait_us: how long this rank waited in the call for the last rank to arrive. A kernel: its
+--            duration minus the shortest of the call's kernels across ranks (a collective's
+--            kernels end together, so the last to arrive runs shortest, and no clock is shared
+--            across hosts). A CPU range: from its start to the last rank's start (threads end
+--            apart, as the OS schedules them). NULL when unmatched, 0 on later kernels of a
 --            call that took several on this rank
---   start_lag_us: its start after the first rank's start (ranks on one host share a clock)
+--   start_lag_us: its start after the first rank's start (on the epoch's clock: baseTimeNanoseconds
+--                 + ts; ranks on one host share it)
 --   end_lag_us: its end after the first rank's end (near 0 for a collective on a shared clock)
 CREATE OR REPLACE VIEW collectives AS
-WITH calls AS (
-    SELECT f.trace, f.rank, f.job, x.*, coalesce(f.job, f.trace) AS job_key,
-           coalesce(x.process_group, '') AS group_key,
-           CASE WHEN x.seq IS NULL THEN 0 ELSE 1 END AS by_seq, coalesce(x.seq, x.call) AS call_key
+WITH placed AS (
+    SELECT x.*, coalesce(x.process_group, '') AS group_key, coalesce(f.base_time_ns, 0) AS base_ns,
+           row_number() OVER (PARTITION BY x.trace_id, x.runs_on, coalesce(x.process_group, ''), x.step
+                              ORDER BY x.ts_ns, x.call) AS place
     FROM collective_rows x
+    LEFT JOIN kernel_classes c ON c.trace_id = x.trace_id AND c.name = x.name
     JOIN trace_files f ON f.trace_id = x.trace_id
-    JOIN kernel_classes c ON c.trace_id = x.trace_id AND c.name = x.name
-    WHERE c.kernel_class = 'communication'
+    WHERE x.runs_on = 'cpu' OR c.kernel_class = 'communication'
+), calls AS (
+    SELECT f.trace, f.rank, j.job, p.*, coalesce(j.job, f.trace) AS job_key,
+           CASE WHEN p.seq IS NULL THEN 0 ELSE 1 END AS by_seq,
+           CASE WHEN p.seq IS NOT NULL THEN p.seq ELSE (coalesce(p.step, -1) + 1) * 1000000 + p.place END AS call_key
+    FROM placed p
+    JOIN trace_files f ON f.trace_id = p.trace_id
+    LEFT JOIN _jobs j ON j.trace_id = p.trace_id
 ), per_rank AS (
-    SELECT job_key, group_key, by_seq, call_key, trace, min(ts_ns) AS start_ns, max(ts_ns + dur_ns) AS end_ns
-    FROM calls GROUP BY job_key, group_key, by_seq, call_key, trace
+    SELECT job_key, runs_on, group_key, by_seq, call_key, trace, min(collective) AS collective,
+           min(base_ns + ts_ns) AS start_ns, max(base_ns + ts_ns + dur_ns) AS end_ns
+    FROM calls GROUP BY job_key, runs_on, group_key, by_seq, call_key, trace
 ), per_call AS (
-    SELECT job_key, group_key, by_seq, call_key, count(*) AS ranks, min(start_ns) AS first_start_ns,
-           min(end_ns) AS first_end_ns, min(end_ns - start_ns) AS shortest_ns
-    FROM per_rank GROUP BY job_key, group_key, by_seq, call_key
+    SELECT job_key, runs_on, group_key, by_seq, call_key, count(*) AS ranks, min(start_ns) AS first_start_ns,
+           min(end_ns) AS first_end_ns, min(end_ns - start_ns) AS shortest_ns,
+           max(start_ns) AS last_start_ns,
+           CASE WHEN by_seq = 1 THEN 1
+                WHEN count(DISTINCT collective) = 1 AND count(collective) = count(*)
+                     AND max(start_ns) <= min(end_ns) + 100000
+                     AND (runs_on = 'cpu' OR max(end_ns) - min(end_ns) <= 100000 + max(end_ns - start_ns) / 10) THEN 1
+                ELSE 0 END AS lines_up
+    FROM per_rank GROUP BY job_key, runs_on, group_key, by_seq, call_key
 )
-SELECT k.trace, k.rank, k.job, k.step, k.name, k.collective, k.collective_name, k.process_group,
+SELECT k.trace, k.rank, k.job, k.step, k.name, k.runs_on, k.collective, k.collective_name, k.process_group,
        k.process_group_desc, k.process_group_ranks, k.group_size, k.seq, k.call, k.in_nelems, k.out_nelems,
        k.dtype, k.in_bytes, k.out_bytes, k.src_rank, k.dst_rank, k.ts_ns / 1000.0 AS ts_us,
        k.dur_ns / 1000.0 AS dur_us, k.device, k.stream, k.correlation, k.cpu_op_id,
-       k.cpu_ts_ns / 1000.0 AS cpu_ts_us, k.cpu_dur_ns / 1000.0 AS cpu_dur_us, c.ranks AS ranks_matched,
-       CASE WHEN c.ranks < 2 THEN NULL WHEN k.ts_ns = r.start_ns THEN (r.end_ns - r.start_ns - c.shortest_ns) / 1000.0
-            ELSE 0.0 END AS wait_us,
-       CASE WHEN c.ranks > 1 THEN (r.start_ns - c.first_start_ns) / 1000.0 END AS start_lag_us,
-       CASE WHEN c.ranks > 1 THEN (r.end_ns - c.first_end_ns) / 1000.0 END AS end_lag_us
+       k.cpu_ts_ns / 1000.0 AS cpu_ts_us, k.cpu_dur_ns / 1000.0 AS cpu_dur_us,
+       CASE WHEN c.lines_up = 1 THEN c.ranks ELSE 1 END AS ranks_matched,
+       CASE WHEN c.ranks < 2 OR c.lines_up = 0 THEN NULL WHEN k.by_seq = 1 THEN 'seq' ELSE 'order' END AS matched_by,
+       k.call_key AS match_key,
+       CASE WHEN c.ranks < 2 OR c.lines_up = 0 THEN NULL
+            WHEN k.base_ns + k.ts_ns <> r.start_ns THEN 0.0
+            WHEN k.runs_on = 'cpu' THEN least(greatest(c.last_start_ns - r.start_ns, 0), r.end_ns - r.start_ns) / 1000.0
+            ELSE (r.end_ns - r.start_ns - c.shortest_ns) / 1000.0 END AS wait_us,
+       CASE WHEN c.ranks > 1 AND c.lines_up = 1 THEN (r.start_ns - c.first_start_ns) / 1000.0 END AS start_lag_us,
+       CASE WHEN c.ranks > 1 AND c.lines_up = 1 THEN (r.end_ns - c.first_end_ns) / 1000.0 END AS end_lag_us
 FROM calls k
-JOIN per_rank r ON r.job_key = k.job_key AND r.group_key = k.group_key AND r.by_seq = k.by_seq
-     AND r.call_key = k.call_key AND r.trace = k.trace
-JOIN per_call c ON c.job_key = k.job_key AND c.group_key = k.group_key AND c.by_seq = k.by_seq
-     AND c.call_key = k.call_key;
+JOIN per_rank r ON r.job_key = k.job_key AND r.runs_on = k.runs_on AND r.group_key = k.group_key
+     AND r.by_seq = k.by_seq AND r.call_key = k.call_key AND r.trace = k.trace
+JOIN per_call c ON c.job_key = k.job_key AND c.runs_on = k.runs_on AND c.group_key = k.group_key
+     AND c.by_seq = k.by_seq AND c.call_key = k.call_key;
 
 -- Each trace's kernels merged into islands per device, communication apart from the rest
 -- (compute): an island is a run of kernels that overlap or touch, so concurrent streams count
@@ -350,12 +417,13 @@ WITH comm AS (
          AND p.s < m.e AND p.e > m.s
     GROUP BY m.trace_id, m.device, m.island
 )
-SELECT f.trace, f.rank, f.job, m.step, sum(m.kernels) AS kernels, sum(m.e - m.s) / 1000.0 AS comm_us,
+SELECT f.trace, f.rank, j.job, m.step, sum(m.kernels) AS kernels, sum(m.e - m.s) / 1000.0 AS comm_us,
        sum(coalesce(o.overlap_ns, 0)) / 1000.0 AS overlap_us
 FROM comm m
 JOIN trace_files f ON f.trace_id = m.trace_id
+LEFT JOIN _jobs j ON j.trace_id = m.trace_id
 LEFT JOIN overlapped o ON o.trace_id = m.trace_id AND o.device = m.device AND o.island = m.island
-GROUP BY f.trace, f.rank, f.job, m.step;
+GROUP BY f.trace, f.rank, j.job, m.step;
 
 -- Both kinds of transfer with their causes; memcpy and memset below are its two halves.
 CREATE OR REPLACE VIEW _transfers AS
