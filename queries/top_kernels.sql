@@ -4,7 +4,7 @@
 --   rank: 1 for the busiest kernel of the trace
 --   kernel: kernel name
 --   kernel_class: gemm, convolution, attention, softmax, ... (NULL: no rule knows the name)
---   gemm_class: tensor_core, simt or NULL (not a GEMM)
+--   gemm_class: tensor_core, simt or NULL (not a GEMM, or a GEMM whose name does not tell its unit)
 --   math_unit: tensor_core, simt, or NULL (not matrix math, or the name does not say)
 --   calls: launches
 --   total_us: GPU time in all, microseconds

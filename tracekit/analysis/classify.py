@@ -49,7 +49,7 @@ class Rule(NamedTuple):
 
     pattern: str
     kernel_class: str
-    math_unit: Optional[str]  # 'tensor_core' or 'simt'; required for gemm, None where unknown
+    math_unit: Optional[str]  # 'tensor_core' or 'simt'; None where the name does not tell
     why: str
 
 
@@ -220,11 +220,16 @@ RULES = (
          "grouped/MoE GEMMs (vLLM's Triton fused_moe_kernel, MoeFCGemm, cutlass_moe_gemm) and "
          "Marlin mixed-precision GEMMs are written for mma/wgmma; FP8/FP4 GEMMs "
          "(deep_gemm::fp8_gemm_kernel) have no CUDA-core arithmetic to run on"),
-    Rule(r"^_?(p_)?(kernel_)?matmul(_[a-z0-9_]*)?$", "gemm", TC,
-         "Triton matmul kernels named for what they do (triton_kernels' _matmul_ogs_* and "
-         "_p_matmul_ogs_*, the tutorials' matmul_kernel, _kernel_matmul_fp8_row): a Triton "
-         "kernel's name is a bare identifier that starts with matmul; tl.dot lowers to mma/wgmma "
-         "for 16-bit, FP8 and TF32 inputs"),
+    Rule(r"^_?(p_)?matmul_ogs(_[a-z0-9_]*)?$|^_?(p_)?(kernel_)?matmul(_[a-z0-9]*)*_"
+         r"(fp16|f16|bf16|fp8|e4m3|e5m2|tf32|mxfp\d|fp4)([_x][a-z0-9_]*)?$", "gemm", TC,
+         "Triton matmul kernels that say they are: triton_kernels' _matmul_ogs_* and "
+         "_p_matmul_ogs_* (written for bf16/FP8/MXFP4 weights), or a bare identifier starting "
+         "with matmul that names a 16-bit, FP8 or TF32 type (_kernel_matmul_fp8_row): tl.dot "
+         "lowers to mma/wgmma for those"),
+    Rule(r"^_?(p_)?(kernel_)?matmul(_[a-z0-9_]*)?$", "gemm", None,
+         "a bare identifier starting with matmul and naming no type (the tutorials' "
+         "matmul_kernel, a user's extern \"C\" matmul_k): a Triton kernel or a hand-written "
+         "one, fp32 or 16-bit: a matrix multiply on a math unit the name does not tell"),
     Rule(r"matmul\w*(<[^>]*>)?\((const )?(float|double)\b", "gemm", SIMT,
          "a CUDA C++ kernel of the user's named matmul whose arguments are float or double "
          "(matmul_k(float const*, ...)): no library, no wmma/mma in its name, so FP32 FMAs on "
@@ -281,8 +286,7 @@ def _check(rules):
     for rule in rules:
         if rule.kernel_class not in KERNEL_CLASSES:
             raise ValueError(f"rule {rule.pattern!r}: unknown kernel_class {rule.kernel_class!r}")
-        allowed = MATH_UNITS if rule.kernel_class == "gemm" else (
-            (None, *MATH_UNITS) if rule.kernel_class in MATH_CLASSES else (None,))
+        allowed = (None, *MATH_UNITS) if rule.kernel_class in MATH_CLASSES else (None,)
         if rule.math_unit not in allowed:
             raise ValueError(f"rule {rule.pattern!r}: math_unit {rule.math_unit!r} "
                              f"does not fit kernel_class {rule.kernel_class!r}")
