@@ -118,3 +118,25 @@ def rank_job(tmp_path_factory):
     result = invoke_cli("load", folder / "traces", "--db", db)
     assert result.exit_code == 0, result.output
     return job, folder / "traces", db
+
+
+# One Spark for every Spark test module: its JVM takes 15-20 s to start. Settings for a small lake:
+# two shuffle partitions (each is a task); Spark's code generation off, as compiling each query's
+# generated Java costs more than it saves on a few thousand rows (a query runs about twice as fast
+# interpreted here); no web UI. SPARK_SECRET sits in the Python workers' environment, for the
+# sandbox tests to show a query cannot reach it.
+SPARK_SECRET = "tracekit-spark-secret-52c1"
+SPARK_TEST_SETTINGS = {"spark.sql.shuffle.partitions": "2", "spark.sql.codegen.wholeStage": "false",
+                       "spark.sql.codegen.factoryMode": "NO_CODEGEN", "spark.ui.enabled": "false",
+                       "spark.executorEnv.TK_SECRET": SPARK_SECRET}
+
+
+@pytest.fixture(scope="session")
+def spark_session():
+    """The Spark session the Spark tests share; a SparkLake finds it running and leaves it so."""
+    pytest.importorskip("pyspark")
+    from tracekit.spark.session import start_session
+
+    session = start_session("local[2]", SPARK_TEST_SETTINGS)
+    yield session
+    session.stop()

@@ -117,7 +117,7 @@ def test_a_dot_file_beside_a_shared_table_is_never_read(lake):
     assert traces_in(lake) == {"x": NAIVE_EVENTS}
 
 
-@pytest.mark.parametrize("point", ["written", "published:1", "published:4", "published:9", "published:10"])
+@pytest.mark.parametrize("point", ["written", "published:1", "published:9", "published:10"])
 def test_kill_9_during_a_replace_leaves_the_old_trace_or_the_new(lake, tmp_path, point):
     source = lake.parent / "src" / "x.json.gz"
     shutil.copy(SAMPLE_TRACES / "flex.json.gz", source)

@@ -12,6 +12,7 @@ cut them short, and a real trace laid out so loads the same rows as the same tra
 import gzip
 import itertools
 import json
+import os
 import random
 import re
 
@@ -20,6 +21,10 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from conftest import SAMPLE_TRACES, TEST_DATA
+
+# Examples per property in the suite's run; TRACEKIT_EXAMPLES_SCALE=10 digs deeper (each example
+# loads a trace: 60 of them take about 15 s on two cores).
+SCALE = int(os.environ.get("TRACEKIT_EXAMPLES_SCALE", "1"))
 from make_bad_corpus import database_state
 from tracekit.ingest import whitespace
 from tracekit.ingest.whitespace import WhitespaceSqueezer
@@ -144,7 +149,7 @@ def _check_loaded(con, result, before, lenient, expected):
         assert lenient or dropped == 0
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+@settings(max_examples=60 * SCALE, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                    HealthCheck.too_slow])
 @given(mutated=mutated_traces(), lenient=st.booleans())
 def test_a_mutated_trace_loads_consistently_or_fails_cleanly(con, tmp_path_factory, mutated, lenient):
@@ -181,7 +186,7 @@ def damaged_event_arrays(draw):
     return bytes(data), _event_count(raw), len(flips)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+@settings(max_examples=20 * SCALE, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                   HealthCheck.too_slow])
 @given(damaged=damaged_event_arrays())
 def test_lenient_reads_a_trace_damaged_inside_its_event_array(con, tmp_path_factory, damaged):
@@ -259,7 +264,7 @@ spaced_values = st.recursive(
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(string_values, inner, max_size=4), max_leaves=16)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300 * SCALE, deadline=None)
 @given(value=spaced_values, rng=st.randoms(use_true_random=False), stride=st.integers(1, 6),
        block_sizes=st.lists(st.integers(1, 64), min_size=1, max_size=8))
 def test_whitespace_cut_short_outside_strings_leaves_the_same_json(value, rng, stride, block_sizes):
@@ -296,7 +301,7 @@ def compact_flash(con, tmp_path_factory):
     return _trace_rows(con, trace_id)
 
 
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+@settings(max_examples=10 * SCALE, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                   HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32), longest=st.sampled_from([20, 100, 1000]), lenient=st.booleans())
 def test_a_real_trace_with_whitespace_between_any_tokens_loads_the_same_rows(con, tmp_path_factory, compact_flash,

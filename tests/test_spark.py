@@ -19,7 +19,7 @@ from decimal import Decimal
 
 import pytest
 
-from conftest import ROOT, SAMPLE_TRACES, TEST_DATA, invoke_cli
+from conftest import ROOT, SAMPLE_TRACES, SPARK_TEST_SETTINGS, TEST_DATA, invoke_cli
 from tracekit.analysis.findings_engine import rules
 from tracekit.analysis.named_queries import fetch_rows, named_queries, named_sql
 
@@ -30,8 +30,7 @@ if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
 
 QUERIES = sorted(named_queries())
 RULES = sorted(rules())
-# Few shuffle partitions: the lake is small, and each partition is a task.
-TEST_SETTINGS = {"spark.sql.shuffle.partitions": "2"}
+TEST_SETTINGS = SPARK_TEST_SETTINGS
 ODD_NAME = "rank 0=é%,#"  # a space, =, a non-ASCII letter, %: each escaped in a partition folder
 TRACE_FOLDERS = [SAMPLE_TRACES, TEST_DATA / "foreign", TEST_DATA / "cpu", TEST_DATA / "h200" / "train_fp32",
                  TEST_DATA / "h200" / "train_bf16", TEST_DATA / "h200" / "fp32"]
@@ -66,7 +65,7 @@ def lake_db(tmp_path_factory, rank_job):
 
 
 @pytest.fixture(scope="module")
-def spark_lake(lake_db):
+def spark_lake(lake_db, spark_session):
     from tracekit.spark.engine import SparkLake
 
     with SparkLake(lake_db[1], "local[2]", TEST_SETTINGS) as lake:
@@ -165,7 +164,7 @@ def test_parameters_reach_spark(spark_lake, duck, name, params):
 
 
 @pytest.fixture(scope="module")
-def torn_lake(lake_db, tmp_path_factory):
+def torn_lake(lake_db, tmp_path_factory, spark_session):
     """A copy of the lake holding the naive and sdpa_math samples whole, plus what dead writers
     leave: `ghost`'s partitions without its trace_files partition, and beside naive's files a
     dead replacer's next generation of its events and kernels (trace_files still names the last)."""

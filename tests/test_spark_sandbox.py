@@ -19,7 +19,7 @@ from decimal import Decimal
 import duckdb
 import pytest
 
-from conftest import invoke_cli
+from conftest import SPARK_SECRET, SPARK_TEST_SETTINGS, invoke_cli
 from tracekit.errors import QueryError
 from tracekit.spark.format_udf import WIDEST, duckdb_format
 
@@ -28,9 +28,9 @@ pytest.importorskip("pyspark")
 if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
     pytest.skip("Spark needs Java (17 or newer), which is not installed", allow_module_level=True)
 
-SECRET = "tracekit-spark-secret-52c1"
+SECRET = SPARK_SECRET
 # Spark passes spark.executorEnv.* to its Python workers' environment, where tk_format runs.
-SETTINGS = {"spark.sql.shuffle.partitions": "2", "spark.executorEnv.TK_SECRET": SECRET}
+SETTINGS = SPARK_TEST_SETTINGS
 ENVIRON = "{0.__class__.__new__.__globals__[sys].modules[os].environ[TK_SECRET]}"
 
 
@@ -57,7 +57,7 @@ def listener():
 
 
 @pytest.fixture(scope="module")
-def sandboxed(sample_db, tmp_path_factory):
+def sandboxed(sample_db, tmp_path_factory, spark_session):
     """A SparkLake over a lake of the sample traces, and the folder beside it (a DTD file in it)."""
     from tracekit.lake import export_database
     from tracekit.spark.engine import SparkLake
