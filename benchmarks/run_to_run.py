@@ -98,11 +98,12 @@ def print_pairs(con):
             interval = "none" if low is None else f"[{_pct(low, f['a'])}, {_pct(high, f['a'])}]"
             print(f"| {group} | {a} | {b} | {f['metric']} | {f['a']:.1f} | {f['b']:.1f} | {_pct(f['change'], f['a'])} "
                   f"| {interval} | {f['significant']} | {verdict} |")
-            pairs, fails, beyond = totals.get(group, (0, 0, 0))
-            totals[group] = (pairs + 1, fails + (verdict == "fail"), beyond + bool(f["significant"]))
-    print("\n| set | pairs | beyond noise | false alarms at +5% |\n|---|---:|---:|---:|")
-    for group, (pairs, fails, beyond) in totals.items():
-        print(f"| {group} | {pairs} | {beyond} | {fails} |")
+            pairs, beyond, fails, undecided = totals.get(group, (0, 0, 0, 0))
+            totals[group] = (pairs + 1, beyond + bool(f["significant"]), fails + (verdict == "fail"),
+                             undecided + (verdict == "undecided"))
+    print(f"\n| set | pairs | beyond noise | false alarms at +{GATE_PCT}% | undecided |\n|---|---:|---:|---:|---:|")
+    for group, counts in totals.items():
+        print(f"| {group} | {' | '.join(map(str, counts))} |")
     result = diff(con, FIX[0], FIX[1], fail_on=["gpu_us_per_step<-5%"])
     f = next(f for f in result.figures if f["metric"] == "gpu_us_per_step")
     print(f"\nThe real fix {FIX[0]} → {FIX[1]}: gpu_us_per_step {f['change']:+.1f} µs ({_pct(f['change'], f['a'])}), "
