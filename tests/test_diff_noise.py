@@ -142,7 +142,8 @@ def test_undecided_is_a_line_in_markdown_and_exit_0(db):
     assert result.exit_code == 0
     lines = result.output.splitlines()
     assert lines[0] == "### tracekit diff: `cpu_run1` → `cpu_run3`: ⚠️ **undecided**"
-    assert any(line.startswith("- CANNOT TELL: cpu_us_per_step>+5%: cpu_us_per_step changed by") for line in lines), lines[:6]
+    assert any(line.startswith("- CANNOT TELL: cpu_us_per_step>+5%: cpu_us_per_step changed by")
+               for line in lines), lines[:6]
 
 
 def test_the_default_floors_are_what_the_repeats_measure(con):

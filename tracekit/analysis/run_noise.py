@@ -3,9 +3,10 @@
 The steps of one run share what that process met (where the allocator put things, the caches,
 the clocks, what else the machine ran), so resampling them measures only the noise within the
 run. Two runs of the same code differ by more: resampling the 7 steps of one CPU run a side
-called 7 of the 10 pairs of 5 runs of one variant "beyond noise" (tests/data/cpu/repeats). The model: a run's mean is the variant's level times
-exp(e), e drawn once per run with sd `sd` (the run-to-run sd, on a log scale, as timing noise
-multiplies), and each step varies around its run's mean.
+called 7 of the 10 pairs of 5 runs of one variant "beyond noise" (tests/data/cpu/repeats). The
+model: a run's mean is the variant's level times exp(e), e drawn once per run with sd `sd` (the
+run-to-run sd, on a log scale, as timing noise multiplies), and each step varies around its run's
+mean.
 
 A draw of one side: each run's steps resampled with replacement, the mean of its runs' means,
 times exp(sd * T / sqrt(runs)), T a Student t of the degrees of freedom that sd was measured

@@ -37,11 +37,12 @@ def _header(result):
     if runs_a == runs_b == 1:
         what = f"{result.steps[0]} and {result.steps[1]} steady step(s)"
     else:
-        what = (f"{runs_a} run(s) of {result.steps[0]} steady steps in all and {runs_b} of {result.steps[1]}")
-    term = next((f["run_sd_from"] for f in result.figures if f["run_sd_from"]), None)
+        what = f"{runs_a} run(s) of {result.steps[0]} steady steps in all and {runs_b} of {result.steps[1]}"
+    source = next((f["run_sd_from"] for f in result.figures if f["run_sd_from"]), None)
     term = {"measured": "a run-to-run term measured from the runs",
-            "default": "the default run-to-run term"}.get(term, "no run-to-run term")
-    return f"tracekit diff: {result.a} (baseline) → {result.b}; {what}; 95% intervals: a bootstrap over steps and {term}"
+            "default": "the default run-to-run term"}.get(source, "no run-to-run term")
+    return (f"tracekit diff: {result.a} (baseline) → {result.b}; {what}; "
+            f"95% intervals: a bootstrap over steps and {term}")
 
 
 def _trust_lines(result):
@@ -68,7 +69,8 @@ def _verdict_lines(result):
 def as_text(result, width=None):
     trust = [printable(line) for line in _trust_lines(result)]
     parts = [printable(_header(result)), "", as_table(_figures_rows(result), width).rstrip(), "",
-             *([*trust, ""] if trust else []), f"Change by {result.by}, largest first:", as_table(_attribution_rows(result), width).rstrip(), "",
+             *([*trust, ""] if trust else []),
+             f"Change by {result.by}, largest first:", as_table(_attribution_rows(result), width).rstrip(), "",
              "Findings:", *[f"  {printable(line)}" for line in _findings_lines(result)], "",
              *[printable(line) for line in _verdict_lines(result)]]
     return "\n".join(parts) + "\n"
