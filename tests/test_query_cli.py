@@ -177,12 +177,14 @@ def test_every_command_has_help():
         assert invoke(name, "--help").exit_code == 0
 
 
-def test_query_and_load_never_import_torch(sample_db, tmp_path):
+def test_query_load_and_diff_never_import_torch(sample_db, tmp_path):
     script = (
         "import sys\n"
         "from click.testing import CliRunner\n"
         "from tracekit.cli import cli\n"
         f"r = CliRunner().invoke(cli, ['query', 'summary', '--db', {str(sample_db)!r}])\n"
+        "assert r.exit_code == 0, r.output\n"
+        f"r = CliRunner().invoke(cli, ['diff', 'sdpa_flash', 'sdpa_cudnn', '--db', {str(sample_db)!r}])\n"
         "assert r.exit_code == 0, r.output\n"
         f"r = CliRunner().invoke(cli, ['load', {str(tmp_path / 'none.json')!r}, '--db', {str(tmp_path / 'x.duckdb')!r}])\n"
         "print('torch' in sys.modules)\n"

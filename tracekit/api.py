@@ -5,6 +5,7 @@ load) holds, with a warning when it starts to; its errors are TracekitErrors who
 name this API's arguments (`lenient=True`), not the command line's flags.
 """
 
+import glob
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -277,23 +278,53 @@ def findings(*, db=None, trace=None, rule=None, params=None, lake=None, wait=DEF
 
 @speaks_python
 def diff(a, b, *, db=None, by="class", fail_on=(), top=10, wait=DEFAULT_LOCK_WAIT_S):
-    """Compares trace `b` against baseline `a` (as `tracekit diff`); returns a
+    """Compares `b` against baseline `a` (as `tracekit diff`); returns a
     tracekit.analysis.compare.DiffResult with per-step figures and intervals, the attribution, the findings'
-    change and the verdict. `a` and `b` are trace names in `db`, or two trace files, loaded into a
-    temporary database."""
+    change and the verdict. Each side is a trace name in `db`, a glob of names, or a list of names; or
+    trace files (a file, a folder of them, a glob, or a list), loaded into a temporary database. A side
+    of several traces is several runs of one variant: their spread sets the run-to-run term."""
     import tempfile
 
     from tracekit.analysis.compare import diff as run_diff
 
-    if Path(a).is_file() and Path(b).is_file():
+    files = [_side_files(side) for side in (a, b)]
+    if all(files):
         with tempfile.TemporaryDirectory(prefix="tracekit-diff-") as folder:
-            results = load([a, b], db=Path(folder) / "diff.duckdb")
-            names = [r.trace for r in results]
+            results = load([*files[0], *files[1]], db=Path(folder) / "diff.duckdb")
+            trace_of = {Path(r.path).resolve(): r.trace for r in results}
+            runs = [[trace_of[path.resolve()] for path in side] for side in files]
+            # One file: its trace's name; several: the side as the caller wrote it.
+            labels = [names[0] if len(names) == 1 else str(side) if isinstance(side, (str, Path))
+                      else ", ".join(map(str, side)) for names, side in zip(runs, (a, b))]
             con = connect_for_queries(Path(folder) / "diff.duckdb")
             try:
-                return run_diff(con, names[0], names[-1], by=by, fail_on=fail_on, top=top)
+                return run_diff(con, *runs, by=by, fail_on=fail_on, top=top, labels=labels)
             finally:
                 con.close()
+    path, _ = resolve_db(db)
+    with _waiting(wait):
+        con = connect_for_queries(path)
+    try:
+        return run_diff(con, a if isinstance(a, str) else list(a), b if isinstance(b, str) else list(b),
+                        by=by, fail_on=fail_on, top=top)
+    finally:
+        con.close()
+
+
+def names_trace_files(side):
+    """Whether a side of diff names trace files (a file, a folder, a glob that matches files, or a
+    list of them) rather than traces in a database."""
+    patterns = [str(side)] if isinstance(side, (str, Path)) else [str(p) for p in side]
+    return bool(patterns) and all(Path(p).exists() or glob.has_magic(p) and glob.glob(p) for p in patterns)
+
+
+def _side_files(side):
+    """The trace files a side of diff names, or None when it names traces in the database."""
+    from tracekit.ingest.loader import expand_paths
+
+    if not names_trace_files(side):
+        return None
+    return expand_paths([str(side)] if isinstance(side, (str, Path)) else [str(p) for p in side])
     path, _ = resolve_db(db)
     with _waiting(wait):
         con = connect_for_queries(path)

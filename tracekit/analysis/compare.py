@@ -1,28 +1,23 @@
-"""Comparing two traces: per-step figures with a confidence interval, the change attributed to
-kernel classes, kernels or ops, the findings that appeared or went away, and a verdict for CI.
+"""Comparing two traces, or two sets of runs: per-step figures with a confidence interval, the
+change attributed to kernel classes, kernels or ops, the findings that appeared or went away, and
+a verdict for CI.
 
-A is the baseline, B the candidate. Every figure is per steady step (view steady_window), and the
-interval is a bootstrap over steps: each side's steps are resampled with replacement, the
-difference of the means taken each time, and the 2.5th to 97.5th percentile kept. A change whose
-interval holds zero is noise, not a regression.
+A is the baseline, B the candidate; each side is one run (a trace) or several runs of one variant.
+Every figure is per steady step (view steady_window), a side's the mean of its runs' means. The
+interval (run_noise) is a bootstrap over each run's steps widened by a run-to-run term, measured
+from the runs when a side has several, else a default per device. A change whose interval holds
+zero is noise, not a regression.
 """
 
-import re
-from dataclasses import dataclass, field
-
+from tracekit.analysis import run_noise
+from tracekit.analysis.diff_result import METRICS, DiffResult
+from tracekit.analysis.fail_on import check, parse_condition
 from tracekit.analysis.kernel_names import base_kernel_name
+from tracekit.analysis.trace_lookup import traces_of
 from tracekit.errors import TracekitError
 
-METRICS = {
-    "gpu_us_per_step": "GPU busy time per step, µs (union of kernels, copies and fills)",
-    "kernel_us_per_step": "summed kernel time per step, µs",
-    "kernels_per_step": "kernel launches per step",
-    "memcpy_per_step": "memcpys per step",
-    "memcpy_bytes_per_step": "bytes copied per step (copies of known size)",
-    "cpu_us_per_step": "CPU span of the step, µs (ProfilerStep#N)",
-}
+__all__ = ["METRICS", "BY", "DiffResult", "diff", "parse_condition"]
 BY = ("class", "kernel", "op")
-BOOTSTRAP_SAMPLES = 2000
 _STEP_FIGURES = """
 WITH w AS (SELECT step FROM steady_window WHERE trace = $t),
 busy AS (SELECT step, sum(busy_us) AS busy, sum(kernel_sum_us) AS kernel_us, sum(kernels) AS kernels
@@ -55,77 +50,44 @@ GROUP BY key
 _KEYS = {"class": "w.class",
          "kernel": "w.name",
          "op": "coalesce(w.cpu_op, '(no launching op)')"}
-_FAIL_ON = re.compile(r"^\s*(\w+)\s*(>=|<=|>|<)\s*([+-]?)(\d+(?:\.\d+)?)\s*(%?)\s*$")
 
 
-@dataclass
-class Condition:
-    text: str
-    metric: str = None
-    op: str = None
-    value: float = 0.0
-    relative: bool = False
-    change: bool = False  # compares the change (signed value) rather than B's own value
-    finding: str = None
-
-
-@dataclass
-class DiffResult:
-    a: str
-    b: str
-    steps: tuple
-    figures: list  # dicts: metric, a, b, change, change_pct, ci_low, ci_high, significant
-    attribution: list  # dicts: key, a_us_per_step, b_us_per_step, change_us_per_step, share_pct, ...
-    by: str
-    findings_appeared: list = field(default_factory=list)  # (rule, title)
-    findings_gone: list = field(default_factory=list)
-    failed: list = field(default_factory=list)  # (condition text, why)
-
-    @property
-    def verdict(self):
-        return "fail" if self.failed else "pass"
-
-
-def parse_condition(text):
-    """A --fail-on expression: `metric>+3%` (relative change), `metric>+100` (absolute change),
-    `metric>0` (B's value), or `finding:rule` (the rule's finding appears in B)."""
-    if text.startswith("finding:"):
-        rule = text[len("finding:"):].strip()
-        if not rule:
-            raise TracekitError(f"--fail-on {text!r}: name a rule after finding:")
-        from tracekit.analysis.findings_engine import rules
-        known = sorted(rules())
-        if rule not in known:
-            # A misspelt rule would never appear in B: a CI gate that could never fail.
-            raise TracekitError(f"--fail-on {text!r}: no finding rule {rule!r} (rules: {', '.join(known)})")
-        return Condition(text, finding=rule)
-    match = _FAIL_ON.match(text)
-    if match is None:
-        raise TracekitError(f"--fail-on {text!r}: write METRIC>VALUE, METRIC>+N% or finding:RULE "
-                            f"(metrics: {', '.join(METRICS)})")
-    metric, op, sign, number, pct = match.groups()
-    if metric not in METRICS:
-        raise TracekitError(f"--fail-on {text!r}: no metric {metric!r} (metrics: {', '.join(METRICS)})")
-    value = float(number) * (-1 if sign == "-" else 1)
-    return Condition(text, metric, op, value, relative=bool(pct), change=bool(sign or pct))
-
-
-def diff(con, a, b, *, by="class", fail_on=(), top=10):
-    """Compares traces `a` (baseline) and `b` in the database of `con`; returns a DiffResult."""
-    from tracekit.analysis.trace_lookup import trace_row
-
+def diff(con, a, b, *, by="class", fail_on=(), top=10, findings=True, labels=None):
+    """Compares `b` against baseline `a` in the database of `con`; returns a DiffResult. Each side is
+    a trace name, a glob of names or a list of names (several runs of one variant). `labels` names
+    the sides in the result (default: as given); `findings=False` leaves the finding rules out (the
+    slowest part), and with them the findings' change and `finding:` conditions."""
     if by not in BY:
         raise TracekitError(f"--by {by!r}: choose one of {', '.join(BY)}")
     conditions = [parse_condition(text) if isinstance(text, str) else text for text in fail_on]
-    for name in (a, b):
-        trace_row(con, name)
-    series_a, series_b = _series(con, a), _series(con, b)
-    figures = [_figure(metric, i, series_a, series_b) for i, metric in enumerate(METRICS)]
-    attribution = _attribution(con, a, b, by, len(series_a), len(series_b), top)
-    appeared, gone = _findings_change(con, a, b)
-    result = DiffResult(a, b, (len(series_a), len(series_b)), figures, attribution, by, appeared, gone)
-    result.failed = [outcome for c in conditions if (outcome := _check(c, result)) is not None]
+    if not findings and any(c.finding for c in conditions):
+        raise TracekitError("a finding: condition needs the findings: leave findings on")
+    runs = (traces_of(con, a), traces_of(con, b))
+    series = [[_series(con, trace) for trace in side] for side in runs]
+    devices = [_device(side) for side in series]
+    figures = [_figure(metric, i, series, devices) for i, metric in enumerate(METRICS)]
+    steps = tuple(sum(len(run) for run in side) for side in series)
+    attribution = _attribution(con, runs, by, steps, top)
+    appeared, gone = _findings_change(con, runs) if findings else ([], [])
+    label_a, label_b = labels or (_label(a), _label(b))
+    result = DiffResult(label_a, label_b, steps, figures, attribution, by, appeared, gone, runs=runs,
+                        untrusted_because=run_noise.untrusted_because(
+                            runs, [[len(run) for run in side] for side in series], devices))
+    for condition in conditions:
+        outcome = check(condition, result)
+        if outcome is not None:
+            (result.failed if outcome[0] == "fail" else result.undecided).append(outcome[1])
     return result
+
+
+def _label(side):
+    return side if isinstance(side, str) else ", ".join(side)
+
+
+def steady_step_figures(con, trace):
+    """{metric: [its value in each steady step]} of one trace, steps without the figure left out."""
+    series = _series(con, trace)
+    return {metric: [step[i] for step in series if step[i] is not None] for i, metric in enumerate(METRICS)}
 
 
 def _series(con, trace):
@@ -133,39 +95,44 @@ def _series(con, trace):
     return [tuple(None if v is None else float(v) for v in row[1:]) for row in rows]
 
 
-def _figure(metric, index, series_a, series_b):
-    import numpy as np
+def _device(runs):
+    """'gpu' when any run of a side has GPU work (a GPU busy figure), else 'cpu': whose default
+    run-to-run term applies."""
+    busy = list(METRICS).index("gpu_us_per_step")
+    return "gpu" if any(step[busy] is not None for run in runs for step in run) else "cpu"
 
-    a = [row[index] for row in series_a if row[index] is not None]
-    b = [row[index] for row in series_b if row[index] is not None]
-    mean_a = float(np.mean(a)) if a else None
-    mean_b = float(np.mean(b)) if b else None
-    figure = {"metric": metric, "a": mean_a, "b": mean_b, "change": None, "change_pct": None,
-              "ci_low": None, "ci_high": None, "significant": None}
-    if mean_a is None or mean_b is None:
+
+def _figure(metric, index, series, devices):
+    """One metric's figure: each side's level (the mean of its runs' means), the change, its 95%
+    interval and whether that leaves out zero, and the run-to-run sd the interval took (in %)."""
+    sides = [[values for run in side if (values := [step[index] for step in run if step[index] is not None])]
+             for side in series]
+    figure = {"metric": metric, "a": None, "b": None, "change": None, "change_pct": None,
+              "ci_low": None, "ci_high": None, "significant": None, "run_sd_pct": None, "run_sd_from": None}
+    if not all(sides):
         return figure
-    change = mean_b - mean_a
-    figure.update(change=change, change_pct=100.0 * change / mean_a if mean_a else None)
-    if len(a) >= 2 and len(b) >= 2:
-        rng = np.random.default_rng(0)  # the same interval for the same traces, run after run
-        draws_a = rng.choice(a, size=(BOOTSTRAP_SAMPLES, len(a))).mean(axis=1)
-        draws_b = rng.choice(b, size=(BOOTSTRAP_SAMPLES, len(b))).mean(axis=1)
-        low, high = np.percentile(draws_b - draws_a, [2.5, 97.5])
-        figure.update(ci_low=float(low), ci_high=float(high), significant=bool(low > 0 or high < 0))
-    else:
-        figure["significant"] = change != 0  # one step a side: no spread to judge noise by
+    level_a, level_b = (sum(sum(run) / len(run) for run in side) / len(side) for side in sides)
+    change = level_b - level_a
+    noises = run_noise.run_to_run(metric, sides, devices)
+    low, high = run_noise.interval(sides, noises)
+    figure.update(a=level_a, b=level_b, change=change, change_pct=100.0 * change / level_a if level_a else None,
+                  ci_low=low, ci_high=high, significant=bool(low > 0 or high < 0),
+                  run_sd_pct=100.0 * max(n.sd for n in noises), run_sd_from=noises[0].source)
     return figure
 
 
-def _attribution(con, a, b, by, steps_a, steps_b, top):
-    side_a, side_b = _work(con, a, by), _work(con, b, by)
+def _attribution(con, runs, by, steps, top):
+    """The change per steady step by key, each side's work summed over its runs and divided by
+    all its steps."""
+    side_a, side_b = (_side_work(con, traces, by) for traces in runs)
+    steps_a, steps_b = (max(n, 1) for n in steps)
     rows = []
     for key in side_a.keys() | side_b.keys():
         n_a, us_a = side_a.get(key, (0, 0.0))
         n_b, us_b = side_b.get(key, (0, 0.0))
-        per_a, per_b = us_a / max(steps_a, 1), us_b / max(steps_b, 1)
+        per_a, per_b = us_a / steps_a, us_b / steps_b
         rows.append({"key": key, "a_us_per_step": per_a, "b_us_per_step": per_b, "change_us_per_step": per_b - per_a,
-                     "a_per_step": n_a / max(steps_a, 1), "b_per_step": n_b / max(steps_b, 1),
+                     "a_per_step": n_a / steps_a, "b_per_step": n_b / steps_b,
                      "status": "appeared" if key not in side_a else "disappeared" if key not in side_b else ""})
     total = sum(abs(r["change_us_per_step"]) for r in rows) or 1.0
     for row in rows:
@@ -173,6 +140,15 @@ def _attribution(con, a, b, by, steps_a, steps_b, top):
     rows.sort(key=lambda r: (-abs(r["change_us_per_step"]), str(r["key"])))
     shown = rows[:top] + [r for r in rows[top:] if r["status"]]
     return shown
+
+
+def _side_work(con, traces, by):
+    work = {}
+    for trace in traces:
+        for key, (n, us) in _work(con, trace, by).items():
+            n_so_far, us_so_far = work.get(key, (0, 0.0))
+            work[key] = (n_so_far + n, us_so_far + us)
+    return work
 
 
 def _work(con, trace, by):
@@ -187,7 +163,8 @@ def _work(con, trace, by):
     return work
 
 
-def _findings_change(con, a, b):
+def _findings_change(con, runs):
+    """(appeared, gone): the rules found in some run of B and in no run of A, and the reverse."""
     from concurrent.futures import ThreadPoolExecutor
 
     from tracekit.analysis.findings_engine import run_findings
@@ -203,48 +180,11 @@ def _findings_change(con, a, b):
             cursor.close()
         return {rule: title for rule, title in zip(found["rule"], found["title"])}
 
-    # Side by side: much of a rule's plan runs on one core (sorts, windows over one thread's ops).
+    traces = list(dict.fromkeys(runs[0] + runs[1]))
+    # Two at once: much of a rule's plan runs on one core (sorts, windows over one thread's ops).
     with ThreadPoolExecutor(max_workers=2) as pool:
-        before, after = pool.map(rules_of, (a, b))
+        found = dict(zip(traces, pool.map(rules_of, traces)))
+    before, after = ({rule: title for trace in side for rule, title in found[trace].items()} for side in runs)
     appeared = sorted((rule, after[rule]) for rule in after.keys() - before.keys())
     gone = sorted((rule, before[rule]) for rule in before.keys() - after.keys())
     return appeared, gone
-
-
-def _check(condition, result):
-    """(condition, why) when the condition holds and the change is beyond noise, else None."""
-    if condition.finding is not None:
-        hit = [title for rule, title in result.findings_appeared if rule == condition.finding]
-        return (condition.text, f"{condition.finding} appeared in {result.b}: {hit[0]}") if hit else None
-    figure = next(f for f in result.figures if f["metric"] == condition.metric)
-    if figure["change"] is None:
-        return None
-    if condition.relative:
-        if figure["change_pct"] is None:
-            return None
-        measured, unit = figure["change_pct"], "%"
-    elif condition.change:
-        measured, unit = figure["change"], ""
-    else:
-        measured, unit = figure["b"], ""
-    holds = {">": measured > condition.value, ">=": measured >= condition.value,
-             "<": measured < condition.value, "<=": measured <= condition.value}[condition.op]
-    if not holds or not figure["significant"]:
-        return None
-    what = "changed by" if condition.change else f"is {_num(figure['b'])} in {result.b}, changed by"
-    return (condition.text, f"{condition.metric} {what} {_num(figure['change'], '+')} "
-                            f"({_pct(figure['change_pct'])}), 95% interval {_interval(figure)}")
-
-
-def _num(value, sign=""):
-    return f"{value:{sign},.0f}" if float(value).is_integer() else f"{value:{sign},.3f}"
-
-
-def _pct(value):
-    return "from zero" if value is None else f"{value:+.1f}%"
-
-
-def _interval(figure):
-    if figure["ci_low"] is None:
-        return "none (one step a side)"
-    return f"[{_num(figure['ci_low'], '+')}, {_num(figure['ci_high'], '+')}]"

@@ -17,26 +17,30 @@ from tracekit.errors import TracekitError
               help="Attribute the change to kernel classes, kernels (template arguments cut) or launching ops.")
 @click.option("--fail-on", "fail_on", multiple=True, metavar="EXPR",
               help="Exit 1 when this holds beyond noise: METRIC>+N% (relative change), METRIC>+N (absolute "
-                   "change), METRIC>N (B's value), finding:RULE (the finding appears in B). Repeatable.")
+                   "change), METRIC>N (B's value), finding:RULE (the finding appears in B). Repeatable. A change "
+                   "condition whose interval holds both no change and N is undecided: said so, exit 0.")
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="Attribution rows shown.")
 @click.option("-f", "--format", "fmt", type=click.Choice(["table", "markdown", "json"]), default="table",
               show_default=True, help="table for a terminal, markdown for a pull-request comment, json for scripts.")
 def diff(a, b, db, by, fail_on, top, fmt):
-    """Compare trace B against baseline A, per steady step, with 95% intervals from a bootstrap over steps.
+    """Compare trace B against baseline A, per steady step, with 95% intervals from a bootstrap over steps
+    and a run-to-run term.
 
-    A and B are trace names in --db, or two trace files (loaded into a temporary database).
+    A and B are trace names in --db, or trace files (loaded into a temporary database). Each may be
+    several runs of one variant: a quoted glob of names ('base_run*'), or a folder or quoted glob of
+    files ('base/*.json.gz'), whose spread then sets the run-to-run term. With one run a side the
+    term is a default per device, and the output says the interval cannot be trusted.
     Exit status: 0 when no --fail-on holds beyond noise, 1 when one does, 2 for a usage error.
     """
-    from tracekit.api import diff as run_diff
-    from tracekit.analysis.compare import parse_condition
+    from tracekit.api import diff as run_diff, names_trace_files
+    from tracekit.analysis.fail_on import parse_condition
     from tracekit.outputs.compare_render import as_json, as_markdown_summary, as_text
 
     try:
         conditions = [parse_condition(text) for text in fail_on]
     except TracekitError as exc:
         raise click.UsageError(str(exc)) from None
-    from pathlib import Path
-    if not (Path(a).is_file() and Path(b).is_file()):
+    if not (names_trace_files(a) and names_trace_files(b)):
         from tracekit.cli import database_to_read
         db, _ = database_to_read(db, "comparing in")
     result = run_diff(a, b, db=db, by=by, fail_on=conditions, top=top)
