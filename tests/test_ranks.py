@@ -284,3 +284,41 @@ def test_the_rank_queries_take_one_trace(rtx_db):
     assert row["rank"] == 1 and row["slowest_rank"] == 0
     assert len(query(rtx_db, "collective_skew", ("trace", RTX[1].name.split(".")[0]))) == 1
     assert query(rtx_db, "collective_skew", ("trace", "l4_square_memcpy_two_steps")) == []
+
+
+GLOO_JOB = TEST_DATA / "cpu" / "gloo_job"
+
+
+@pytest.fixture(scope="module")
+def gloo_db(tmp_path_factory):
+    db = tmp_path_factory.mktemp("gloo") / "gloo.duckdb"
+    result = invoke_cli("load", GLOO_JOB, "--db", db)
+    assert result.exit_code == 0, result.output
+    return db
+
+
+def test_a_gloo_jobs_collectives_are_its_cpu_ranges_matched_by_their_place(gloo_db):
+    """Gloo runs each collective on a CPU thread (gloo:all_reduce); the traces have no Seq."""
+    assert jobs(gloo_db) == {"train_naive_inplace_rank0": "train_naive_inplace_rank0",
+                             "train_naive_inplace_rank1": "train_naive_inplace_rank0"}
+    rows = db_rows(gloo_db, """SELECT rank, runs_on, matched_by, collective, count(*), sum(in_bytes)
+                               FROM collectives GROUP BY ALL ORDER BY ALL""")
+    # Per rank: DDP's 2 broadcasts when it rebuilds its buckets, 2 all_reduces a step (two
+    # buckets: 1,048,576 + 1,865,216 bytes of fp32 gradients) but 1 in the first step.
+    per_rank = [("all_reduce", 15, 1 * 2_913_792 + 7 * 2_913_792), ("broadcast", 2, 224)]
+    assert rows == [(rank, "cpu", "order", *row) for rank in (0, 1) for row in per_rank]
+
+
+def test_rank_steps_finds_the_gloo_straggler_and_what_the_other_waited(gloo_db):
+    delays = dict(db_rows(gloo_db, "SELECT step, dur_us FROM cpu_ops WHERE name = 'tracekit.injected_delay'"))
+    assert sorted(delays) == list(range(8)) and all(20_000 < d < 25_000 for d in delays.values())
+    steady = [row for row in query(gloo_db, "rank_steps") if row["step"] >= 2]
+    assert len(steady) == 12
+    for row in steady:
+        assert row["slowest_rank"] == 1 and row["slowest_by_us"] > delays[row["step"]]
+        if row["rank"] == 0:  # it waited in gloo for rank 1, at least as long as rank 1 slept
+            assert row["wait_us"] > delays[row["step"]]
+        else:
+            assert row["wait_us"] == 0
+    skew = [row for row in query(gloo_db, "collective_skew") if row["step"] >= 2]
+    assert len(skew) == 12 and {row["straggler_rank"] for row in skew} == {1}

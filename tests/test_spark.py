@@ -32,7 +32,8 @@ QUERIES = sorted(named_queries())
 RULES = sorted(rules())
 TEST_SETTINGS = SPARK_TEST_SETTINGS
 ODD_NAME = "rank 0=é%,#"  # a space, =, a non-ASCII letter, %: each escaped in a partition folder
-TRACE_FOLDERS = [SAMPLE_TRACES, TEST_DATA / "foreign", TEST_DATA / "cpu", TEST_DATA / "h200" / "train_fp32",
+TRACE_FOLDERS = [SAMPLE_TRACES, TEST_DATA / "foreign", TEST_DATA / "cpu" / "naive_cpu.json.gz",
+                 TEST_DATA / "cpu" / "gloo_job", TEST_DATA / "h200" / "train_fp32",
                  TEST_DATA / "h200" / "train_bf16", TEST_DATA / "h200" / "fp32"]
 
 
