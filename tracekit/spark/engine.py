@@ -12,7 +12,7 @@ from tracekit.errors import QueryError
 from tracekit.lake.layout import per_trace_tables, shared_tables
 from tracekit.outputs.rows import Rows
 from tracekit.spark.ctes import query_frame, release
-from tracekit.spark.dialect import spark_tree, view_selects
+from tracekit.spark.dialect import NOT_ON_SPARK, spark_tree, view_selects
 from tracekit.spark.lake_tables import register_lake_tables
 from tracekit.spark.sandbox import check_reach, confine
 from tracekit.spark.session import own_session, spark_error_text, start_session
@@ -65,6 +65,7 @@ class SparkLake:
         """The Rows of one SELECT (DuckDB's dialect, `$name` parameters), run on Spark."""
         check_sql(sql, params)
         tree = spark_tree(sql)
+        _refuse_duckdb_only(tree)
         check_reach(tree, self.tables)
         kept = []
         try:
@@ -88,6 +89,16 @@ class SparkLake:
         if not self.spark.sql("SELECT 1 FROM trace_files WHERE trace = :name", args={"name": name}).take(1):
             names = [r[0] for r in self.spark.sql("SELECT trace FROM trace_files ORDER BY trace").collect()]
             raise no_such_trace(name, names)
+
+def _refuse_duckdb_only(tree):
+    from sqlglot import exp
+
+    for table in tree.find_all(exp.Table):
+        if table.name.lower() in NOT_ON_SPARK:
+            raise QueryError(f"{table.name} is not on Spark: it walks each step's critical path back hop by hop, "
+                             "which Spark runs far too slowly; query it with DuckDB on the same lake "
+                             "(tracekit query --lake DIR, without --engine spark)")
+
 
 def _register_format(session):
     """The UDF tk_format, DuckDB's format() (tracekit.spark.format_udf), sent to the executors

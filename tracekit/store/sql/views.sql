@@ -280,8 +280,8 @@ SELECT t.trace, b.step, b.device, b.busy_ns / 1000.0 AS busy_us, b.kernel_ns / 1
 FROM gpu_busy_rows b JOIN trace_files t USING (trace_id);
 
 -- @view collectives: one row per kernel of a collective (NCCL, RCCL, ...: kernels of class
--- communication) and per collective a CPU backend ran (gloo, MPI: the range torch marks it with,
--- gloo:all_reduce), with what Kineto wrote about the call, and how it lined up with the same call
+-- communication) and per collective a CPU backend ran (gloo or MPI, each marked by torch with a
+-- range such as gloo:all_reduce), with what Kineto wrote about the call, and how it lined up with the same call
 -- on the job's other ranks. A call is matched across ranks by what identifies it: its process
 -- group and Seq. Where the traces have no Seq, by its place among its group's calls in its step
 -- (in the trace, without steps): such a match is checked, as a collective is one event on every
@@ -302,7 +302,7 @@ FROM gpu_busy_rows b JOIN trace_files t USING (trace_id);
 --   seq: c10d's sequence number of the call in its group (Kineto's `Seq`), NULL where not written
 --   call: the kernel's place among its group's collective kernels in the trace, 1, 2, ... in time order
 --   in_nelems, out_nelems: elements in and out; dtype: torch's name (Float, BFloat16, ...), or
---                          C++'s in a CPU range (float, c10::BFloat16)
+--                          the C++ type a CPU range names (float, c10 BFloat16)
 --   in_bytes, out_bytes: the message sizes, elements times the dtype's size
 --   src_rank, dst_rank: the peers of a point-to-point call, where written
 --   ts_us, dur_us: the kernel's GPU span, or the range's CPU span; device, stream: where a
@@ -600,3 +600,295 @@ FROM g;
 
 -- @view gpu_arch_limits (a table): the per-SM limits of each architecture (CUDA's technical
 -- specifications per compute capability), with its source; see device_limits.
+-- The critical path of each step: what its time waited on, walked back from where the step
+-- completed. GPU work (kernels, copies, fills) waits for the item before it on its stream or for
+-- its launch call; a thread of the CPU runs its calls one after another, and waits for the GPU
+-- in a call that synchronises (cudaDeviceSynchronize, cudaStreamSynchronize, a blocking copy).
+
+-- GPU work as the walk sees it, each item with its launch call and what it waited for: 'launch'
+-- where its launch call ended after the item before it on the stream had ended (the stream was
+-- idle, waiting for the CPU), else 'stream' (queued behind that item); NULL: the first item on
+-- its stream, launched outside the trace. run: items queued behind each other, numbered per
+-- stream; run_first: the place of the run's first item.
+CREATE OR REPLACE VIEW _cp_items AS
+WITH items AS (
+    SELECT k.trace_id, k.ts_ns, k.ts_ns + greatest(k.dur_ns, 0) AS end_ns, coalesce(k.device, -1) AS device,
+           coalesce(k.stream, -1) AS stream, k.correlation, k.step, k.name,
+           CASE WHEN c.kernel_class = 'communication' THEN 'comm' ELSE 'kernel' END AS kind
+    FROM kernel_rows k LEFT JOIN kernel_classes c ON c.trace_id = k.trace_id AND c.name = k.name
+    WHERE k.ts_ns IS NOT NULL
+    UNION ALL
+    SELECT trace_id, ts_ns, ts_ns + greatest(dur_ns, 0), coalesce(device, -1), coalesce(stream, -1), correlation,
+           step, name, op
+    FROM transfer_rows WHERE ts_ns IS NOT NULL
+), launched AS (
+    SELECT i.trace_id, i.ts_ns, i.end_ns, i.device, i.stream, i.correlation, i.step, i.name, i.kind,
+           r.pid AS launch_pid, r.tid AS launch_tid, r.ts_ns AS launch_ns, r.ts_ns + r.dur_ns AS launch_end_ns,
+           r.cpu_op_id AS launch_op_id, r.name AS launch_name,
+           lag(i.end_ns) OVER (PARTITION BY i.trace_id, i.device, i.stream ORDER BY i.ts_ns, i.end_ns, i.correlation) AS prev_end_ns,
+           row_number() OVER (PARTITION BY i.trace_id, i.device, i.stream ORDER BY i.ts_ns, i.end_ns, i.correlation) AS place
+    FROM items i
+    LEFT JOIN runtime_rows r ON r.trace_id = i.trace_id AND r.correlation = i.correlation
+), waited AS (
+    SELECT *, CASE WHEN prev_end_ns IS NOT NULL AND (launch_end_ns IS NULL OR launch_end_ns <= prev_end_ns) THEN 'stream'
+                   WHEN launch_ns IS NOT NULL THEN 'launch' END AS waited_for
+    FROM launched
+), runs AS (
+    SELECT *, sum(CASE WHEN waited_for = 'stream' THEN 0 ELSE 1 END)
+                  OVER (PARTITION BY trace_id, device, stream ORDER BY place ROWS UNBOUNDED PRECEDING) AS run
+    FROM waited
+)
+SELECT trace_id, ts_ns, end_ns, device, stream, correlation, step, name, kind, launch_pid, launch_tid, launch_ns,
+       launch_end_ns, launch_op_id, launch_name, prev_end_ns, place, waited_for, run,
+       min(place) OVER (PARTITION BY trace_id, device, stream, run) AS run_first
+FROM runs;
+
+-- The runtime calls that waited for the GPU: a sync, a blocking copy or fill, a free, which
+-- returned within 50 µs of the end of an item that ended inside the call; the item: the last to
+-- end. (An asynchronous copy from pageable memory blocks too, on its own copy: see _cp_segments.)
+CREATE OR REPLACE VIEW _cp_waits AS
+SELECT r.trace_id, r.pid, r.tid, r.name, r.ts_ns, r.ts_ns + r.dur_ns AS end_ns, r.cpu_op_id,
+       i.device, i.stream, i.place, i.end_ns AS item_end_ns
+FROM runtime_rows r
+JOIN _cp_items i ON i.trace_id = r.trace_id AND i.end_ns > r.ts_ns AND i.end_ns <= r.ts_ns + r.dur_ns
+     AND r.ts_ns + r.dur_ns - i.end_ns <= 50000
+WHERE regexp_matches(lower(r.name), 'synchroni[sz]e|^(cuda|hip)(memcpy|memset)[23]?d?(_v2)?$|^(cuda|hip)?free')
+QUALIFY row_number() OVER (PARTITION BY r.trace_id, r.pid, r.tid, r.ts_ns, r.dur_ns
+                           ORDER BY i.end_ns DESC, i.device, i.stream, i.place) = 1;
+
+-- Each step's window, from the previous step's completion to its own: a step completes when its
+-- CPU span and the GPU work it owns have both ended. pid, tid: the thread its span ran on.
+CREATE OR REPLACE VIEW _cp_steps AS
+WITH owned AS (
+    SELECT trace_id, step, max(end_ns) AS gpu_end_ns FROM _cp_items WHERE step IS NOT NULL GROUP BY trace_id, step
+), spans AS (
+    SELECT s.trace_id, s.step, s.ts_ns, s.end_ns, o.pid, o.tid
+    FROM step_rows s
+    LEFT JOIN cpu_op_rows o ON o.trace_id = s.trace_id AND o.ts_ns = s.ts_ns AND o.depth = 0
+    QUALIFY row_number() OVER (PARTITION BY s.trace_id, s.step ORDER BY o.dur_ns DESC, o.op_id) = 1
+), done AS (
+    SELECT p.trace_id, p.step, p.ts_ns, p.end_ns, p.pid, p.tid, o.gpu_end_ns,
+           greatest(p.end_ns, coalesce(o.gpu_end_ns, p.end_ns)) AS done_ns
+    FROM spans p LEFT JOIN owned o ON o.trace_id = p.trace_id AND o.step = p.step
+)
+SELECT trace_id, step, ts_ns, end_ns, pid, tid, gpu_end_ns, done_ns,
+       least(coalesce(lag(done_ns) OVER (PARTITION BY trace_id ORDER BY ts_ns, step), ts_ns), done_ns) AS from_ns
+FROM done;
+
+-- Where the walk goes from a point on a thread (the launch of a run's first item, a step's end):
+-- back along the thread to the last call there that waited for the GPU, and the item it waited for.
+CREATE OR REPLACE VIEW _cp_links AS
+WITH waits AS (
+    SELECT trace_id, pid, tid, name, ts_ns, end_ns, cpu_op_id, device, stream, place, item_end_ns,
+           row_number() OVER (PARTITION BY trace_id, pid, tid ORDER BY end_ns, ts_ns) AS wait_no
+    FROM _cp_waits
+), points AS (
+    SELECT trace_id, launch_pid AS pid, launch_tid AS tid, launch_ns AS t, 1 AS probe, device, stream, place,
+           CAST(NULL AS INTEGER) AS step, CAST(NULL AS BIGINT) AS wait_no
+    FROM _cp_items WHERE place = run_first AND waited_for = 'launch'
+    UNION ALL
+    SELECT trace_id, pid, tid, end_ns, 1, NULL, NULL, NULL, step, NULL FROM _cp_steps
+    UNION ALL
+    SELECT trace_id, pid, tid, end_ns, 0, NULL, NULL, NULL, NULL, wait_no FROM waits
+), before AS (
+    SELECT trace_id, pid, tid, t, probe, device, stream, place, step,
+           max(wait_no) OVER (PARTITION BY trace_id, pid, tid ORDER BY t, probe ROWS UNBOUNDED PRECEDING) AS wait_no
+    FROM points
+)
+SELECT p.trace_id, p.pid, p.tid, p.t, p.device, p.stream, p.place, p.step, w.ts_ns AS wait_ns,
+       w.end_ns AS wait_end_ns, w.name AS wait_name, w.cpu_op_id AS wait_op_id, w.item_end_ns,
+       w.device AS next_device, w.stream AS next_stream, w.place AS next_place
+FROM before p
+LEFT JOIN waits w ON w.trace_id = p.trace_id AND w.pid = p.pid AND w.tid = p.tid AND w.wait_no = p.wait_no
+WHERE p.probe = 1;
+
+-- The walk, hop by hop: each hop reaches the end of a GPU item. The first: the step's last item
+-- where its GPU work ended last, else the item its thread last waited for. From an item, back over
+-- its run to the run's first item, to that one's launch, back along the launching thread to its
+-- last call that waited for the GPU, to the item that call waited for; until the step's start.
+CREATE OR REPLACE VIEW _cp_hops AS
+WITH RECURSIVE nexts AS MATERIALIZED (
+    SELECT i.trace_id, i.device, i.stream, i.place, f.place AS first_place, f.ts_ns AS first_ns,
+           f.launch_ns, f.launch_pid, f.launch_tid, f.launch_op_id, f.launch_name, f.correlation AS first_correlation,
+           l.wait_ns, l.wait_name, l.wait_op_id, l.wait_end_ns, l.item_end_ns, l.next_device, l.next_stream, l.next_place
+    FROM _cp_items i
+    JOIN _cp_items f ON f.trace_id = i.trace_id AND f.device = i.device AND f.stream = i.stream AND f.place = i.run_first
+    LEFT JOIN _cp_links l ON l.trace_id = f.trace_id AND l.device = f.device AND l.stream = f.stream
+         AND l.place = f.place AND f.waited_for = 'launch'
+), entry AS (
+    SELECT trace_id, step, from_ns, device, stream, place FROM (
+        SELECT s.trace_id, s.step, s.from_ns, i.device, i.stream, i.place,
+               row_number() OVER (PARTITION BY s.trace_id, s.step ORDER BY i.device, i.stream, i.place) AS nth
+        FROM _cp_steps s
+        JOIN _cp_items i ON i.trace_id = s.trace_id AND i.step = s.step AND i.end_ns = s.gpu_end_ns
+        WHERE s.gpu_end_ns > s.end_ns
+    ) WHERE nth = 1
+    UNION ALL
+    SELECT s.trace_id, s.step, s.from_ns, l.next_device, l.next_stream, l.next_place
+    FROM _cp_steps s JOIN _cp_links l ON l.trace_id = s.trace_id AND l.step = s.step
+    WHERE NOT coalesce(s.gpu_end_ns > s.end_ns, false) AND l.next_place IS NOT NULL AND l.wait_end_ns > s.from_ns
+), walk AS (
+    SELECT trace_id, step, from_ns, 1 AS hop, device, stream, place FROM entry
+    UNION ALL
+    SELECT w.trace_id, w.step, w.from_ns, w.hop + 1, n.next_device, n.next_stream, n.next_place
+    FROM walk w
+    JOIN nexts n ON n.trace_id = w.trace_id AND n.device = w.device AND n.stream = w.stream AND n.place = w.place
+    WHERE n.first_ns > w.from_ns AND n.launch_ns > w.from_ns AND n.next_place IS NOT NULL
+      AND n.wait_end_ns > w.from_ns AND w.hop < 100000
+)
+SELECT w.trace_id, w.step, w.from_ns, w.hop, w.device, w.stream, w.place, n.first_place, n.first_ns, n.launch_ns,
+       n.launch_pid, n.launch_tid, n.launch_op_id, n.launch_name, n.first_correlation, n.wait_ns, n.wait_name,
+       n.wait_op_id, n.wait_end_ns, n.item_end_ns,
+       -- the walk goes on from this hop (to the item its launching thread last waited for)
+       coalesce(n.next_place IS NOT NULL AND n.first_ns > w.from_ns AND n.launch_ns > w.from_ns
+                AND n.wait_end_ns > w.from_ns, false) AS goes_on
+FROM walk w
+JOIN nexts n ON n.trace_id = w.trace_id AND n.device = w.device AND n.stream = w.stream AND n.place = w.place;
+
+-- The stretches of a thread's time on the path: from where the walk arrived on the thread (the
+-- launch of a run's first item, or the step's end) back to the end of its last call that waited
+-- for the GPU, or to the step's start. hop 0: the step's own thread, where its CPU span ended last.
+CREATE OR REPLACE VIEW _cp_cpu_runs AS
+SELECT h.trace_id, h.step, h.hop, h.launch_pid AS pid, h.launch_tid AS tid,
+       CASE WHEN h.goes_on THEN h.wait_end_ns ELSE h.from_ns END AS lo_ns, h.launch_ns AS hi_ns,
+       h.launch_op_id AS hi_op_id
+FROM _cp_hops h
+WHERE h.launch_ns > h.from_ns
+UNION ALL
+SELECT s.trace_id, s.step, 0, s.pid, s.tid,
+       CASE WHEN l.next_place IS NOT NULL AND l.wait_end_ns > s.from_ns THEN l.wait_end_ns ELSE s.from_ns END,
+       s.end_ns, CAST(NULL AS BIGINT)
+FROM _cp_steps s LEFT JOIN _cp_links l ON l.trace_id = s.trace_id AND l.step = s.step
+WHERE NOT coalesce(s.gpu_end_ns > s.end_ns, false);
+
+-- The path's segments, in no order (critical_path orders them).
+CREATE OR REPLACE VIEW _cp_segments AS
+WITH calls AS (
+    -- each thread's runtime calls inside a stretch, and the CPU time before each
+    SELECT c.trace_id, c.step, c.hop, c.lo_ns, c.hi_ns, c.hi_op_id, r.name, r.ts_ns, r.ts_ns + r.dur_ns AS end_ns,
+           r.cpu_op_id, r.correlation,
+           lag(r.ts_ns + r.dur_ns) OVER (PARTITION BY c.trace_id, c.step, c.hop ORDER BY r.ts_ns, r.dur_ns) AS prev_end_ns
+    FROM _cp_cpu_runs c
+    JOIN runtime_rows r ON r.trace_id = c.trace_id AND r.pid = c.pid AND r.tid = c.tid
+         AND r.ts_ns < c.hi_ns AND r.ts_ns + r.dur_ns > c.lo_ns
+), last_calls AS (
+    SELECT trace_id, step, hop, max(end_ns) AS end_ns FROM calls GROUP BY trace_id, step, hop
+), own_copies AS (
+    -- an asynchronous copy from pageable memory returns when its copy is (nearly) done
+    SELECT DISTINCT c.trace_id, c.correlation
+    FROM calls c JOIN _cp_items i ON i.trace_id = c.trace_id AND i.correlation = c.correlation AND i.kind = 'memcpy'
+    WHERE i.ts_ns < c.end_ns AND 2 * (i.end_ns - i.ts_ns) >= c.end_ns - c.ts_ns
+)
+-- GPU items of each hop's run, and the idle time between them
+SELECT h.trace_id, h.step, i.kind, i.name, greatest(i.ts_ns, h.from_ns) AS ts_ns, i.end_ns, i.device, i.stream,
+       i.correlation, CAST(NULL AS BIGINT) AS cpu_op_id
+FROM _cp_hops h
+JOIN _cp_items i ON i.trace_id = h.trace_id AND i.device = h.device AND i.stream = h.stream
+     AND i.place BETWEEN h.first_place AND h.place AND i.end_ns > h.from_ns
+UNION ALL
+SELECT h.trace_id, h.step, 'idle', NULL, greatest(i.prev_end_ns, h.from_ns), i.ts_ns, i.device, i.stream, NULL, NULL
+FROM _cp_hops h
+JOIN _cp_items i ON i.trace_id = h.trace_id AND i.device = h.device AND i.stream = h.stream
+     AND i.place > h.first_place AND i.place <= h.place AND i.ts_ns > i.prev_end_ns AND i.ts_ns > h.from_ns
+UNION ALL
+-- from the launch call's start to the run's first item's start; idle where it has no launch
+SELECT trace_id, step, CASE WHEN launch_ns IS NULL THEN 'idle' ELSE 'launch' END, launch_name,
+       greatest(coalesce(launch_ns, from_ns), from_ns), first_ns, device, stream, first_correlation, launch_op_id
+FROM _cp_hops WHERE first_ns > from_ns
+UNION ALL
+-- the tail of a wait: from the end of the item it waited for to the call's return
+SELECT trace_id, step, 'sync_wait', wait_name, item_end_ns, wait_end_ns, NULL, NULL, NULL, wait_op_id
+FROM _cp_hops WHERE goes_on AND wait_end_ns > item_end_ns
+UNION ALL
+SELECT s.trace_id, s.step, 'sync_wait', l.wait_name, l.item_end_ns, l.wait_end_ns, NULL, NULL, NULL, l.wait_op_id
+FROM _cp_steps s JOIN _cp_links l ON l.trace_id = s.trace_id AND l.step = s.step
+WHERE NOT coalesce(s.gpu_end_ns > s.end_ns, false) AND l.next_place IS NOT NULL AND l.wait_end_ns > s.from_ns
+  AND l.wait_end_ns > l.item_end_ns
+UNION ALL
+-- a thread's calls: launches (of kernels, copies, fills), blocking copies, the rest CPU time
+SELECT c.trace_id, c.step,
+       CASE WHEN o.correlation IS NOT NULL THEN 'memcpy'
+            WHEN regexp_matches(lower(c.name), 'launch|memcpy|memset|graphlaunch') THEN 'launch' ELSE 'cpu' END,
+       c.name, greatest(c.ts_ns, c.lo_ns), least(c.end_ns, c.hi_ns), NULL, NULL, c.correlation, c.cpu_op_id
+FROM calls c LEFT JOIN own_copies o ON o.trace_id = c.trace_id AND o.correlation = c.correlation
+UNION ALL
+-- and the CPU time between them, named for the op that made the next call
+SELECT c.trace_id, c.step, 'cpu', op.name, greatest(coalesce(c.prev_end_ns, c.lo_ns), c.lo_ns), c.ts_ns, NULL, NULL,
+       NULL, c.cpu_op_id
+FROM calls c LEFT JOIN cpu_op_rows op ON op.trace_id = c.trace_id AND op.op_id = c.cpu_op_id
+WHERE c.ts_ns > greatest(coalesce(c.prev_end_ns, c.lo_ns), c.lo_ns)
+UNION ALL
+SELECT r.trace_id, r.step, 'cpu', op.name, greatest(coalesce(l.end_ns, r.lo_ns), r.lo_ns), r.hi_ns, NULL, NULL, NULL,
+       r.hi_op_id
+FROM _cp_cpu_runs r
+LEFT JOIN last_calls l ON l.trace_id = r.trace_id AND l.step = r.step AND l.hop = r.hop
+LEFT JOIN cpu_op_rows op ON op.trace_id = r.trace_id AND op.op_id = r.hi_op_id
+WHERE r.hi_ns > greatest(coalesce(l.end_ns, r.lo_ns), r.lo_ns);
+
+-- @view critical_path: the critical path of each step: the work its time waited on, one segment
+-- after another, walked back from where the step completed (its CPU span and the GPU work it owns
+-- both ended) to where the step before it completed, so the segments tile the step's time
+-- (step_bounds.step_us). GPU work waits for the item before it on its stream, or for its launch
+-- where the launch call ended after that item (the stream idle); a thread's calls run one after
+-- another, and a call that synchronises (cudaDeviceSynchronize, cudaStreamSynchronize, a blocking
+-- copy or free) waits for the GPU item that ended last inside it, within 50 µs of its return.
+--   trace, step: the trace and its step (steps view)
+--   seq: the segment's place on the path, 1 first in time
+--   kind: cpu (a thread's own time between calls, or a call that is not a launch), launch (a launch
+--         call, and the time from it to its work's start), kernel, comm (a collective's kernel),
+--         memcpy, memset (a copy or fill; a copy call from pageable memory that blocked on it),
+--         sync_wait (a sync's return after the work it waited for), idle (a stream waiting for
+--         nothing on the path)
+--   name: the kernel, copy, runtime call, or for cpu time the op that made the next call
+--   ts_us, dur_us: the segment's span on the path
+--   device, stream: where GPU work ran; correlation: its launch's (a call's own)
+--   cpu_op_id: the op that made the call (cpu_ops.op_id)
+CREATE OR REPLACE VIEW critical_path AS
+SELECT t.trace, s.step, row_number() OVER (PARTITION BY s.trace_id, s.step ORDER BY s.ts_ns, s.end_ns) AS seq,
+       s.kind, s.name, s.ts_ns / 1000.0 AS ts_us, (s.end_ns - s.ts_ns) / 1000.0 AS dur_us,
+       CASE WHEN s.device >= 0 THEN s.device END AS device, CASE WHEN s.stream >= 0 THEN s.stream END AS stream,
+       s.correlation, s.cpu_op_id
+FROM _cp_segments s JOIN trace_files t ON t.trace_id = s.trace_id
+WHERE s.end_ns > s.ts_ns;
+
+-- @view step_bounds: what bounds each step: its time, and its critical path's time by kind.
+--   trace, step: the trace and its step
+--   step_us: from the previous step's completion to its own (the first step: from its CPU span's
+--            start), a step completing when its CPU span and the GPU work it owns have both ended:
+--            in a loop where the GPU runs behind, the GPU's pace, not the CPU's span
+--   cpu_us, launch_us, kernel_us, comm_us, memcpy_us, memset_us, sync_wait_us, idle_us: the
+--            critical path's time of each kind (critical_path), which add up to step_us
+--   bound: what most of the path is: cpu-bound (cpu), launch-bound (launch), gpu-bound (kernel),
+--          copy-bound (memcpy, memset), comm-bound (comm); NULL for a step with no time
+--   bound_pct: that kind's share of step_us, percent
+CREATE OR REPLACE VIEW step_bounds AS
+WITH kinds AS (
+    SELECT trace_id, step,
+           sum(CASE WHEN kind = 'cpu' THEN end_ns - ts_ns ELSE 0 END) AS cpu_ns,
+           sum(CASE WHEN kind = 'launch' THEN end_ns - ts_ns ELSE 0 END) AS launch_ns,
+           sum(CASE WHEN kind = 'kernel' THEN end_ns - ts_ns ELSE 0 END) AS kernel_ns,
+           sum(CASE WHEN kind = 'comm' THEN end_ns - ts_ns ELSE 0 END) AS comm_ns,
+           sum(CASE WHEN kind = 'memcpy' THEN end_ns - ts_ns ELSE 0 END) AS memcpy_ns,
+           sum(CASE WHEN kind = 'memset' THEN end_ns - ts_ns ELSE 0 END) AS memset_ns,
+           sum(CASE WHEN kind = 'sync_wait' THEN end_ns - ts_ns ELSE 0 END) AS sync_wait_ns,
+           sum(CASE WHEN kind = 'idle' THEN end_ns - ts_ns ELSE 0 END) AS idle_ns
+    FROM _cp_segments WHERE end_ns > ts_ns
+    GROUP BY trace_id, step
+), bounds AS (
+    SELECT s.trace_id, s.step, s.done_ns - s.from_ns AS step_ns, coalesce(k.cpu_ns, 0) AS cpu_ns,
+           coalesce(k.launch_ns, 0) AS launch_ns, coalesce(k.kernel_ns, 0) AS kernel_ns, coalesce(k.comm_ns, 0) AS comm_ns,
+           coalesce(k.memcpy_ns, 0) AS memcpy_ns, coalesce(k.memset_ns, 0) AS memset_ns,
+           coalesce(k.sync_wait_ns, 0) AS sync_wait_ns, coalesce(k.idle_ns, 0) AS idle_ns
+    FROM _cp_steps s LEFT JOIN kinds k ON k.trace_id = s.trace_id AND k.step = s.step
+), ranked AS (
+    SELECT *, greatest(cpu_ns, launch_ns, kernel_ns, memcpy_ns + memset_ns, comm_ns) AS top_ns FROM bounds
+)
+SELECT t.trace, r.step, r.step_ns / 1000.0 AS step_us, r.cpu_ns / 1000.0 AS cpu_us, r.launch_ns / 1000.0 AS launch_us,
+       r.kernel_ns / 1000.0 AS kernel_us, r.comm_ns / 1000.0 AS comm_us, r.memcpy_ns / 1000.0 AS memcpy_us,
+       r.memset_ns / 1000.0 AS memset_us, r.sync_wait_ns / 1000.0 AS sync_wait_us, r.idle_ns / 1000.0 AS idle_us,
+       CASE WHEN r.step_ns <= 0 OR r.top_ns <= 0 THEN NULL
+            WHEN r.top_ns = r.kernel_ns THEN 'gpu-bound' WHEN r.top_ns = r.memcpy_ns + r.memset_ns THEN 'copy-bound'
+            WHEN r.top_ns = r.comm_ns THEN 'comm-bound' WHEN r.top_ns = r.launch_ns THEN 'launch-bound'
+            ELSE 'cpu-bound' END AS bound,
+       CASE WHEN r.step_ns > 0 AND r.top_ns > 0 THEN round(100.0 * r.top_ns / r.step_ns, 1) END AS bound_pct
+FROM ranked r JOIN trace_files t ON t.trace_id = r.trace_id;
