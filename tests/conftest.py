@@ -68,6 +68,15 @@ def sample_db(tmp_path_factory):
     return path
 
 
+@pytest.fixture(scope="session")
+def loops_db(tmp_path_factory):
+    """A database of the H200 loops (tests/data/h200/loops), loaded once for the session."""
+    db = tmp_path_factory.mktemp("loops") / "loops.duckdb"
+    result = invoke_cli("load", TEST_DATA / "h200" / "loops", "--db", db)
+    assert result.exit_code == 0, result.output
+    return db
+
+
 @pytest.fixture
 def sample_con(sample_db):
     from tracekit.store.database import connect

@@ -18,14 +18,6 @@ GPU_BOUND = ["infer_naive", "infer_inplace", "infer_naive_rerun", "infer_gpt2", 
              "train_inplace", "train_stall", "train_no_stall", "copy_pinned"]
 
 
-@pytest.fixture(scope="module")
-def loops_db(tmp_path_factory):
-    db = tmp_path_factory.mktemp("loops") / "loops.duckdb"
-    result = invoke_cli("load", LOOPS, "--db", db)
-    assert result.exit_code == 0, result.output
-    return db
-
-
 def db_rows(db, sql, params=()):
     con = duckdb.connect(str(db), read_only=True)
     try:
