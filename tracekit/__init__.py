@@ -6,10 +6,10 @@ imported by the capture half alone.
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "load", "query", "findings", "diff", "report", "export", "schema", "hta",
+__all__ = ["__version__", "load", "query", "findings", "diff", "whatif", "report", "export", "schema", "hta",
            "hta_diff", "open"]
 # The API's names, and the function of tracekit.api each stands for (open is not the builtin's).
-_API = {"load": "load", "query": "query", "findings": "findings", "diff": "diff", "report": "report",
+_API = {"load": "load", "query": "query", "findings": "findings", "diff": "diff", "whatif": "whatif", "report": "report",
         "export": "export", "schema": "schema", "hta": "hta", "hta_diff": "hta_diff", "open": "open_trace"}
 
 

@@ -311,6 +311,30 @@ def diff(a, b, *, db=None, by="class", fail_on=(), top=10, wait=DEFAULT_LOCK_WAI
         con.close()
 
 
+@speaks_python
+def whatif(trace, apply=(), *, db=None, lake=None, wait=DEFAULT_LOCK_WAIT_S):
+    """Replays `trace`'s steps with the fixes `apply` (as `tracekit whatif`: 'drop-copies:OP',
+    'drop:REGEX', 'drop-sync:REGEX', 'drop-cpu-gaps:US'); returns a tracekit.replay.whatif.WhatIf:
+    each step's time as the trace has it, as replayed without change and with the fixes, and
+    `saving_us`, what the fixes save a steady step."""
+    from tracekit.replay.fixes import parse_fix
+    from tracekit.replay.whatif import whatif as run_whatif
+
+    texts = [apply] if isinstance(apply, str) else list(apply)
+    fixes = [parse_fix(text) for text in texts]
+    if lake is not None:
+        from tracekit.lake import connect_lake
+        con = connect_lake(lake)
+    else:
+        path, _ = resolve_db(db)
+        with _waiting(wait):
+            con = connect_for_queries(path)
+    try:
+        return run_whatif(con, trace, fixes, texts)
+    finally:
+        con.close()
+
+
 def names_trace_files(side):
     """Whether a side of diff names trace files (a file, a folder, a glob that matches files, or a
     list of them) rather than traces in a database."""

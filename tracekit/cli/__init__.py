@@ -103,7 +103,7 @@ def wait_option(command):
 
 # Each module holds one family of commands and lists them in COMMANDS.
 _COMMAND_MODULES = ("capture_cmd", "analysis_cmd", "shell_cmd", "findings_cmd", "diff_cmd", "perfetto_cmd", "hta_cmd",
-                    "report_cmd")
+                    "report_cmd", "whatif_cmd")
 
 
 def _register():

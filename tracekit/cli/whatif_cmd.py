@@ -1,0 +1,43 @@
+"""`tracekit whatif TRACE --apply FIX`: what a fix would save, replayed on the trace's graph."""
+
+import click
+
+from tracekit.cli import lake_option, source_to_read, wait_option
+from tracekit.errors import TracekitError
+
+
+@click.command()
+@click.argument("trace")
+@click.option("--apply", "fixes", multiple=True, metavar="FIX",
+              help="A fix to replay with, repeatable: drop-copies:OP (the copies OP makes where you call it, "
+                   "what its in-place form removes), drop:REGEX (GPU items whose name or op chain matches), "
+                   "drop-sync:REGEX (runtime calls that stop waiting), drop-cpu-gaps:US (a thread's own time "
+                   "of at least US µs between two calls).")
+@click.option("--db", type=click.Path(dir_okay=False),
+              help="Database holding TRACE [default: ./tracekit.duckdb, else the bundled samples].")
+@lake_option
+@click.option("-f", "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@wait_option
+def whatif(trace, fixes, db, lake, fmt):
+    """Replay TRACE's steps on its dependency graph (the one view critical_path walks), as they are and
+    with the fixes applied, and say what the fixes save a steady step.
+
+    The replay without change is the trace's own time (its fit is printed); each fix changes the
+    graph and the replay says when each step would complete. Example:
+    tracekit whatif naive --apply drop-copies:aten::masked_fill
+    """
+    from tracekit.api import whatif as run_whatif
+    from tracekit.outputs.whatif_render import as_json, as_text
+    from tracekit.replay.fixes import parse_fix
+
+    try:
+        for text in fixes:
+            parse_fix(text)
+    except TracekitError as exc:
+        raise click.UsageError(str(exc)) from None
+    path = source_to_read(db, lake, "replaying on")
+    result = run_whatif(trace, fixes, db=path, lake=lake)
+    click.echo(as_json(result) if fmt == "json" else as_text(result), nl=False)
+
+
+COMMANDS = [whatif]

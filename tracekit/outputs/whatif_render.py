@@ -1,0 +1,40 @@
+"""`tracekit whatif`'s output: each step's time as traced, as replayed, and with the fixes."""
+
+import json
+
+from tracekit.outputs.render import as_table
+from tracekit.outputs.rows import Rows
+from tracekit.outputs.safe_text import printable
+
+
+def as_text(result):
+    rows = [(s.step, "yes" if s.step in result.steady else "no", round(s.trace_us, 1), round(s.replayed_us, 1),
+             round(s.fixed_us, 1), round(s.replayed_us - s.fixed_us, 1)) for s in result.steps]
+    table = as_table(Rows(["step", "steady", "trace_us", "replayed_us", "fixed_us", "saving_us"], rows))
+    fixes = ", ".join(result.fixes) if result.fixes else "no fix"
+    lines = [printable(f"{result.trace}: replayed with {fixes}"), table.rstrip("\n"), _summary(result)]
+    return "\n".join(lines) + "\n"
+
+
+def as_json(result):
+    return json.dumps({
+        "trace": result.trace, "fixes": result.fixes, "steady_steps": result.steady,
+        "steps": [{"step": s.step, "trace_us": round(s.trace_us, 3), "replayed_us": round(s.replayed_us, 3),
+                   "fixed_us": round(s.fixed_us, 3), "saving_us": round(s.replayed_us - s.fixed_us, 3)}
+                  for s in result.steps],
+        "trace_us_per_step": _round(result.mean("trace_us")), "replayed_us_per_step": _round(result.mean("replayed_us")),
+        "fit_pct": _round(result.fit_pct), "fixed_us_per_step": _round(result.mean("fixed_us")),
+        "saving_us_per_step": _round(result.saving_us)}, indent=2) + "\n"
+
+
+def _summary(result):
+    which = "steady steps" if result.steady else "all steps (none steady)"
+    trace_us, replayed_us, fixed_us = (result.mean(a) for a in ("trace_us", "replayed_us", "fixed_us"))
+    saving = result.saving_us
+    pct = 100.0 * saving / replayed_us if replayed_us else 0.0
+    return (f"Per step, over the {which}: {trace_us:.1f} µs traced, {replayed_us:.1f} replayed as it is "
+            f"({result.fit_pct:+.1f}%), {fixed_us:.1f} with the fixes: they save {saving:.1f} µs a step ({pct:.1f}%).")
+
+
+def _round(value):
+    return None if value is None else round(value, 3)

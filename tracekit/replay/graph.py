@@ -1,0 +1,114 @@
+"""A trace's dependency graph as arrays, read with SQL from the database's views and tables.
+
+Two kinds of node, each in its lane's order:
+- items: GPU work on a stream (kind, name, duration), each with the call that launched it;
+- calls: runtime calls on a CPU thread, each with the CPU time before it on its thread (`gap`,
+  the thread's own work since its previous call) and, for a call that synchronised, the item it
+  waited for and how long after that item's end it returned (`tail`).
+Edges: an item starts after its launch call started (plus the latency the trace shows) and after
+the item before it on its stream ended (plus the gap the trace shows); a call starts its `gap`
+after the call before it on its thread returned; a synchronising call returns no earlier than its
+item's end plus `tail`.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+# Items and calls numbered in their lanes' order; every link is an index (-1: none), computed here.
+_NODES = """
+CREATE OR REPLACE TEMP TABLE _replay_items AS
+SELECT row_number() OVER (ORDER BY i.device, i.stream, i.place) - 1 AS n,
+       dense_rank() OVER (ORDER BY i.device, i.stream) - 1 AS lane, i.*
+FROM _cp_items i JOIN trace_files t ON t.trace_id = i.trace_id
+WHERE t.trace = $trace;
+CREATE OR REPLACE TEMP TABLE _replay_calls AS
+SELECT row_number() OVER (ORDER BY r.pid, r.tid, r.ts_ns, r.dur_ns, r.correlation) - 1 AS n,
+       dense_rank() OVER (ORDER BY r.pid, r.tid) - 1 AS lane, r.*,
+       lag(r.ts_ns + r.dur_ns) OVER (PARTITION BY r.pid, r.tid ORDER BY r.ts_ns, r.dur_ns, r.correlation) AS prev_end_ns
+FROM runtime_rows r JOIN trace_files t ON t.trace_id = r.trace_id
+WHERE t.trace = $trace AND r.ts_ns IS NOT NULL;
+"""
+
+_ITEMS = """
+SELECT i.lane, i.kind, i.name, coalesce(i.op_path, '') AS op_path, i.end_ns - i.ts_ns AS dur, i.ts_ns AS ts, coalesce(i.step, -1) AS step,
+       CASE WHEN i.prev_end_ns IS NULL THEN 0 ELSE greatest(i.ts_ns - i.prev_end_ns, 0) END AS gap,
+       coalesce(c.n, -1) AS launch, CASE WHEN c.n IS NULL THEN 0 ELSE greatest(i.ts_ns - c.ts_ns, 0) END AS latency,
+       coalesce(i.waited_for = 'launch', false) AS idle_before
+FROM _replay_items i
+LEFT JOIN _replay_calls c ON c.correlation = i.correlation
+QUALIFY row_number() OVER (PARTITION BY i.n ORDER BY c.n) = 1
+ORDER BY i.n
+"""
+
+_CALLS = """
+SELECT c.lane, c.name, c.ts_ns AS ts, c.dur_ns AS dur,
+       CASE WHEN c.prev_end_ns IS NULL THEN 0 ELSE greatest(c.ts_ns - c.prev_end_ns, 0) END AS gap,
+       coalesce(i.n, -1) AS wait, CASE WHEN i.n IS NULL THEN 0 ELSE greatest(w.end_ns - w.item_end_ns, 0) END AS tail,
+       coalesce(c.cpu_op_id, -1) AS op
+FROM _replay_calls c
+LEFT JOIN _cp_waits w ON w.trace_id = c.trace_id AND w.pid = c.pid AND w.tid = c.tid AND w.ts_ns = c.ts_ns
+     AND w.end_ns = c.ts_ns + c.dur_ns
+LEFT JOIN _replay_items i ON i.device = w.device AND i.stream = w.stream AND i.place = w.place
+QUALIFY row_number() OVER (PARTITION BY c.n ORDER BY i.n) = 1
+ORDER BY c.n
+"""
+
+_STEPS = """
+SELECT s.step, s.ts_ns, s.end_ns, coalesce(min(c.lane), -1) AS lane, s.from_ns, s.done_ns
+FROM _cp_steps s
+JOIN trace_files t ON t.trace_id = s.trace_id
+LEFT JOIN _replay_calls c ON c.pid = s.pid AND c.tid = s.tid
+WHERE t.trace = $trace
+GROUP BY s.step, s.ts_ns, s.end_ns, s.from_ns, s.done_ns
+ORDER BY s.ts_ns, s.step
+"""
+
+
+@dataclass
+class Graph:
+    """The arrays of one trace's graph (names as in the module's doc); times in ns."""
+
+    item_lane: np.ndarray      # the item's stream, numbered 0..; items sorted by lane, then order
+    item_kind: np.ndarray      # 'kernel', 'comm', 'memcpy', 'memset'
+    item_name: np.ndarray
+    item_op_path: np.ndarray   # the chain of ops that launched it ('' unknown), e.g. 'aten::masked_fill → aten::clone → aten::copy_'
+    item_dur: np.ndarray
+    item_ts: np.ndarray        # observed start
+    item_step: np.ndarray      # the step that owns it (-1: none)
+    item_gap: np.ndarray       # observed idle time on the stream before it (0 for the first)
+    item_launch: np.ndarray    # index of its launch call, -1: launched outside the trace
+    item_latency: np.ndarray   # observed start minus its launch call's start (when launched)
+    item_idle_before: np.ndarray  # its stream was idle, waiting for its launch (_cp_items.waited_for)
+    call_lane: np.ndarray      # the call's thread, numbered 0..; calls sorted by lane, then time
+    call_name: np.ndarray
+    call_ts: np.ndarray
+    call_dur: np.ndarray
+    call_gap: np.ndarray       # the thread's own time before it (0 for the first call)
+    call_wait: np.ndarray      # index of the item it waited for, -1: none
+    call_tail: np.ndarray      # its return after that item's end
+    call_op: np.ndarray        # the cpu_ops.op_id that made it (-1: unknown)
+    steps: list                # of dict(step, ts_ns, end_ns, lane (thread of its span, -1), from_ns, done_ns)
+
+
+def read_graph(con, trace):
+    """The Graph of `trace` on connection `con` (a database or a lake, DuckDB; it must be able to
+    make temporary tables)."""
+    for statement in _NODES.strip().split(";\n"):
+        con.execute(statement, {"trace": trace})
+    items = con.execute(_ITEMS).fetchnumpy()
+    calls = con.execute(_CALLS).fetchnumpy()
+    steps = con.execute(_STEPS, {"trace": trace}).fetchall()
+    return Graph(
+        item_lane=items["lane"].astype(np.int64), item_kind=items["kind"].astype(object),
+        item_name=items["name"].astype(object), item_op_path=items["op_path"].astype(object), item_dur=items["dur"].astype(np.int64),
+        item_ts=items["ts"].astype(np.int64), item_step=items["step"].astype(np.int64),
+        item_gap=items["gap"].astype(np.int64), item_launch=items["launch"].astype(np.int64),
+        item_latency=items["latency"].astype(np.int64), item_idle_before=items["idle_before"].astype(bool),
+        call_lane=calls["lane"].astype(np.int64), call_name=calls["name"].astype(object),
+        call_ts=calls["ts"].astype(np.int64), call_dur=calls["dur"].astype(np.int64),
+        call_gap=calls["gap"].astype(np.int64), call_wait=calls["wait"].astype(np.int64),
+        call_tail=calls["tail"].astype(np.int64), call_op=calls["op"].astype(np.int64),
+        steps=[{"step": s, "ts_ns": t, "end_ns": e, "lane": lane, "from_ns": f, "done_ns": d}
+               for s, t, e, lane, f, d in steps],
+    )

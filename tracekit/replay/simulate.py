@@ -1,0 +1,95 @@
+"""Replays a Graph: when each call returns and each item ends, given their durations and links.
+
+Each lane (a thread's calls, a stream's items) is a recurrence of one form: a node ends at the
+later of (the previous node's end + its own gap + its duration) and (what it waits for + its
+duration): E[k] = max(E[k-1] + x[k], B[k]). Its solution is E[k] = P[k] + max over j <= k of
+(B[j] - P[j]), P the running sum of x: a running sum and a running maximum per lane, vectorised.
+Calls wait for items (a sync) and items for calls (their launch), so the two are solved in turn,
+each from the other's last answer, until neither moves: from waits that hold nothing back, the
+ends only grow, to the least answer, the replay.
+"""
+
+import numpy as np
+import pandas as pd
+
+NEVER = np.int64(-(2 ** 62))  # B of a node that waits for nothing but its lane
+MAX_ROUNDS = 10_000
+
+
+def replay(graph, item_dur=None, item_gap=None, call_dur=None, call_gap=None, call_wait=None):
+    """(call_start, call_end, item_start, item_end) in ns, replayed with these arrays in place of
+    the graph's own (a fix's changes)."""
+    item_dur = graph.item_dur if item_dur is None else item_dur
+    item_gap = graph.item_gap if item_gap is None else item_gap
+    call_dur = graph.call_dur if call_dur is None else call_dur
+    call_gap = graph.call_gap if call_gap is None else call_gap
+    call_wait = graph.call_wait if call_wait is None else call_wait
+
+    latency = _launch_latency(graph)
+    item_gap = _queue_gap(graph, item_gap)
+    call_first = _firsts(graph.call_lane)
+    item_first = _firsts(graph.item_lane)
+    waits = call_wait >= 0
+    launched = graph.item_launch >= 0
+    # A call that waited costs its return (tail) once its item has ended; the rest its own time.
+    call_own = np.where(waits, graph.call_tail, call_dur)
+    call_x = np.where(call_first, graph.call_ts + call_own, call_gap + call_own)
+    item_x = np.where(item_first & ~launched, graph.item_ts + item_dur, item_gap + item_dur)
+
+    item_end = np.full(len(item_dur), NEVER, dtype=np.int64)
+    call_end = None
+    for _ in range(MAX_ROUNDS):
+        waited = np.where(waits, item_end[np.maximum(call_wait, 0)] + graph.call_tail, NEVER) if len(call_wait) else \
+            np.zeros(0, np.int64)
+        waited = np.where(call_first, np.maximum(waited, call_x), waited)
+        new_call_end = _lane_scan(graph.call_lane, call_x, waited)
+        call_start = _starts(new_call_end, call_own, waits, call_first, graph.call_ts, call_gap, graph.call_lane)
+        launch_at = np.where(launched, call_start[np.maximum(graph.item_launch, 0)] + latency + item_dur, NEVER) \
+            if len(call_start) else np.full(len(item_dur), NEVER, np.int64)
+        launch_at = np.where(item_first & ~launched, item_x, launch_at)
+        new_item_end = _lane_scan(graph.item_lane, item_x, launch_at)
+        if call_end is not None and np.array_equal(new_call_end, call_end) and np.array_equal(new_item_end, item_end):
+            break
+        call_end, item_end = new_call_end, new_item_end
+    else:
+        raise RuntimeError("the replay did not settle")  # a wait cycle: the graph is not a trace's
+    return call_start, call_end, item_end - item_dur, item_end
+
+
+def _launch_latency(graph):
+    """Each item's time from its launch call's start to its own start when nothing else holds it
+    back: what the trace shows for an item whose stream was idle, waiting for its launch; for one
+    queued behind others (its observed latency mostly the queue), the trace's median of those."""
+    idle = graph.item_idle_before & (graph.item_launch >= 0)
+    typical = np.int64(np.median(graph.item_latency[idle])) if idle.any() else np.int64(5_000)
+    return np.where(idle, graph.item_latency, np.minimum(graph.item_latency, typical))
+
+
+def _queue_gap(graph, item_gap):
+    """Each item's gap after the item before it on its stream when queued behind it: as the trace
+    shows for a queued item; for one whose stream was idle (its gap the wait for its launch), the
+    median gap of the queued ones."""
+    queued = ~graph.item_idle_before & ~_firsts(graph.item_lane)
+    usual = np.int64(np.median(item_gap[queued])) if queued.any() else np.int64(1_000)
+    return np.where(graph.item_idle_before, np.minimum(item_gap, usual), item_gap)
+
+
+def _firsts(lane):
+    return np.r_[True, lane[1:] != lane[:-1]] if len(lane) else np.zeros(0, dtype=bool)
+
+
+def _lane_scan(lane, x, b):
+    """E with E[k] = max(E[k-1] + x[k], b[k]) within each lane (E of a lane's first = b there)."""
+    if not len(x):
+        return np.zeros(0, dtype=np.int64)
+    p = pd.Series(x).groupby(lane).cumsum().to_numpy()
+    best = pd.Series(np.where(b == NEVER, NEVER, b - p)).groupby(lane).cummax().to_numpy()
+    return p + best
+
+
+def _starts(end, own, waits, first, ts, gap, lane):
+    """Each call's start: its lane's previous end plus its gap (the first: where the trace has it)."""
+    if not len(end):
+        return np.zeros(0, dtype=np.int64)
+    previous = np.r_[np.int64(0), end[:-1]]
+    return np.where(first, ts, previous + gap)
