@@ -317,6 +317,8 @@ def whatif(trace, apply=(), *, db=None, lake=None, wait=DEFAULT_LOCK_WAIT_S):
     'drop:REGEX', 'drop-sync:REGEX', 'drop-cpu-gaps:US'); returns a tracekit.replay.whatif.WhatIf:
     each step's time as the trace has it, as replayed without change and with the fixes, and
     `saving_us`, what the fixes save a steady step."""
+    import duckdb
+
     from tracekit.replay.fixes import parse_fix
     from tracekit.replay.whatif import whatif as run_whatif
 
@@ -331,6 +333,8 @@ def whatif(trace, apply=(), *, db=None, lake=None, wait=DEFAULT_LOCK_WAIT_S):
             con = connect_for_queries(path)
     try:
         return run_whatif(con, trace, fixes, texts)
+    except duckdb.Error as exc:
+        raise TracekitError(f"whatif {trace}: {str(exc).splitlines()[0]}") from None
     finally:
         con.close()
 
