@@ -244,6 +244,17 @@ def test_a_lake_path_spark_would_read_as_a_pattern_is_one_error(tmp_path):
                                      "as a pattern; move the lake to a folder without them")
 
 
+@pytest.mark.parametrize("view", ["critical_path", "step_bounds"])
+def test_the_critical_path_is_refused_on_spark_saying_where_to_run_it(spark_lake, view):
+    from tracekit.errors import QueryError
+
+    with pytest.raises(QueryError) as error:
+        spark_lake.rows(f"SELECT * FROM {view}")
+    assert str(error.value) == (f"{view} is not on Spark: it walks each step's critical path back hop by hop, which "
+                                "Spark runs far too slowly; query it with DuckDB on the same lake (tracekit query "
+                                "--lake DIR, without --engine spark)")
+
+
 def test_a_trace_name_that_needs_escaping_reads_back_as_loaded(spark_lake):
     names = [row[0] for row in spark_lake.rows("SELECT trace FROM traces").rows]
     assert ODD_NAME in names and len(names) == len(set(names))
@@ -258,6 +269,9 @@ def test_a_trace_name_that_needs_escaping_reads_back_as_loaded(spark_lake):
     "SELECT * FROM gemm_math",
     "SELECT * FROM step_totals",
     "SELECT * FROM cudnn_attention_calls",
+    # jobs found across traces, and collectives matched and checked (the gloo job's on the CPU)
+    "SELECT trace, rank, job FROM traces",
+    "SELECT trace, rank, runs_on, collective, matched_by, match_key, ranks_matched, wait_us FROM collectives",
     "SELECT trace, cat, name, ts_us, dur_us, ts_ns FROM events WHERE ph = 'X' AND cat = 'kernel'",
 ])
 def test_the_views_give_duckdbs_rows_on_spark(spark_lake, duck, sql):
