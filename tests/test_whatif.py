@@ -109,3 +109,14 @@ def test_a_bad_fix_is_a_one_line_usage_error(sample_db, args, says):
 def test_an_unknown_trace_is_one_line(sample_db):
     result = invoke_cli("whatif", "nosuch", "--db", sample_db)
     assert result.exit_code == 1 and result.output.strip() == "Error: no trace named 'nosuch' is loaded"
+
+
+def test_a_trace_with_more_waits_than_the_replay_handles_is_one_line(sample_db, monkeypatch):
+    """flex syncs 20 times in its 6 steps; with the limit set below that, the replay refuses."""
+    from tracekit.replay import simulate
+
+    monkeypatch.setattr(simulate, "MAX_WAITS", 10)
+    result = invoke_cli("whatif", "flex", "--db", sample_db)
+    assert result.exit_code == 1
+    assert result.output.strip() == ("Error: whatif flex: it holds 20 calls that wait for the GPU; the replay "
+                                     "handles up to 10 yet (each costs a pass over the trace)")

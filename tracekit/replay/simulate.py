@@ -12,8 +12,13 @@ ends only grow, to the least answer, the replay.
 import numpy as np
 import pandas as pd
 
+from tracekit.errors import TracekitError
+
 NEVER = np.int64(-(2 ** 62))  # B of a node that waits for nothing but its lane
-MAX_ROUNDS = 10_000
+# Each round carries a change across one more wait, so a trace needs about as many rounds as it
+# has calls that wait for the GPU; each round is a pass over every node. Past this many waits the
+# replay would take minutes (a trace that syncs hundreds of times a step), so it says so instead.
+MAX_WAITS = 500
 
 
 def replay(graph, item_dur=None, item_gap=None, call_dur=None, call_gap=None, call_wait=None):
@@ -36,9 +41,12 @@ def replay(graph, item_dur=None, item_gap=None, call_dur=None, call_gap=None, ca
     call_x = np.where(call_first, graph.call_ts + call_own, call_gap + call_own)
     item_x = np.where(item_first & ~launched, graph.item_ts + item_dur, item_gap + item_dur)
 
+    if int(waits.sum()) > MAX_WAITS:
+        raise TracekitError(f"it holds {int(waits.sum())} calls that wait for the GPU; the replay handles up to "
+                            f"{MAX_WAITS} yet (each costs a pass over the trace)")
     item_end = np.full(len(item_dur), NEVER, dtype=np.int64)
     call_end = None
-    for _ in range(MAX_ROUNDS):
+    for _ in range(int(waits.sum()) + 3):
         waited = np.where(waits, item_end[np.maximum(call_wait, 0)] + graph.call_tail, NEVER) if len(call_wait) else \
             np.zeros(0, np.int64)
         waited = np.where(call_first, np.maximum(waited, call_x), waited)
@@ -52,7 +60,8 @@ def replay(graph, item_dur=None, item_gap=None, call_dur=None, call_gap=None, ca
             break
         call_end, item_end = new_call_end, new_item_end
     else:
-        raise RuntimeError("the replay did not settle")  # a wait cycle: the graph is not a trace's
+        # Only a wait on work launched after it (no trace does) can keep changing the answer.
+        raise TracekitError("its replay did not settle: a call waits for GPU work launched after it")
     return call_start, call_end, item_end - item_dur, item_end
 
 

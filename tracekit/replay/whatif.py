@@ -59,7 +59,10 @@ def whatif(con, trace, fixes, fix_texts=()):
         raise TracekitError(f"{trace}: no steps to replay (no ProfilerStep#N and no marked iterations)")
     steady = [row[0] for row in con.execute("SELECT step FROM steady_steps WHERE trace = ? ORDER BY step",
                                             [trace]).fetchall()]
-    return WhatIf(trace, list(fix_texts), step_times(graph, apply(graph, fixes)), steady)
+    try:
+        return WhatIf(trace, list(fix_texts), step_times(graph, apply(graph, fixes)), steady)
+    except TracekitError as exc:
+        raise TracekitError(f"whatif {trace}: {exc}") from None
 
 
 def step_times(graph, fixed):
