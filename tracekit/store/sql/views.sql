@@ -761,44 +761,55 @@ SELECT s.trace_id, s.step, 0, s.pid, s.tid,
 FROM _cp_steps s LEFT JOIN _cp_links l ON l.trace_id = s.trace_id AND l.step = s.step
 WHERE NOT coalesce(s.gpu_end_ns > s.end_ns, false);
 
--- The path's segments, in no order (critical_path orders them).
+-- The path's segments, in no order (critical_path orders them). The walk, the items and the
+-- stretches are each computed once (MATERIALIZED: each is read several times), and a call or an
+-- item finds its stretch or hop by an ASOF join (the stretches of a thread, and the hops' item
+-- ranges on a stream once cut at their step's start, do not overlap), not by a range join.
 CREATE OR REPLACE VIEW _cp_segments AS
-WITH calls AS (
+WITH hops AS MATERIALIZED (
+    SELECT * FROM _cp_hops
+), items AS MATERIALIZED (
+    SELECT trace_id, device, stream, place, kind, name, ts_ns, end_ns, prev_end_ns, correlation FROM _cp_items
+), runs AS MATERIALIZED (
+    SELECT trace_id, step, hop, pid, tid, lo_ns, hi_ns, hi_op_id FROM _cp_cpu_runs
+), calls AS (
     -- each thread's runtime calls inside a stretch, and the CPU time before each
     SELECT c.trace_id, c.step, c.hop, c.lo_ns, c.hi_ns, c.hi_op_id, r.name, r.ts_ns, r.ts_ns + r.dur_ns AS end_ns,
            r.cpu_op_id, r.correlation,
            lag(r.ts_ns + r.dur_ns) OVER (PARTITION BY c.trace_id, c.step, c.hop ORDER BY r.ts_ns, r.dur_ns) AS prev_end_ns
-    FROM _cp_cpu_runs c
-    JOIN runtime_rows r ON r.trace_id = c.trace_id AND r.pid = c.pid AND r.tid = c.tid
-         AND r.ts_ns < c.hi_ns AND r.ts_ns + r.dur_ns > c.lo_ns
+    FROM runtime_rows r
+    ASOF JOIN runs c ON c.trace_id = r.trace_id AND c.pid = r.pid AND c.tid = r.tid AND r.ts_ns + r.dur_ns > c.lo_ns
+    WHERE r.ts_ns < c.hi_ns
 ), last_calls AS (
     SELECT trace_id, step, hop, max(end_ns) AS end_ns FROM calls GROUP BY trace_id, step, hop
 ), own_copies AS (
     -- an asynchronous copy from pageable memory returns when its copy is (nearly) done
     SELECT DISTINCT c.trace_id, c.correlation
-    FROM calls c JOIN _cp_items i ON i.trace_id = c.trace_id AND i.correlation = c.correlation AND i.kind = 'memcpy'
+    FROM calls c JOIN items i ON i.trace_id = c.trace_id AND i.correlation = c.correlation AND i.kind = 'memcpy'
     WHERE i.ts_ns < c.end_ns AND 2 * (i.end_ns - i.ts_ns) >= c.end_ns - c.ts_ns
+), on_path AS (
+    -- GPU items of each hop's run: the hop with the first last place at or after the item's
+    SELECT h.trace_id, h.step, h.from_ns, h.first_place, i.*
+    FROM items i
+    ASOF JOIN hops h ON h.trace_id = i.trace_id AND h.device = i.device AND h.stream = i.stream AND h.place >= i.place
+    WHERE i.place >= h.first_place AND i.end_ns > h.from_ns
 )
 -- GPU items of each hop's run, and the idle time between them
-SELECT h.trace_id, h.step, i.kind, i.name, greatest(i.ts_ns, h.from_ns) AS ts_ns, i.end_ns, i.device, i.stream,
-       i.correlation, CAST(NULL AS BIGINT) AS cpu_op_id
-FROM _cp_hops h
-JOIN _cp_items i ON i.trace_id = h.trace_id AND i.device = h.device AND i.stream = h.stream
-     AND i.place BETWEEN h.first_place AND h.place AND i.end_ns > h.from_ns
+SELECT trace_id, step, kind, name, greatest(ts_ns, from_ns) AS ts_ns, end_ns, device, stream, correlation,
+       CAST(NULL AS BIGINT) AS cpu_op_id
+FROM on_path
 UNION ALL
-SELECT h.trace_id, h.step, 'idle', NULL, greatest(i.prev_end_ns, h.from_ns), i.ts_ns, i.device, i.stream, NULL, NULL
-FROM _cp_hops h
-JOIN _cp_items i ON i.trace_id = h.trace_id AND i.device = h.device AND i.stream = h.stream
-     AND i.place > h.first_place AND i.place <= h.place AND i.ts_ns > i.prev_end_ns AND i.ts_ns > h.from_ns
+SELECT trace_id, step, 'idle', NULL, greatest(prev_end_ns, from_ns), ts_ns, device, stream, NULL, NULL
+FROM on_path WHERE place > first_place AND ts_ns > prev_end_ns AND ts_ns > from_ns
 UNION ALL
 -- from the launch call's start to the run's first item's start; idle where it has no launch
 SELECT trace_id, step, CASE WHEN launch_ns IS NULL THEN 'idle' ELSE 'launch' END, launch_name,
        greatest(coalesce(launch_ns, from_ns), from_ns), first_ns, device, stream, first_correlation, launch_op_id
-FROM _cp_hops WHERE first_ns > from_ns
+FROM hops WHERE first_ns > from_ns
 UNION ALL
 -- the tail of a wait: from the end of the item it waited for to the call's return
 SELECT trace_id, step, 'sync_wait', wait_name, item_end_ns, wait_end_ns, NULL, NULL, NULL, wait_op_id
-FROM _cp_hops WHERE goes_on AND wait_end_ns > item_end_ns
+FROM hops WHERE goes_on AND wait_end_ns > item_end_ns
 UNION ALL
 SELECT s.trace_id, s.step, 'sync_wait', l.wait_name, l.item_end_ns, l.wait_end_ns, NULL, NULL, NULL, l.wait_op_id
 FROM _cp_steps s JOIN _cp_links l ON l.trace_id = s.trace_id AND l.step = s.step
@@ -820,7 +831,7 @@ WHERE c.ts_ns > greatest(coalesce(c.prev_end_ns, c.lo_ns), c.lo_ns)
 UNION ALL
 SELECT r.trace_id, r.step, 'cpu', op.name, greatest(coalesce(l.end_ns, r.lo_ns), r.lo_ns), r.hi_ns, NULL, NULL, NULL,
        r.hi_op_id
-FROM _cp_cpu_runs r
+FROM runs r
 LEFT JOIN last_calls l ON l.trace_id = r.trace_id AND l.step = r.step AND l.hop = r.hop
 LEFT JOIN cpu_op_rows op ON op.trace_id = r.trace_id AND op.op_id = r.hi_op_id
 WHERE r.hi_ns > greatest(coalesce(l.end_ns, r.lo_ns), r.lo_ns);
