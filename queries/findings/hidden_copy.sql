@@ -1,7 +1,7 @@
 -- hidden_copy: device-to-device copies made by an op that need not copy
 -- why: an out-of-place op (masked_fill, or a clone, contiguous or to called inside another op) copies a whole tensor on the GPU before it does its work: a Memcpy the code never asked for, paid on every step
 -- fix: use the in-place form (masked_fill_ for masked_fill, add_ for add, ...), or keep the tensor in the layout and dtype the next op wants, so no clone, contiguous or to copies it
--- saving: the copies' GPU time per steady step, which the fix removes
+-- saving: the copies' GPU time per steady step, which the fix removes; none for copies PyTorch's backward formula makes (no change to the module removes them: they are reported apart, as info)
 -- params:
 --   trace = NULL: only this trace
 --   min_bytes = 1048576: ignore copies smaller than this many bytes each
@@ -13,14 +13,16 @@ WITH copies AS (
            -- code called it directly (contiguous, to).
            coalesce(nullif(trim(regexp_extract(regexp_extract(m.cpu_op_path, '^(.*?)(?: → )?aten::(?:clone|contiguous|to|_to_copy|copy_)(?: →|$)', 1),
                                                '([^→]*)$', 1)), ''),
-                    regexp_extract(m.cpu_op_path, 'aten::(?:clone|contiguous|to|_to_copy|copy_)', 0)) AS culprit
+                    regexp_extract(m.cpu_op_path, 'aten::(?:clone|contiguous|to|_to_copy|copy_)', 0)) AS culprit,
+           -- made by autograd's backward (masked_fill's formula copies the gradient): its node
+           nullif(regexp_extract(m.cpu_op_path, '^autograd::engine::evaluate_function: ([A-Za-z0-9_]+)', 1), '') AS backward
     FROM memcpy m
     JOIN steady_window w ON w.trace = m.trace AND w.step IS NOT DISTINCT FROM m.step
     WHERE m.kind = 'DtoD' AND ($trace IS NULL OR m.trace = $trace)
       AND regexp_matches(m.cpu_op_path, '(^|→ )aten::(clone|contiguous|to|_to_copy|copy_)( →|$)')
       AND coalesce(m.bytes, CAST($min_bytes AS BIGINT)) >= CAST($min_bytes AS BIGINT)
 ), groups AS (
-    SELECT c.trace, c.culprit, string_agg(DISTINCT c.cpu_op_path, '; ' ORDER BY c.cpu_op_path) AS paths,
+    SELECT c.trace, c.culprit, c.backward, string_agg(DISTINCT c.cpu_op_path, '; ' ORDER BY c.cpu_op_path) AS paths,
            any_value(c.steps) AS steps,
            count(*) AS copies, sum(c.bytes) AS bytes, count(*) - count(c.bytes) AS unknown_size,
            sum(c.dur_us) AS copy_us,
@@ -30,24 +32,31 @@ WITH copies AS (
                                     correlation := c.correlation, cpu_op_id := c.cpu_op_id)
                         ORDER BY c.ts_us, c.correlation)[1:CAST($max_evidence AS INTEGER)]) AS evidence
     FROM copies c
-    GROUP BY c.trace, c.culprit
+    GROUP BY c.trace, c.culprit, c.backward
 )
 SELECT g.trace, 'hidden_copy' AS rule,
-       CASE WHEN g.copy_us / g.steps >= 0.10 * t.gpu_us_per_step THEN 'high'
+       CASE WHEN g.backward IS NOT NULL THEN 'info'
+            WHEN g.copy_us / g.steps >= 0.10 * t.gpu_us_per_step THEN 'high'
             WHEN g.copy_us / g.steps >= 0.03 * t.gpu_us_per_step THEN 'medium' ELSE 'low' END AS severity,
-       format('{} Memcpy DtoD of {} per step from {}',
+       format('{} Memcpy DtoD of {} per step from {}{}',
               CASE WHEN g.copies % g.steps = 0 THEN CAST(g.copies // g.steps AS VARCHAR)
                    ELSE format('{:.1f}', g.copies / g.steps) END,
               CASE WHEN g.bytes IS NULL THEN 'unknown size'
                    ELSE format('{:.0f} MiB', g.bytes / g.copies / 1048576.0) END,
-              g.culprit) AS title,
+              g.culprit, CASE WHEN g.backward IS NULL THEN '' ELSE ' in autograd''s ' || g.backward END) AS title,
        format('{} copies in {} steady step(s), {:.1f} us of GPU time per step ({:.1f}% of the step''s {:.1f} us), made by {}',
               g.copies, g.steps, g.copy_us / g.steps, 100.0 * g.copy_us / g.steps / t.gpu_us_per_step,
               t.gpu_us_per_step, g.paths) AS detail,
-       CASE WHEN g.culprit LIKE '%masked_fill' THEN 'use masked_fill_ (in place) instead of masked_fill'
+       CASE WHEN g.backward IS NOT NULL
+                 THEN 'none in the module: PyTorch''s backward formula (' || g.backward || ') makes this copy; only a '
+                      || 'custom torch.autograd.Function that writes the gradient in place would remove it'
+            WHEN g.culprit LIKE '%reducer::copy_bucket_to_grad%'
+                 THEN 'construct DistributedDataParallel with gradient_as_bucket_view=True: gradients then live in '
+                      || 'the buckets, with nothing to copy'
+            WHEN g.culprit LIKE '%masked_fill' THEN 'use masked_fill_ (in place) instead of masked_fill'
             WHEN g.culprit IN ('aten::contiguous', 'aten::clone', 'aten::to', 'aten::_to_copy')
                  THEN 'drop the ' || replace(g.culprit, 'aten::', '') || '() or make the tensor in the layout and dtype it needs'
             ELSE 'use the in-place form of ' || g.culprit || ', or keep its input in the layout and dtype it wants' END AS fix,
-       g.copy_us / g.steps AS saving_us_per_step,
+       CASE WHEN g.backward IS NULL THEN g.copy_us / g.steps END AS saving_us_per_step,
        g.evidence
 FROM groups g JOIN step_totals t USING (trace);
