@@ -77,6 +77,16 @@ def loops_db(tmp_path_factory):
     return db
 
 
+@pytest.fixture(scope="session")
+def launch_bound_db(tmp_path_factory):
+    """A database of launch-bound training on the H200 (tests/data/h200/train_fp32) and the gloo
+    job on the CPU (tests/data/cpu/gloo_job): steps the CPU bounds."""
+    db = tmp_path_factory.mktemp("launch_bound") / "launch_bound.duckdb"
+    result = invoke_cli("load", TEST_DATA / "h200" / "train_fp32", TEST_DATA / "cpu" / "gloo_job", "--db", db)
+    assert result.exit_code == 0, result.output
+    return db
+
+
 @pytest.fixture
 def sample_con(sample_db):
     from tracekit.store.database import connect

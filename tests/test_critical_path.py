@@ -10,21 +10,12 @@ import json
 import duckdb
 import pytest
 
-from conftest import TEST_DATA, invoke_cli
+from conftest import TEST_DATA
 
 LOOPS = TEST_DATA / "h200" / "loops"
 TRUTH = {row["loop"]: row for row in csv.DictReader(open(LOOPS / "truth.csv"))}
 HTA = json.loads((TEST_DATA / "hta_critical_path.json").read_text())["traces"]
 STEADY = (4, 5, 6, 7)  # the loops' steady steps: not the first after the warmup, nor cut short
-
-
-@pytest.fixture(scope="module")
-def more_db(tmp_path_factory):
-    """Launch-bound training on the H200 and the gloo job on the CPU."""
-    db = tmp_path_factory.mktemp("cp") / "cp.duckdb"
-    result = invoke_cli("load", TEST_DATA / "h200" / "train_fp32", TEST_DATA / "cpu" / "gloo_job", "--db", db)
-    assert result.exit_code == 0, result.output
-    return db
 
 
 def rows(db, sql, params=()):
@@ -52,7 +43,7 @@ def bounds(db, trace):
     return _BOUNDS[db][trace]
 
 
-@pytest.mark.parametrize("db_name", ["sample_db", "loops_db", "more_db"])
+@pytest.mark.parametrize("db_name", ["sample_db", "loops_db", "launch_bound_db"])
 def test_the_path_tiles_each_step_one_segment_after_another(request, db_name):
     db = request.getfixturevalue(db_name)
     steps = {(r["trace"], r["step"]): r["step_us"] for r in rows(db, "SELECT trace, step, step_us FROM step_bounds")}
@@ -98,19 +89,19 @@ def test_a_fix_takes_off_the_path_what_it_saved(loops_db):
     assert all(pinned[s]["memcpy_us"] < pageable[s]["memcpy_us"] / 4 for s in STEADY)
 
 
-def test_launch_bound_training_and_a_gloo_job_are_cpu_bound(more_db):
+def test_launch_bound_training_and_a_gloo_job_are_cpu_bound(launch_bound_db):
     for trace in ("train_naive", "train_sdpa_default"):
-        steps = bounds(more_db, trace)
+        steps = bounds(launch_bound_db, trace)
         assert all(steps[s]["bound"] == "cpu-bound" and steps[s]["bound_pct"] > 90 for s in range(1, 8)), trace
         # launch calls and their latency: the rest of the path (no GPU work on it)
         assert all(steps[s]["kernel_us"] == 0 and steps[s]["launch_us"] > 0 for s in range(1, 8)), trace
     for rank in (0, 1):
-        steps = bounds(more_db, f"train_naive_inplace_rank{rank}")
+        steps = bounds(launch_bound_db, f"train_naive_inplace_rank{rank}")
         assert {row["bound"] for row in steps.values()} == {"cpu-bound"}
 
 
 @pytest.mark.parametrize("key", sorted(HTA))
-def test_the_path_is_htas_where_both_follow_the_same_work(key, sample_db, loops_db, more_db):
+def test_the_path_is_htas_where_both_follow_the_same_work(key, sample_db, loops_db, launch_bound_db):
     """HTA 0.5.0's critical path of the same steps (benchmarks/critical_path_hta.py). HTA counts
     whole microseconds and its path leaves out what tracekit's holds (the CPU after a step's last
     GPU work, the time between top-level ops, a thread other than the one it starts on, the GPU
@@ -119,7 +110,7 @@ def test_the_path_is_htas_where_both_follow_the_same_work(key, sample_db, loops_
     Not the trace's first step: tracekit's starts at its CPU span, with the GPU still behind on the
     warmup's work, HTA's at its first op."""
     folder, trace = key.split("/")
-    db = {"sample_traces": sample_db, "loops": loops_db, "train_fp32": more_db}[folder]
+    db = {"sample_traces": sample_db, "loops": loops_db, "train_fp32": launch_bound_db}[folder]
     ours = bounds(db, trace)
     first = min(int(step) for step in HTA[key])
     for step, hta in HTA[key].items():

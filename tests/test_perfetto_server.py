@@ -260,10 +260,17 @@ def test_open_in_perfetto_opens_browser_and_returns_after_the_fetch(monkeypatch)
 def test_open_in_perfetto_stops_cleanly_on_ctrl_c(monkeypatch):
     monkeypatch.setattr(webbrowser, "open", lambda url: pytest.fail("browser=False opened one"))
     lines = []
+    # Ctrl-C once it serves (its first line says where), not at a fixed time: on a busy machine
+    # an interrupt at 0.3 s could land before the server was up.
     timer = threading.Timer(0.3, _thread.interrupt_main)
-    timer.start()
+
+    def echo(line):
+        lines.append(line)
+        if len(lines) == 1:
+            timer.start()
+
     try:
-        url = open_in_perfetto(NAIVE, port=0, browser=False, echo=lines.append, timeout=WAIT_S)
+        url = open_in_perfetto(NAIVE, port=0, browser=False, echo=echo, timeout=WAIT_S)
     finally:
         timer.cancel()
     port = int(url.rsplit(":", 1)[1].split("/")[0])

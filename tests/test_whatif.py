@@ -7,17 +7,9 @@ import json
 
 import pytest
 
-from conftest import SAMPLE_TRACES, TEST_DATA, invoke_cli
+from conftest import TEST_DATA, invoke_cli
 
 TRUTH = {row["loop"]: row for row in csv.DictReader(open(TEST_DATA / "h200" / "loops" / "truth.csv"))}
-
-
-@pytest.fixture(scope="module")
-def more_db(tmp_path_factory):
-    db = tmp_path_factory.mktemp("whatif") / "w.duckdb"
-    result = invoke_cli("load", TEST_DATA / "h200" / "train_fp32", TEST_DATA / "cpu" / "gloo_job", "--db", db)
-    assert result.exit_code == 0, result.output
-    return db
 
 
 def whatif(db, trace, *fixes):
@@ -34,7 +26,7 @@ def traces(db):
         con.close()
 
 
-@pytest.mark.parametrize("db_name", ["sample_db", "loops_db", "more_db"])
+@pytest.mark.parametrize("db_name", ["sample_db", "loops_db", "launch_bound_db"])
 def test_the_replay_without_change_gives_every_step_back(request, db_name):
     db = request.getfixturevalue(db_name)
     names = traces(db)
@@ -72,12 +64,12 @@ def test_on_the_samples_the_copy_fix_predicts_naive_inplace(sample_db):
     assert predicted.saving_us == pytest.approx(measured, rel=0.1)
 
 
-def test_launch_bound_training_saves_what_its_cpu_gaps_cost(more_db):
+def test_launch_bound_training_saves_what_its_cpu_gaps_cost(launch_bound_db):
     """The fp32 training step is CPU-bound: removing the thread's gaps of 1 ms or more saves about
     what they add up to on the path; removing the syncs saves little (the GPU is idle at them)."""
-    gaps = whatif(more_db, "train_naive", "drop-cpu-gaps:1000")
+    gaps = whatif(launch_bound_db, "train_naive", "drop-cpu-gaps:1000")
     assert 0.2 * gaps.mean("replayed_us") < gaps.saving_us < gaps.mean("replayed_us")
-    syncs = whatif(more_db, "train_naive", "drop-sync:Synchronize")
+    syncs = whatif(launch_bound_db, "train_naive", "drop-sync:Synchronize")
     assert 0 <= syncs.saving_us < 0.05 * syncs.mean("replayed_us")
 
 
