@@ -51,7 +51,7 @@ def replay(graph, item_dur=None, item_gap=None, call_dur=None, call_gap=None, ca
             np.zeros(0, np.int64)
         waited = np.where(call_first, np.maximum(waited, call_x), waited)
         new_call_end = _lane_scan(graph.call_lane, call_x, waited)
-        call_start = _starts(new_call_end, call_own, waits, call_first, graph.call_ts, call_gap, graph.call_lane)
+        call_start = _starts(new_call_end, call_first, graph.call_ts, call_gap)
         launch_at = np.where(launched, call_start[np.maximum(graph.item_launch, 0)] + latency + item_dur, NEVER) \
             if len(call_start) else np.full(len(item_dur), NEVER, np.int64)
         launch_at = np.where(item_first & ~launched, item_x, launch_at)
@@ -96,7 +96,7 @@ def _lane_scan(lane, x, b):
     return p + best
 
 
-def _starts(end, own, waits, first, ts, gap, lane):
+def _starts(end, first, ts, gap):
     """Each call's start: its lane's previous end plus its gap (the first: where the trace has it)."""
     if not len(end):
         return np.zeros(0, dtype=np.int64)
