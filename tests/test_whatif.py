@@ -87,8 +87,9 @@ def test_the_command_prints_each_step_and_the_saving(sample_db):
 
 
 @pytest.mark.parametrize("args, says", [
-    (["--apply", "bogus:1"], "Error: --apply 'bogus:1': a fix is one of drop-copies:..., drop:..., drop-sync:..., "
-                             "drop-cpu-gaps:..."),
+    (["--apply", "bogus:1"], "Error: --apply 'bogus:1': a fix is one of drop-copies:OP, drop:REGEX, drop-sync:REGEX, "
+                             "drop-cpu-gaps:US, drop-cpu:REGEX, tensor-cores[:REGEX], pin-copies[:REGEX], cuda-graph"),
+    (["--apply", "cuda-graph:3"], "Error: --apply 'cuda-graph:3': a fix is one of"),
     (["--apply", "drop-cpu-gaps:x"], "Error: --apply 'drop-cpu-gaps:x': drop-cpu-gaps takes a time in microseconds above 0"),
     (["--apply", "drop:("], "Error: --apply 'drop:(': not a regular expression"),
 ])
@@ -112,3 +113,61 @@ def test_a_trace_with_more_waits_than_the_replay_handles_is_one_line(sample_db, 
     assert result.exit_code == 1
     assert result.output.strip() == ("Error: whatif flex: it holds 20 calls that wait for the GPU; the replay "
                                      "handles up to 10 yet (each costs a pass over the trace)")
+
+
+@pytest.fixture(scope="module")
+def tf32_db(tmp_path_factory):
+    """The H200's fp32 captures with TF32 off (tests/data/h200/fp32) and on (fp32_tf32), one process each."""
+    db = tmp_path_factory.mktemp("tf32") / "tf32.duckdb"
+    result = invoke_cli("load", TEST_DATA / "h200" / "fp32", TEST_DATA / "h200" / "fp32_tf32", "--db", db)
+    assert result.exit_code == 0, result.output
+    return db
+
+
+def test_tensor_cores_predicts_what_allowing_tf32_saved(tf32_db):
+    """naive with TF32 off runs its GEMMs as SIMT FFMA; at their Tensor Core roofline the step
+    would take about what the TF32 capture (loaded as naive-2) took: 4,614.9 → 3,416.4 µs traced."""
+    predicted = whatif(tf32_db, "naive", "tensor-cores")
+    measured = predicted.mean("trace_us") - whatif(tf32_db, "naive-2").mean("trace_us")
+    assert measured == pytest.approx(1198.5, abs=1)
+    assert predicted.saving_us == pytest.approx(measured, rel=0.25)
+    # The TF32 trace's GEMMs are on Tensor Cores already: nothing to change.
+    assert whatif(tf32_db, "naive-2", "tensor-cores").saving_us == 0
+
+
+def test_pinning_the_pageable_copy_predicts_the_pinned_capture(loops_db):
+    """copy_pageable → copy_pinned (one process): the replayed step with the 64 MiB copy at the
+    link's pinned bandwidth and its call no longer blocking is within 10% of the pinned trace's."""
+    predicted = whatif(loops_db, "copy_pageable", "pin-copies")
+    pinned = whatif(loops_db, "copy_pinned")
+    assert predicted.mean("fixed_us") == pytest.approx(pinned.mean("trace_us"), rel=0.10)
+    # Unprofiled, the copy cost less (4,753.0 µs a step, against 6,243.3 in the trace): the share saved agrees.
+    measured_share = 1 - float(TRUTH["copy_pinned"]["step_us"]) / float(TRUTH["copy_pageable"]["step_us"])
+    assert predicted.saving_us / predicted.mean("replayed_us") == pytest.approx(measured_share, rel=0.15)
+
+
+def test_a_cuda_graph_saves_nothing_where_the_gpu_is_the_bound(loops_db):
+    """infer_naive and train_gpt2 keep their GPU busy: launching from a graph cannot shorten them."""
+    for trace in ("infer_naive", "train_gpt2"):
+        result = whatif(loops_db, trace, "cuda-graph")
+        assert abs(result.saving_us) < 0.005 * result.mean("replayed_us"), trace
+
+
+def test_a_cuda_graph_saves_most_of_a_launch_bound_step(launch_bound_db):
+    """train_naive in fp32 is bound by the CPU launching (16.3 ms of CPU in a 17.2 ms step): from a
+    graph, its steady steps take about the GPU's busy time, and never less."""
+    result = whatif(launch_bound_db, "train_naive", "cuda-graph")
+    import duckdb
+    con = duckdb.connect(str(launch_bound_db), read_only=True)
+    busy = con.execute("SELECT avg(b.busy_us) FROM gpu_busy b JOIN steady_steps s USING (trace, step) "
+                       "WHERE trace = 'train_naive'").fetchone()[0]
+    con.close()
+    assert busy <= result.mean("fixed_us") < 0.6 * result.mean("replayed_us")
+
+
+def test_dropping_cpu_ops_the_gpu_waits_behind_saves_nothing(loops_db):
+    """infer_naive's GPU runs behind its CPU: the forward's ops taking no CPU time would not make
+    the GPU's work any shorter; a name no op has changes nothing."""
+    result = whatif(loops_db, "infer_naive", "drop-cpu:^aten::")
+    assert result.steps and abs(result.saving_us) < 0.005 * result.mean("replayed_us")
+    assert whatif(loops_db, "infer_naive", "drop-cpu:^no such op$").saving_us == 0

@@ -313,8 +313,8 @@ def diff(a, b, *, db=None, by="class", fail_on=(), top=10, wait=DEFAULT_LOCK_WAI
 
 @speaks_python
 def whatif(trace, apply=(), *, db=None, lake=None, wait=DEFAULT_LOCK_WAIT_S):
-    """Replays `trace`'s steps with the fixes `apply` (as `tracekit whatif`: 'drop-copies:OP',
-    'drop:REGEX', 'drop-sync:REGEX', 'drop-cpu-gaps:US'); returns a tracekit.replay.whatif.WhatIf:
+    """Replays `trace`'s steps with the fixes `apply` (as `tracekit whatif --apply` takes them:
+    'drop-copies:OP', 'cuda-graph', ...; tracekit.replay.fixes lists them); returns a tracekit.replay.whatif.WhatIf:
     each step's time as the trace has it, as replayed without change and with the fixes, and
     `saving_us`, what the fixes save a steady step."""
     import duckdb

@@ -91,7 +91,8 @@ SELECT c.trace, 'cold_start' AS rule,
             WHEN 'Triton autotuning' THEN 'warm up before measuring; keep autotuning results across runs (Inductor''s cache) and shapes static'
             WHEN 'cuDNN' THEN 'warm up before measuring: cuDNN builds and caches an execution plan per shape on the first call; keep shapes static'
             ELSE 'warm up before measuring, and keep shapes static so the one-time work is not repeated' END AS fix,
-       CAST(NULL AS DOUBLE) AS saving_us_per_step,
+       CAST(NULL AS VARCHAR) AS whatif,
+       CAST(NULL AS DOUBLE) AS estimate_us_per_step,
        n.evidence
 FROM costly c JOIN named n USING (trace)
 UNION ALL
@@ -104,7 +105,8 @@ SELECT f.trace, 'cold_start' AS rule,
        CASE f.cause
             WHEN 'cuDNN' THEN 'warm up before measuring: cuDNN builds and caches an execution plan per shape on the first call; keep shapes static'
             ELSE 'warm up before measuring, and keep shapes static so the one-time work is not repeated' END AS fix,
-       CAST(NULL AS DOUBLE) AS saving_us_per_step,
+       CAST(NULL AS VARCHAR) AS whatif,
+       CAST(NULL AS DOUBLE) AS estimate_us_per_step,
        to_json([struct_pack(source := 'cpu_ops', trace := f.trace, name := f.name,
                             ts_ns := CAST(round(f.first_ts_us * 1000) AS BIGINT),
                             dur_ns := CAST(round(f.first_us * 1000) AS BIGINT), cpu_op_id := f.first_op_id)]) AS evidence

@@ -1,11 +1,12 @@
 -- gpu_idle: gaps on a GPU between its kernels, copies and fills inside steady steps, with what the CPU was doing then
--- why: while the GPU waits for work the step runs on without it: a sync or a device-to-host copy drained its queue, data loading held the CPU, or Python and op dispatch could not launch kernels as fast as the GPU ran them
--- fix: per cause (the finding says which): drop the sync or read results every N steps; load data in DataLoader workers with pinned memory; for slow launching, capture the step in a CUDA graph or torch.compile it, fuse small ops, or give each kernel more work
--- saving: the time of the gaps per steady step (NULL for a trace without steps: no step to save it in), which the GPU would spend working had its work been queued in time; an upper bound where the CPU's own work is what makes the step long (see launch_bound)
+-- why: while the GPU waits for work the step runs on without it: a sync or a device-to-host copy drained its queue, data loading held the CPU, the thread stalled (a sleep, a lock, host-side work), or Python and op dispatch could not launch kernels as fast as the GPU ran them
+-- fix: per cause (the finding says which): drop the sync or read results every N steps; load data in DataLoader workers with pinned memory; move a stall off the step; for slow launching, capture the step in a CUDA graph or torch.compile it, fuse small ops, or give each kernel more work
+-- saving: estimate: the time of the gaps per steady step (NULL for a trace without steps: no step to save it in), an upper bound; the replay of the cause's fix (whatif) says what the step would save
 -- params:
 --   trace = NULL: only this trace
 --   min_gap_us = 50: ignore gaps shorter than this; a launch costs the CPU 5-20 us, so shorter gaps are launch latency, not a stall (the training captures in tests/data/h200 idle 11-14 ms of a 17-19 ms step in gaps of 50 us or more)
 --   step_end_syncs = 0: 1 also counts the idle a sync with nothing launched after it in its step held back (a loop that syncs at the end of each step to time it, as tracekit capture does, or to log loss.item()); left out by default, as host_sync leaves those syncs out; the CPU's own time after such a sync counts either way
+--   min_stall_us = 1000: a gap the CPU's own time explains is a stall when the launching thread made no runtime call for at least this long before the launch (a sleep, a lock, logging); shorter stretches are the pace of Python launching kernels
 --   max_evidence = 20: at most this many gaps named in the evidence
 WITH busy AS (
     SELECT 'kernels' AS source, trace, device, step, name, correlation, ts_us, ts_us + dur_us AS end_us FROM kernels
@@ -23,16 +24,18 @@ WITH busy AS (
     WHERE $trace IS NULL OR b.trace = $trace
 ), launches AS (
     -- The runtime call that queued each GPU op (one call queues a whole CUDA graph).
-    SELECT r.trace, r.correlation, r.pid, r.tid, r.step, r.ts_us, r.ts_us + r.dur_us AS end_us
+    -- prev_end_us: where the thread's runtime call before it ended (its own time runs from there).
+    SELECT r.trace, r.correlation, r.pid, r.tid, r.step, r.ts_us, r.ts_us + r.dur_us AS end_us,
+           lag(r.ts_us + r.dur_us) OVER (PARTITION BY r.trace, r.pid, r.tid ORDER BY r.ts_us, r.dur_us) AS prev_end_us
     FROM runtime r
-    WHERE r.correlation IS NOT NULL AND ($trace IS NULL OR r.trace = $trace)
-    QUALIFY row_number() OVER (PARTITION BY r.trace, r.correlation ORDER BY r.ts_us, r.tid, r.name) = 1
+    WHERE ($trace IS NULL OR r.trace = $trace)
+    QUALIFY r.correlation IS NOT NULL AND row_number() OVER (PARTITION BY r.trace, r.correlation ORDER BY r.ts_us, r.tid, r.name) = 1
 ), gaps AS (
     -- Idle time before a GPU op, when it and the op before it both belong to steady steps.
     SELECT o.trace, o.device, o.idle_from_us AS gap_start_us, o.ts_us - o.idle_from_us AS gap_us, w.steps,
            o.source AS next_source, o.name AS next_name, o.correlation AS next_correlation,
            o.ts_us AS next_ts_us, o.end_us - o.ts_us AS next_dur_us,
-           l.pid, l.tid, l.ts_us AS launch_us, l.end_us AS launch_end_us
+           l.pid, l.tid, l.ts_us AS launch_us, l.end_us AS launch_end_us, l.ts_us - l.prev_end_us AS stretch_us
     FROM ordered o
     JOIN steady_window w ON w.trace = o.trace AND w.step IS NOT DISTINCT FROM o.step
     JOIN steady_window p ON p.trace = o.trace AND p.step IS NOT DISTINCT FROM o.prev_step
@@ -46,7 +49,7 @@ WITH busy AS (
 ), waits AS (
     -- CPU calls that wait for the GPU: syncs, and the calls of copies that block (to the host, or from pageable memory).
     SELECT r.trace, r.name, r.ts_us, r.dur_us, r.correlation, r.cpu_op,
-           CASE WHEN m.kind IS NULL THEN 'sync' ELSE 'copy' END AS kind,
+           CASE WHEN m.kind IS NULL THEN 'sync' ELSE 'copy' END AS kind, coalesce(m.name ILIKE '%pageable%', FALSE) AS pageable,
            coalesce(r.ts_us >= x.last_launch_us, TRUE) AS ends_step
     FROM runtime r
     LEFT JOIN memcpy m ON m.trace = r.trace AND m.correlation = r.correlation
@@ -66,8 +69,8 @@ WITH busy AS (
     -- back by: without it, the CPU would have gone on that much earlier. The rest of the gap is the
     -- CPU's own time to the next launch. Work queued before the gap began waited on the GPU's side.
     SELECT g.trace, g.device, g.gap_start_us, g.gap_us, g.steps, g.next_source, g.next_name, g.next_correlation,
-           g.next_ts_us, g.next_dur_us, g.pid, g.tid, g.launch_us, g.launch_end_us,
-           w.name AS wait_name, w.kind AS wait_kind, w.ends_step, w.ts_us AS wait_ts_us, w.dur_us AS wait_dur_us,
+           g.next_ts_us, g.next_dur_us, g.pid, g.tid, g.launch_us, g.launch_end_us, g.stretch_us,
+           w.name AS wait_name, w.kind AS wait_kind, w.pageable, w.ends_step, w.ts_us AS wait_ts_us, w.dur_us AS wait_dur_us,
            w.correlation AS wait_correlation, w.cpu_op AS wait_op,
            CASE WHEN g.launch_us IS NULL OR g.launch_end_us <= g.gap_start_us OR w.ts_us IS NULL THEN 0
                 ELSE least(g.gap_us, g.gap_start_us - w.ts_us) END AS wait_us,
@@ -119,18 +122,20 @@ WITH busy AS (
     SELECT s.trace, s.device, s.steps, s.gap_start_us, s.gap_us, s.wait_us AS idle_us, s.wait_kind AS cause, s.ends_step,
            s.wait_name || coalesce(' in ' || regexp_replace(s.wait_op, '#[0-9]+$', '#N'), '') AS doing,
            'runtime' AS source, s.wait_name AS name, s.wait_ts_us AS ts_us, s.wait_dur_us AS dur_us,
-           s.wait_correlation AS correlation, CAST(NULL AS BIGINT) AS cpu_op_id
+           s.wait_correlation AS correlation, CAST(NULL AS BIGINT) AS cpu_op_id,
+           s.wait_name, s.wait_op, s.pageable, CAST(NULL AS DOUBLE) AS stretch_us
     FROM split s WHERE s.wait_us > 0
     UNION ALL
     SELECT s.trace, s.device, s.steps, s.gap_start_us, s.gap_us, s.gap_us - s.wait_us,
            CASE WHEN s.launch_us IS NULL THEN 'unlaunched' WHEN s.launch_end_us <= s.gap_start_us THEN 'queued'
-                WHEN c.loading THEN 'data' ELSE 'cpu' END,
+                WHEN c.loading THEN 'data' WHEN s.stretch_us >= CAST($min_stall_us AS DOUBLE) THEN 'stall' ELSE 'cpu' END,
            FALSE,
            CASE WHEN s.launch_us IS NULL OR s.launch_end_us <= s.gap_start_us THEN s.next_name
                 ELSE coalesce(c.name, 'Python between ops') END,
            CASE WHEN c.name IS NULL THEN s.next_source ELSE 'cpu_ops' END,
            coalesce(c.name, s.next_name), coalesce(c.ts_us, s.next_ts_us), coalesce(c.dur_us, s.next_dur_us),
-           CASE WHEN c.name IS NULL THEN s.next_correlation END, c.op_id
+           CASE WHEN c.name IS NULL THEN s.next_correlation END, c.op_id,
+           NULL, NULL, FALSE, s.stretch_us
     FROM split s LEFT JOIN busy_cpu c ON c.trace = s.trace AND c.device IS NOT DISTINCT FROM s.device AND c.gap_start_us = s.gap_start_us
     WHERE s.gap_us > s.wait_us
 ), counted AS (
@@ -141,7 +146,11 @@ WITH busy AS (
     FROM counted GROUP BY trace, cause, doing
 ), groups AS (
     SELECT c.trace, c.cause, any_value(c.steps) AS steps, count(*) AS gaps, sum(c.idle_us) AS idle_us, max(c.gap_us) AS longest_us,
-           count(DISTINCT c.device) AS devices,
+           count(DISTINCT c.device) AS devices, max(c.stretch_us) AS longest_stretch_us,
+           -- What the cause's fix acts on: the waits by name, or by the op that made them; the stalls from the shortest.
+           string_agg(DISTINCT c.wait_name, '|' ORDER BY c.wait_name) AS wait_names,
+           string_agg(DISTINCT c.wait_op, '|' ORDER BY c.wait_op) AS wait_ops, bool_or(c.pageable) AS pageable,
+           min(c.stretch_us) FILTER (WHERE c.cause = 'stall') AS shortest_stall_us,
            to_json(list(struct_pack(source := c.source, trace := c.trace, name := c.name,
                                     ts_ns := CAST(round(c.ts_us * 1000) AS BIGINT), dur_ns := CAST(round(c.dur_us * 1000) AS BIGINT),
                                     correlation := c.correlation, cpu_op_id := c.cpu_op_id, device := c.device,
@@ -165,6 +174,8 @@ SELECT g.trace, 'gpu_idle' AS rule,
               CASE g.cause WHEN 'sync' THEN 'the CPU waited in ' || x.first_doing
                            WHEN 'copy' THEN 'the CPU waited for a copy: ' || x.first_doing
                            WHEN 'data' THEN 'the CPU loaded data'
+                           WHEN 'stall' THEN format('the CPU stalled: no runtime call for up to {:.1f} ms (most in {})',
+                                                    g.longest_stretch_us / 1000, x.first_doing)
                            WHEN 'cpu' THEN 'the CPU ran Python and ops (most in ' || x.first_doing || ')'
                            WHEN 'queued' THEN 'the next work was already queued (waiting on another stream or an event)'
                            ELSE 'the next work''s launch is not in the trace' END) AS title,
@@ -174,12 +185,18 @@ SELECT g.trace, 'gpu_idle' AS rule,
        CASE g.cause
             WHEN 'sync' THEN 'drop the sync, or sync once every N steps: read results (loss.item(), .cpu(), print) only when you log them, and time with CUDA events rather than torch.cuda.synchronize()'
             WHEN 'copy' THEN 'keep the value on the GPU (torch.where instead of a Python if on a tensor), or copy it into pinned memory with non_blocking=True and read it a step later'
+            WHEN 'stall' THEN 'find what holds the launching thread (a sleep, a lock, logging, host-side work) and move it off the step: to another thread, or every N steps'
             WHEN 'data' THEN 'load batches in DataLoader workers (num_workers > 0, persistent_workers=True, prefetch_factor) with pin_memory=True, and copy them with non_blocking=True'
             WHEN 'cpu' THEN 'launch less from Python: capture the step in a CUDA graph (torch.cuda.graph, or torch.compile(mode="reduce-overhead")), fuse small ops with torch.compile, use fused optimizers (AdamW(fused=True)), or give each kernel more work (a bigger batch)'
             WHEN 'queued' THEN 'look at what the work waited on: a stream wait, an event, a collective on another stream'
             ELSE 'profile with ProfilerActivity.CPU so the launches are in the trace' END AS fix,
        -- Not per step where the trace has none: a whole trace's idle time is no step's saving.
-       CASE WHEN s.has_steps THEN g.idle_us / g.steps END AS saving_us_per_step,
+       CASE g.cause WHEN 'sync' THEN 'drop-sync:' || g.wait_names
+                    WHEN 'copy' THEN CASE WHEN g.pageable THEN 'pin-copies' ELSE 'drop-sync:' || g.wait_ops END
+                    WHEN 'data' THEN 'drop-cpu:(?i)dataloader'
+                    WHEN 'stall' THEN 'drop-cpu-gaps:' || CAST(floor(g.shortest_stall_us) AS BIGINT)
+                    WHEN 'cpu' THEN 'cuda-graph' END AS whatif,
+       CASE WHEN s.has_steps THEN g.idle_us / g.steps END AS estimate_us_per_step,
        g.evidence
 FROM groups g
 JOIN tops x USING (trace, cause)

@@ -39,7 +39,8 @@ SELECT g.trace, 'graph_kernels_missing' AS rule,
               coalesce(format(' ({:.1f} us per step of GPU work from other launches)', t.gpu_us_per_step), '')) AS detail,
        CASE WHEN g.name LIKE 'hip%' THEN 'profile with a ROCm and PyTorch whose profiler (roctracer/rocprofiler) records the kernels of graph replays, or profile one step eagerly without the graph to see its kernels'
             ELSE 'profile with a PyTorch and CUPTI that record the kernels of graph replays (recent Kineto does), or profile one step eagerly without the graph to see its kernels; time the replay with CUDA events' END AS fix,
-       CAST(NULL AS DOUBLE) AS saving_us_per_step,
+       CAST(NULL AS VARCHAR) AS whatif,
+       CAST(NULL AS DOUBLE) AS estimate_us_per_step,
        g.evidence
 FROM groups g
 JOIN step_totals t USING (trace)

@@ -57,6 +57,7 @@ SELECT g.trace, 'hidden_copy' AS rule,
             WHEN g.culprit IN ('aten::contiguous', 'aten::clone', 'aten::to', 'aten::_to_copy')
                  THEN 'drop the ' || replace(g.culprit, 'aten::', '') || '() or make the tensor in the layout and dtype it needs'
             ELSE 'use the in-place form of ' || g.culprit || ', or keep its input in the layout and dtype it wants' END AS fix,
-       CASE WHEN g.backward IS NULL THEN g.copy_us / g.steps END AS saving_us_per_step,
+       CASE WHEN g.backward IS NULL THEN 'drop-copies:' || g.culprit END AS whatif,
+       CASE WHEN g.backward IS NULL THEN g.copy_us / g.steps END AS estimate_us_per_step,
        g.evidence
 FROM groups g JOIN step_totals t USING (trace);

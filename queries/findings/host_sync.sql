@@ -72,6 +72,9 @@ SELECT e.trace, 'host_sync' AS rule,
             WHEN e.caller LIKE 'ProfilerStep#N' OR e.caller = 'Python (no op open)'
                  THEN 'drop the explicit torch.cuda.synchronize() (or stream/event synchronize) from the step, or do it every N steps; time steps with CUDA events'
             ELSE 'find what needs the result on the CPU in ' || e.caller || ' and keep it on the GPU, or move it out of the step' END AS fix,
-       e.saving_us AS saving_us_per_step,
+       -- The calls by the op that made them (the outermost of its chain), or by name where no op did.
+       'drop-sync:' || CASE WHEN e.copies = 0 AND NOT regexp_matches(e.caller, '^[a-z_]+::') THEN replace(e.names, ', ', '|')
+                            ELSE trim(regexp_extract(e.caller, '^([^→]*)', 1)) END AS whatif,
+       e.saving_us AS estimate_us_per_step,
        e.evidence
 FROM estimates e;

@@ -33,7 +33,8 @@ SELECT t.trace, 'launch_bound' AS rule,
               t.kernels_per_step, t.steps, k.median_kernel_us, coalesce(l.launch_us_per_step, 0) / 1000,
               coalesce(l.calls_per_step, 0)) AS detail,
        'capture the step in a CUDA graph (torch.compile(mode=''reduce-overhead'') or torch.cuda.CUDAGraph), fuse kernels with torch.compile, or give each launch more work (a bigger batch)' AS fix,
-       t.cpu_us_per_step - t.gpu_us_per_step AS saving_us_per_step,
+       'cuda-graph' AS whatif,
+       t.cpu_us_per_step - t.gpu_us_per_step AS estimate_us_per_step,
        sl.evidence
 FROM step_totals t
 JOIN kernel_times k USING (trace)

@@ -44,7 +44,8 @@ SELECT b.trace, 'low_occupancy' AS rule,
             WHEN 'registers' THEN 'cap the registers per thread (__launch_bounds__, -maxrregcount) or use smaller tiles; for a library kernel, time another backend or configuration'
             WHEN 'shared_memory' THEN 'use fewer pipeline stages or smaller tiles so more blocks fit the SM''s shared memory'
             ELSE 'launch bigger blocks (more threads per block)' END AS fix,
-       CAST(NULL AS DOUBLE) AS saving_us_per_step,
+       CAST(NULL AS VARCHAR) AS whatif,
+       CAST(NULL AS DOUBLE) AS estimate_us_per_step,
        b.evidence
 FROM by_kernel b
 JOIN step_totals t USING (trace)

@@ -40,6 +40,7 @@ SELECT g.trace, 'pageable_copy' AS rule,
          || '; the CPU waits for each one, so it neither overlaps compute nor lets the CPU launch ahead' AS detail,
        CASE g.kind WHEN 'HtoD' THEN 'pin the source (pin_memory=True in the DataLoader, or tensor.pin_memory() once for a buffer you reuse) and copy with .to(device, non_blocking=True)'
             ELSE 'copy into a pinned buffer (torch.empty(..., pin_memory=True), then buffer.copy_(x, non_blocking=True)) and synchronize once when you read it' END AS fix,
-       CAST(NULL AS DOUBLE) AS saving_us_per_step,
+       'pin-copies' AS whatif,
+       g.copy_us / g.steps AS estimate_us_per_step,
        g.evidence
 FROM groups g JOIN step_totals t USING (trace);

@@ -175,7 +175,7 @@ def _findings_change(con, runs):
         cursor = con.cursor()  # a connection of its own per thread, on the same database
         try:
             cursor.execute(f'USE "{catalog}"')  # a cursor starts in its instance's default catalog
-            found = run_findings(cursor, trace=trace)
+            found = run_findings(cursor, trace=trace, replay=False)
         finally:
             cursor.close()
         return {rule: title for rule, title in zip(found["rule"], found["title"])}

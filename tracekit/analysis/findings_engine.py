@@ -1,10 +1,15 @@
-"""The findings engine: runs the rules of queries/findings/ and ranks what they find.
+"""The findings engine: runs the rules of queries/findings/, replays each finding's fix, and ranks
+what they find.
 
-A rule is one SQL file whose rows are findings (FINDING_COLUMNS). Its header says what it
-detects (first line, `rule_id: what`), then `why:`, `fix:` and `saving:` lines, then `params:`
-(`name = default: meaning`) as named queries have. Every consumer (the CLI, the Python API,
-the report, the Perfetto track, the `findings` view) reads these rows; a new rule is a new
-file, nothing else.
+A rule is one SQL file whose rows are findings (RULE_COLUMNS). Its header says what it detects
+(first line, `rule_id: what`), then `why:`, `fix:` and `saving:` lines, then `params:`
+(`name = default: meaning`) as named queries have. A finding names the fix it implies as the
+replay takes it (`whatif`, tracekit.replay.fixes), and its `estimate_us_per_step` is the rule's own
+figure from its slice of the step (the copies' GPU time, the idle gaps, ...). The engine replays
+each fix on the trace's graph (tracekit.replay): `saving_us_per_step` is what the step would save,
+never more than the step; each trace's findings end with all its fixes replayed together. Every
+consumer (the CLI, the Python API, the report, the Perfetto track) reads these rows; the
+`findings` view holds the rules' rows without the replay. A new rule is a new file, nothing else.
 """
 
 import re
@@ -15,7 +20,10 @@ from tracekit.errors import QueryError
 from tracekit.analysis.named_queries import header_lines, parse_param, run_sql
 from tracekit.analysis.trace_lookup import trace_row
 
-FINDING_COLUMNS = ("trace", "rule", "severity", "title", "detail", "fix", "saving_us_per_step", "evidence")
+RULE_COLUMNS = ("trace", "rule", "severity", "title", "detail", "fix", "whatif", "estimate_us_per_step", "evidence")
+FINDING_COLUMNS = ("trace", "rule", "severity", "title", "detail", "fix", "whatif", "saving_us_per_step",
+                   "estimate_us_per_step", "evidence")
+ALL_FIXES = "all_fixes"  # the rule of each trace's last row: its fixes replayed together
 SEVERITIES = ("high", "medium", "low", "info")
 _PART = re.compile(r"^(why|fix|saving):\s*(.*)$")
 
@@ -66,11 +74,13 @@ def get_rule(name):
     return known[name]
 
 
-def run_findings(con, *, trace=None, rule=None, params=None):
+def run_findings(con, *, trace=None, rule=None, params=None, replay=True):
     """The findings of every rule (or of `rule`), ranked: biggest saving first, then severity;
-    findings without an estimated saving after those with one. `params` override rules'
-    defaults by name (a name no selected rule takes is an error). A `trace` that names no loaded
-    trace is an error, as for a named query: no rows would read as "no problems"."""
+    findings without a saving after those with one; then each trace's fixes together. `params`
+    override rules' defaults by name (a name no selected rule takes is an error). A `trace` that
+    names no loaded trace is an error, as for a named query: no rows would read as "no problems".
+    `replay=False` leaves saving_us_per_step NULL and adds no all-fixes rows (for callers that
+    only need which rules fire)."""
     selected = [get_rule(rule)] if rule else list(rules().values())
     given = dict(params or {})
     if trace is not None:
@@ -87,21 +97,65 @@ def run_findings(con, *, trace=None, rule=None, params=None):
     for r in selected:
         bound = {key: given.get(key, default) for key, (default, _) in r.params.items()}
         frame = run_sql(con, r.sql, bound or None)
-        if list(frame.columns) != list(FINDING_COLUMNS):
+        if list(frame.columns) != list(RULE_COLUMNS):
             raise QueryError(f"finding rule {r.rule} returns {', '.join(frame.columns)}, "
-                             f"not {', '.join(FINDING_COLUMNS)}")
+                             f"not {', '.join(RULE_COLUMNS)}")
         frames.append(frame)
     found = pd.concat([f for f in frames if len(f)], ignore_index=True) if any(len(f) for f in frames) \
-        else pd.DataFrame({column: [] for column in FINDING_COLUMNS})
-    return rank(found)
+        else pd.DataFrame({column: [] for column in RULE_COLUMNS})
+    found.insert(list(FINDING_COLUMNS).index("saving_us_per_step"), "saving_us_per_step", float("nan"))
+    found["saving_us_per_step"] = found["saving_us_per_step"].astype("float64")
+    if not replay or not len(found):
+        return rank(found)
+    return _replayed(con, found)
+
+
+def _replayed(con, found):
+    """`found` with each fix's replayed saving, ranked, and each trace's fixes together at the end."""
+    import pandas as pd
+
+    from tracekit.replay.savings import replay_savings
+
+    wanted = [(t, w) for t, w in zip(found["trace"], found["whatif"]) if isinstance(w, str) and w]
+    each, together = replay_savings(con, wanted)
+    savings, details = [], []
+    for t, w, detail in zip(found["trace"], found["whatif"], found["detail"]):
+        replayed = each.get((t, w)) if isinstance(w, str) else None
+        savings.append(replayed.saving_us if replayed else None)
+        details.append(detail if replayed is None or replayed.why is None
+                       else f"{detail}; replayed saving unknown: {replayed.why}")
+    found = found.assign(saving_us_per_step=pd.array(savings, dtype="Float64").astype("float64"), detail=details)
+    rows = [_all_fixes_row(t, w, replayed, found) for t, (w, replayed) in sorted(together.items())]
+    return pd.concat([rank(found), pd.DataFrame(rows, columns=list(FINDING_COLUMNS))], ignore_index=True) \
+        if rows else rank(found)
+
+
+def _all_fixes_row(trace, whatif, replayed, found):
+    count = whatif.count("; ") + 1
+    mine = found[found["trace"] == trace]
+    summed = mine.drop_duplicates("whatif")["saving_us_per_step"].sum()
+    if replayed.saving_us is None:
+        title = f"All {count} fixes together: replayed saving unknown"
+        detail = replayed.why
+    else:
+        title = (f"All {count} fix{'es' if count > 1 else ''} together: {replayed.saving_us:,.1f} us of the "
+                 f"{replayed.step_us:,.1f} us step ({100 * replayed.saving_us / replayed.step_us:.0f}%)")
+        detail = (f"the steady step replayed as it is takes {replayed.step_us:,.1f} us, with every fix "
+                  f"{replayed.fixed_us:,.1f} us; the findings' own savings add up to {summed:,.1f} us, "
+                  "as each is replayed alone and fixes that relieve the same wait share their saving")
+    return {"trace": trace, "rule": ALL_FIXES, "severity": "info", "title": title, "detail": detail,
+            "fix": "apply the fixes of the findings above", "whatif": whatif,
+            "saving_us_per_step": replayed.saving_us, "estimate_us_per_step": None, "evidence": "[]"}
 
 
 def rank(found):
-    order = found.assign(_has=found["saving_us_per_step"].notna(),
+    order = found.assign(_has=found["saving_us_per_step"].notna(), _estimated=found["estimate_us_per_step"].notna(),
                          _severity=found["severity"].map({s: i for i, s in enumerate(SEVERITIES)}))
-    order = order.sort_values(["_has", "saving_us_per_step", "_severity", "trace", "rule", "title"],
-                              ascending=[False, False, True, True, True, True], na_position="last", kind="stable")
-    return order.drop(columns=["_has", "_severity"]).reset_index(drop=True)
+    order = order.sort_values(["_has", "saving_us_per_step", "_estimated", "estimate_us_per_step", "_severity",
+                               "trace", "rule", "title"],
+                              ascending=[False, False, False, False, True, True, True, True], na_position="last",
+                              kind="stable")
+    return order.drop(columns=["_has", "_estimated", "_severity"]).reset_index(drop=True)
 
 
 def view_sql():

@@ -1,36 +1,62 @@
 """Fixes a replay can apply, each a change to the graph's arrays, named as `--apply` takes them.
 
-- `drop-copies:OP`: the copies made under the op OP where the user called it (its op chain starts
-  at OP), not where autograd's backward calls it: what the in-place form of OP removes
-  (`drop-copies:aten::masked_fill`);
+- `drop-copies:OP`: the device-to-device copies made under the op OP (OP in their op chain) where
+  the user called it, not where autograd's backward formula calls it: what the in-place form of
+  OP removes (`drop-copies:aten::masked_fill`);
 - `drop:REGEX`: the GPU items (kernels, copies, fills) whose name or op chain REGEX finds;
-- `drop-sync:REGEX`: the runtime calls REGEX finds stop waiting for the GPU and cost nothing
-  (`drop-sync:cudaDeviceSynchronize`, `drop-sync:cudaStreamSynchronize`);
+- `drop-sync:REGEX`: the runtime calls whose name or op chain REGEX finds stop waiting for the GPU
+  and cost nothing (`drop-sync:cudaDeviceSynchronize`, `drop-sync:aten::item` for `.item()`);
 - `drop-cpu-gaps:US`: a thread's own time of at least US microseconds between two of its calls
-  goes (a stall: a sleep, data loading, host-side work the GPU waited on).
+  goes (a stall: a sleep, data loading, host-side work the GPU waited on);
+- `drop-cpu:REGEX`: the CPU ops REGEX names (the outermost, where they nest) take no time on their
+  thread (`drop-cpu:DataLoader` for loading in workers, a logger, a checkpoint);
+- `tensor-cores[:REGEX]`: GEMMs on the CUDA cores (SIMT) run at their Tensor Core roofline (view
+  gemm_math: their FLOPs at the dense peak or their bytes at the memory's bandwidth); REGEX
+  limits it to the GEMMs whose name or op chain it finds;
+- `pin-copies[:REGEX]`: copies between pageable host memory and the GPU run from pinned memory:
+  at the bandwidth the trace's own pinned copies that way reach (else the host link's,
+  host_links.csv), and their calls return at once (non_blocking=True), so the CPU goes on;
+- `cuda-graph`: each steady step's launches replayed from a CUDA graph: the CPU's work between a
+  thread's first launch in the step and its last costs nothing but one launch (the graph's), so
+  the GPU runs the step's work back to back; calls that wait for the GPU stay (a graph cannot
+  hold them), and the steps before the steady ones (the warm-up a graph is captured after) too.
 """
 
+import csv
 import re
+from importlib import resources
 
 import numpy as np
 
 from tracekit.errors import TracekitError
 
-FIXES = ("drop-copies", "drop", "drop-sync", "drop-cpu-gaps")
+# name -> whether the argument is required (False: optional), and what it is
+FIXES = {"drop-copies": (True, "OP"), "drop": (True, "REGEX"), "drop-sync": (True, "REGEX"),
+         "drop-cpu-gaps": (True, "US"), "drop-cpu": (True, "REGEX"), "tensor-cores": (False, "REGEX"),
+         "pin-copies": (False, "REGEX"), "cuda-graph": (False, "")}
+_REGEX_FIXES = ("drop", "drop-sync", "drop-cpu", "tensor-cores", "pin-copies")
+_BACKWARD = "autograd::engine::evaluate_function"  # an op chain of autograd's backward starts so
+_PINNED_SAMPLE_BYTES = 1 << 20  # copies this big or bigger show the link's bandwidth, not its latency
+
+
+def usage():
+    """The fixes as `--apply` takes them, for help texts and errors."""
+    return ", ".join(f"{name}:{arg}" if required else (f"{name}[:{arg}]" if arg else name)
+                     for name, (required, arg) in FIXES.items())
 
 
 def parse_fix(text):
     """(name, argument) of one `--apply` value; a usage error names what is wrong."""
     name, _, argument = text.partition(":")
-    if name not in FIXES or not argument:
-        raise TracekitError(f"--apply {text!r}: a fix is one of {', '.join(f + ':...' for f in FIXES)}")
+    if name not in FIXES or (FIXES[name][0] and not argument) or (not FIXES[name][1] and argument):
+        raise TracekitError(f"--apply {text!r}: a fix is one of {usage()}")
     if name == "drop-cpu-gaps":
         try:
             if float(argument) <= 0:
                 raise ValueError
         except ValueError:
             raise TracekitError(f"--apply {text!r}: drop-cpu-gaps takes a time in microseconds above 0") from None
-    elif name in ("drop", "drop-sync"):
+    elif name in _REGEX_FIXES and argument:
         try:
             re.compile(argument)
         except re.error as exc:
@@ -38,33 +64,153 @@ def parse_fix(text):
     return name, argument
 
 
-def apply(graph, fixes):
-    """The arrays `fixes` (parsed) change, for simulate.replay(graph, **changed)."""
-    item_dur, item_gap = graph.item_dur.copy(), graph.item_gap.copy()
-    call_dur, call_gap, call_wait = graph.call_dur.copy(), graph.call_gap.copy(), graph.call_wait.copy()
+def apply(graph, fixes, con=None):
+    """The arrays `fixes` (parsed) change, for simulate.replay(graph, **changed). `con` (the
+    graph's database) is needed by the fixes that read more of the trace (drop-cpu, pin-copies)."""
+    changed = {"item_dur": graph.item_dur.copy(), "item_gap": graph.item_gap.copy(),
+               "call_dur": graph.call_dur.copy(), "call_gap": graph.call_gap.copy(),
+               "call_wait": graph.call_wait.copy()}
     for name, argument in fixes:
-        if name in ("drop-copies", "drop"):
-            gone = _items(graph, name, argument)
-            item_dur[gone] = 0
-            item_gap[gone] = 0
-        elif name == "drop-sync":
-            pattern = re.compile(argument)
-            gone = np.array([bool(pattern.search(n)) for n in np.unique(graph.call_name)], dtype=bool)
-            names = set(np.unique(graph.call_name)[gone])
-            hit = np.isin(graph.call_name, list(names))
-            call_wait[hit] = -1
-            call_dur[hit] = 0
-        elif name == "drop-cpu-gaps":
-            call_gap[call_gap >= float(argument) * 1000] = 0
-    return {"item_dur": item_dur, "item_gap": item_gap, "call_dur": call_dur, "call_gap": call_gap,
-            "call_wait": call_wait}
+        _APPLY[name](graph, argument, changed, con)
+    return changed
 
 
-def _items(graph, name, argument):
-    """The items a drop fix takes: copies under OP where the user called it, or REGEX's items."""
-    if name == "drop-copies":
-        starts = np.array([path == argument or path.startswith(argument + " →") for path in graph.item_op_path])
-        return starts & (graph.item_kind == "memcpy")
-    pattern = re.compile(argument)
-    return np.array([bool(pattern.search(n or "")) or bool(pattern.search(p)) for n, p in
-                     zip(graph.item_name, graph.item_op_path)], dtype=bool)
+def _drop_items(graph, argument, changed, con, copies_only=False):
+    if copies_only:
+        under = re.compile(rf"(^|→ ){re.escape(argument)}( →|$)")
+        made = np.array([bool(under.search(path)) and not path.startswith(_BACKWARD) for path in graph.item_op_path],
+                        dtype=bool)
+        gone = made & (graph.item_kind == "memcpy") & (graph.item_copy_kind == "DtoD")
+    else:
+        gone = _matching(re.compile(argument), graph.item_name, graph.item_op_path)
+    changed["item_dur"][gone] = 0
+    changed["item_gap"][gone] = 0
+
+
+def _drop_sync(graph, argument, changed, con):
+    hit = _matching(re.compile(argument), graph.call_name, graph.call_op_path)
+    changed["call_wait"][hit] = -1
+    changed["call_dur"][hit] = 0
+
+
+def _drop_cpu_gaps(graph, argument, changed, con):
+    gaps = changed["call_gap"]
+    gaps[gaps >= float(argument) * 1000] = 0
+
+
+def _drop_cpu(graph, argument, changed, con):
+    """Each call's gap less the part of it the named ops (outermost) took on its thread."""
+    ops = _outermost_ops(con, graph, argument)
+    for lane, (pid, tid) in enumerate(graph.lanes):
+        spans = ops.get((pid, tid))
+        if spans is None:
+            continue
+        on_lane = np.flatnonzero(graph.call_lane == lane)
+        ends = graph.call_ts[on_lane]
+        starts = np.r_[ends[:1], graph.call_ts[on_lane[:-1]] + graph.call_dur[on_lane[:-1]]]
+        for op_start, op_end in spans:
+            overlap = np.clip(np.minimum(ends, op_end) - np.maximum(starts, op_start), 0, None)
+            changed["call_gap"][on_lane] = np.maximum(changed["call_gap"][on_lane] - overlap, 0)
+
+
+def _outermost_ops(con, graph, argument):
+    """{(pid, tid): [(start_ns, end_ns)]} of the ops whose name `argument` finds, none inside another."""
+    if con is None:
+        raise TracekitError("drop-cpu needs the trace's database")
+    rows = con.execute(
+        """SELECT o.pid, o.tid, o.ts_ns, o.ts_ns + o.dur_ns FROM cpu_op_rows o JOIN trace_files t USING (trace_id)
+           WHERE t.trace = ? AND regexp_matches(o.name, ?) AND o.dur_ns > 0 ORDER BY o.pid, o.tid, o.ts_ns""",
+        [graph.trace, argument]).fetchall()
+    found = {}
+    for pid, tid, start, end in rows:
+        spans = found.setdefault((pid, tid), [])
+        if spans and start < spans[-1][1]:  # inside the one before: counted there
+            spans[-1] = (spans[-1][0], max(spans[-1][1], end))
+        else:
+            spans.append((start, end))
+    return found
+
+
+def _tensor_cores(graph, argument, changed, con):
+    chosen = (graph.item_math_unit == "simt") & (graph.item_roofline >= 0)
+    if argument:
+        chosen &= _matching(re.compile(argument), graph.item_name, graph.item_op_path)
+    changed["item_dur"][chosen] = np.minimum(changed["item_dur"][chosen], graph.item_roofline[chosen])
+
+
+def _pin_copies(graph, argument, changed, con):
+    pageable = np.array(["pageable" in (name or "").lower() for name in graph.item_name], dtype=bool)
+    if argument:
+        pageable &= _matching(re.compile(argument), graph.item_name, graph.item_op_path)
+    for direction in np.unique(graph.item_copy_kind[pageable]):
+        these = pageable & (graph.item_copy_kind == direction) & (graph.item_bytes > 0)
+        per_ns = _pinned_bytes_per_ns(graph, con, direction, pageable)
+        if per_ns is None:
+            raise TracekitError(f"pin-copies: no pinned {direction} copy in the trace and no figure for its "
+                                "GPU's host link (tracekit/replay/host_links.csv)")
+        changed["item_dur"][these] = np.minimum(changed["item_dur"][these],
+                                                (graph.item_bytes[these] / per_ns).astype(np.int64))
+    # A pinned, non_blocking copy's call only queues it: it returns as a launch does.
+    launches = np.unique(graph.item_launch[pageable & (graph.item_launch >= 0)])
+    changed["call_dur"][launches] = _launch_cost(graph)
+    changed["call_wait"][launches] = -1
+
+
+def _pinned_bytes_per_ns(graph, con, direction, pageable):
+    pinned = ~pageable & (graph.item_copy_kind == direction) & (graph.item_bytes >= _PINNED_SAMPLE_BYTES) \
+        & (graph.item_dur > 0)
+    if pinned.any():
+        return float(np.max(graph.item_bytes[pinned] / graph.item_dur[pinned]))
+    device = con.execute("SELECT device_name FROM trace_files WHERE trace = ?", [graph.trace]).fetchone() \
+        if con is not None else None
+    for pattern, gb_s in _host_links():
+        if device and device[0] and re.search(pattern, device[0]):
+            return gb_s  # GB/s is bytes per ns
+    return None
+
+
+def _host_links():
+    """(name pattern, GB/s one way) of each GPU's link to the host, longest pattern first."""
+    text = resources.files("tracekit.replay").joinpath("host_links.csv").read_text(encoding="utf-8")
+    rows = [(r["name_pattern"], float(r["gb_s_one_way"])) for r in csv.DictReader(text.splitlines())]
+    return sorted(rows, key=lambda row: -len(row[0]))
+
+
+def _launch_cost(graph):
+    """What one launch costs the CPU in this trace: the median kernel launch call."""
+    launches = np.array(["launchkernel" in (name or "").lower() for name in graph.call_name], dtype=bool) \
+        & (graph.call_wait < 0)
+    return np.int64(np.median(graph.call_dur[launches])) if launches.any() else np.int64(5_000)
+
+
+def _cuda_graph(graph, argument, changed, con):
+    """Within each steady step (a graph is captured after the warm-up), on each thread, the calls
+    after its first launch and up to its last that do not wait for the GPU cost nothing, their
+    gaps too; the step's first launch costs one launch (the graph's)."""
+    launching = np.zeros(len(graph.call_lane), dtype=bool)
+    launching[graph.item_launch[graph.item_launch >= 0]] = True
+    place = np.arange(len(graph.call_lane))
+    cost = _launch_cost(graph)
+    for step in graph.steps:
+        if step["step"] not in graph.steady:
+            continue
+        window = (graph.call_ts >= step["ts_ns"]) & (graph.call_ts < step["end_ns"])
+        for lane in np.unique(graph.call_lane[window & launching]):
+            launches = np.flatnonzero(window & launching & (graph.call_lane == lane))
+            inside = window & (graph.call_lane == lane) & (place > launches[0]) & (place <= launches[-1]) \
+                & (changed["call_wait"] < 0)
+            changed["call_dur"][inside] = 0
+            changed["call_gap"][inside] = 0
+            changed["call_dur"][launches[0]] = cost if lane == step["lane"] else 0
+
+
+def _matching(pattern, names, paths):
+    return np.array([bool(pattern.search(n or "")) or bool(pattern.search(p or "")) for n, p in zip(names, paths)],
+                    dtype=bool)
+
+
+_APPLY = {
+    "drop-copies": lambda graph, argument, changed, con: _drop_items(graph, argument, changed, con, copies_only=True),
+    "drop": _drop_items, "drop-sync": _drop_sync, "drop-cpu-gaps": _drop_cpu_gaps, "drop-cpu": _drop_cpu,
+    "tensor-cores": _tensor_cores, "pin-copies": _pin_copies, "cuda-graph": _cuda_graph,
+}

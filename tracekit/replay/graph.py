@@ -34,9 +34,15 @@ _ITEMS = """
 SELECT i.lane, i.kind, i.name, coalesce(i.op_path, '') AS op_path, i.end_ns - i.ts_ns AS dur, i.ts_ns AS ts, coalesce(i.step, -1) AS step,
        CASE WHEN i.prev_end_ns IS NULL THEN 0 ELSE greatest(i.ts_ns - i.prev_end_ns, 0) END AS gap,
        coalesce(c.n, -1) AS launch, CASE WHEN c.n IS NULL THEN 0 ELSE greatest(i.ts_ns - c.ts_ns, 0) END AS latency,
-       coalesce(i.waited_for = 'launch', false) AS idle_before
+       coalesce(i.waited_for = 'launch', false) AS idle_before,
+       coalesce(i.math_unit, '') AS math_unit, coalesce(i.copy_kind, '') AS copy_kind, coalesce(i.bytes, -1) AS bytes,
+       coalesce(CAST(round(greatest(i.flops / (CASE i.flops_dtype WHEN 'float' THEN sp.tf32_tflops
+                                                                  WHEN 'c10::BFloat16' THEN sp.bf16_tflops
+                                                                  WHEN 'c10::Half' THEN sp.fp16_tflops END * 1e3),
+                                    i.bytes / (sp.memory_tb_s * 1e3))) AS BIGINT), -1) AS roofline
 FROM _replay_items i
 LEFT JOIN _replay_calls c ON c.correlation = i.correlation
+LEFT JOIN _trace_specs sp ON sp.trace_id = i.trace_id
 QUALIFY row_number() OVER (PARTITION BY i.n ORDER BY c.n) = 1
 ORDER BY i.n
 """
@@ -45,14 +51,17 @@ _CALLS = """
 SELECT c.lane, c.name, c.ts_ns AS ts, c.dur_ns AS dur,
        CASE WHEN c.prev_end_ns IS NULL THEN 0 ELSE greatest(c.ts_ns - c.prev_end_ns, 0) END AS gap,
        coalesce(i.n, -1) AS wait, CASE WHEN i.n IS NULL THEN 0 ELSE greatest(w.end_ns - w.item_end_ns, 0) END AS tail,
-       coalesce(c.cpu_op_id, -1) AS op
+       coalesce(c.cpu_op_id, -1) AS op, coalesce(o.op_path, '') AS op_path
 FROM _replay_calls c
+LEFT JOIN cpu_op_rows o ON o.trace_id = c.trace_id AND o.op_id = c.cpu_op_id
 LEFT JOIN _cp_waits w ON w.trace_id = c.trace_id AND w.pid = c.pid AND w.tid = c.tid AND w.ts_ns = c.ts_ns
      AND w.end_ns = c.ts_ns + c.dur_ns
 LEFT JOIN _replay_items i ON i.device = w.device AND i.stream = w.stream AND i.place = w.place
-QUALIFY row_number() OVER (PARTITION BY c.n ORDER BY i.n) = 1
+QUALIFY row_number() OVER (PARTITION BY c.n ORDER BY i.n, o.op_path) = 1
 ORDER BY c.n
 """
+
+_LANES = "SELECT DISTINCT lane, pid, tid FROM _replay_calls ORDER BY lane"
 
 _STEPS = """
 SELECT s.step, s.ts_ns, s.end_ns, coalesce(min(c.lane), -1) AS lane, s.from_ns, s.done_ns
@@ -80,6 +89,10 @@ class Graph:
     item_launch: np.ndarray    # index of its launch call, -1: launched outside the trace
     item_latency: np.ndarray   # observed start minus its launch call's start (when launched)
     item_idle_before: np.ndarray  # its stream was idle, waiting for its launch (_cp_items.waited_for)
+    item_math_unit: np.ndarray  # a GEMM's 'simt' or 'tensor_core' ('' for the rest, or unknown)
+    item_roofline: np.ndarray  # a GEMM's least time on Tensor Cores (gemm_math.roofline_us), -1: unknown
+    item_copy_kind: np.ndarray  # a copy's HtoD, DtoH, DtoD ... ('' for the rest)
+    item_bytes: np.ndarray     # a copy's or GEMM's bytes, -1: unknown
     call_lane: np.ndarray      # the call's thread, numbered 0..; calls sorted by lane, then time
     call_name: np.ndarray
     call_ts: np.ndarray
@@ -88,7 +101,11 @@ class Graph:
     call_wait: np.ndarray      # index of the item it waited for, -1: none
     call_tail: np.ndarray      # its return after that item's end
     call_op: np.ndarray        # the cpu_ops.op_id that made it (-1: unknown)
+    call_op_path: np.ndarray   # that op's chain of ops ('' unknown), e.g. 'aten::item → aten::_local_scalar_dense'
+    lanes: list                # (pid, tid) of each call lane
     steps: list                # of dict(step, ts_ns, end_ns, lane (thread of its span, -1), from_ns, done_ns)
+    trace: str                 # its name in the database
+    steady: list               # the steps of view steady_steps, the loop's steady state
 
 
 def read_graph(con, trace):
@@ -99,16 +116,23 @@ def read_graph(con, trace):
     items = con.execute(_ITEMS).fetchnumpy()
     calls = con.execute(_CALLS).fetchnumpy()
     steps = con.execute(_STEPS, {"trace": trace}).fetchall()
+    lanes = [(pid, tid) for _, pid, tid in con.execute(_LANES).fetchall()]
+    steady = [row[0] for row in con.execute("SELECT step FROM steady_steps WHERE trace = ? ORDER BY step",
+                                            [trace]).fetchall()]
     return Graph(
         item_lane=items["lane"].astype(np.int64), item_kind=items["kind"].astype(object),
         item_name=items["name"].astype(object), item_op_path=items["op_path"].astype(object), item_dur=items["dur"].astype(np.int64),
         item_ts=items["ts"].astype(np.int64), item_step=items["step"].astype(np.int64),
         item_gap=items["gap"].astype(np.int64), item_launch=items["launch"].astype(np.int64),
         item_latency=items["latency"].astype(np.int64), item_idle_before=items["idle_before"].astype(bool),
+        item_math_unit=items["math_unit"].astype(object), item_roofline=items["roofline"].astype(np.int64),
+        item_copy_kind=items["copy_kind"].astype(object), item_bytes=items["bytes"].astype(np.int64),
         call_lane=calls["lane"].astype(np.int64), call_name=calls["name"].astype(object),
         call_ts=calls["ts"].astype(np.int64), call_dur=calls["dur"].astype(np.int64),
         call_gap=calls["gap"].astype(np.int64), call_wait=calls["wait"].astype(np.int64),
         call_tail=calls["tail"].astype(np.int64), call_op=calls["op"].astype(np.int64),
+        call_op_path=calls["op_path"].astype(object), lanes=lanes,
         steps=[{"step": s, "ts_ns": t, "end_ns": e, "lane": lane, "from_ns": f, "done_ns": d}
                for s, t, e, lane, f, d in steps],
+        trace=trace, steady=steady,
     )

@@ -57,18 +57,17 @@ def whatif(con, trace, fixes, fix_texts=()):
     graph = read_graph(con, trace)
     if not graph.steps:
         raise TracekitError(f"{trace}: no steps to replay (no ProfilerStep#N and no marked iterations)")
-    steady = [row[0] for row in con.execute("SELECT step FROM steady_steps WHERE trace = ? ORDER BY step",
-                                            [trace]).fetchall()]
     try:
-        return WhatIf(trace, list(fix_texts), step_times(graph, apply(graph, fixes)), steady)
+        return WhatIf(trace, list(fix_texts), step_times(graph, apply(graph, fixes, con)), graph.steady)
     except TracekitError as exc:
         raise TracekitError(f"whatif {trace}: {exc}") from None
 
 
-def step_times(graph, fixed):
-    """[StepTimes] of each step of `graph`, `fixed` the arrays a fix changes (fixes.apply)."""
-    as_is = _completions(graph, *replay(graph))
-    with_fixes = _completions(graph, *replay(graph, **fixed))
+def step_times(graph, fixed, as_is=None):
+    """[StepTimes] of each step of `graph`, `fixed` the arrays a fix changes (fixes.apply);
+    `as_is`: completions(graph) where the caller has them already."""
+    as_is = completions(graph) if as_is is None else as_is
+    with_fixes = completions(graph, fixed)
     return [StepTimes(step["step"], (step["done_ns"] - step["from_ns"]) / 1000.0,
                       _length(as_is, n) / 1000.0, _length(with_fixes, n) / 1000.0)
             for n, step in enumerate(graph.steps)]
@@ -81,8 +80,12 @@ def _length(done, n):
     return max(done[n][1] - (done[n - 1][1] if n else done[n][0]), 0)
 
 
+def completions(graph, changed=None):
+    """[(start, completion)] of each step, in ns, replayed with the arrays `changed` (fixes.apply)."""
+    return _completions(graph, *replay(graph, **(changed or {})))
+
+
 def _completions(graph, call_start, call_end, item_start, item_end):
-    """[(start, completion)] of each step, replayed, in ns."""
     owned_end = {}
     for step in np.unique(graph.item_step[graph.item_step >= 0]):
         owned_end[int(step)] = int(item_end[graph.item_step == step].max())

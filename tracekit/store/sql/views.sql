@@ -614,15 +614,18 @@ CREATE OR REPLACE VIEW _cp_items AS
 WITH items AS (
     SELECT k.trace_id, k.ts_ns, k.ts_ns + greatest(k.dur_ns, 0) AS end_ns, coalesce(k.device, -1) AS device,
            coalesce(k.stream, -1) AS stream, k.correlation, k.step, k.name,
-           CASE WHEN c.kernel_class = 'communication' THEN 'comm' ELSE 'kernel' END AS kind, k.cpu_op_path AS op_path
+           CASE WHEN c.kernel_class = 'communication' THEN 'comm' ELSE 'kernel' END AS kind, k.cpu_op_path AS op_path,
+           CASE WHEN c.kernel_class = 'gemm' THEN c.math_unit END AS math_unit, k.flops, k.flops_dtype,
+           k.gemm_bytes AS bytes, CAST(NULL AS VARCHAR) AS copy_kind
     FROM kernel_rows k LEFT JOIN kernel_classes c ON c.trace_id = k.trace_id AND c.name = k.name
     WHERE k.ts_ns IS NOT NULL
     UNION ALL
     SELECT trace_id, ts_ns, ts_ns + greatest(dur_ns, 0), coalesce(device, -1), coalesce(stream, -1), correlation,
-           step, name, op, cpu_op_path
+           step, name, op, cpu_op_path, NULL, NULL, NULL, bytes, kind
     FROM transfer_rows WHERE ts_ns IS NOT NULL
 ), launched AS (
     SELECT i.trace_id, i.ts_ns, i.end_ns, i.device, i.stream, i.correlation, i.step, i.name, i.kind, i.op_path,
+           i.math_unit, i.flops, i.flops_dtype, i.bytes, i.copy_kind,
            r.pid AS launch_pid, r.tid AS launch_tid, r.ts_ns AS launch_ns, r.ts_ns + r.dur_ns AS launch_end_ns,
            r.cpu_op_id AS launch_op_id, r.name AS launch_name,
            lag(i.end_ns) OVER (PARTITION BY i.trace_id, i.device, i.stream ORDER BY i.ts_ns, i.end_ns, i.correlation) AS prev_end_ns,
@@ -638,8 +641,9 @@ WITH items AS (
                   OVER (PARTITION BY trace_id, device, stream ORDER BY place ROWS UNBOUNDED PRECEDING) AS run
     FROM waited
 )
-SELECT trace_id, ts_ns, end_ns, device, stream, correlation, step, name, kind, op_path, launch_pid, launch_tid, launch_ns,
-       launch_end_ns, launch_op_id, launch_name, prev_end_ns, place, waited_for, run,
+SELECT trace_id, ts_ns, end_ns, device, stream, correlation, step, name, kind, op_path, math_unit, flops, flops_dtype,
+       bytes, copy_kind, launch_pid, launch_tid, launch_ns, launch_end_ns, launch_op_id, launch_name, prev_end_ns,
+       place, waited_for, run,
        min(place) OVER (PARTITION BY trace_id, device, stream, run) AS run_first
 FROM runs;
 
