@@ -121,8 +121,9 @@ def test_without_steps_cold_start_weighs_an_ops_first_call_and_nothing_is_per_st
     found = tracekit.findings(db=unmarked_db).set_index("rule")
     assert found.loc["cold_start", "title"] == ("The first call of aten::_scaled_dot_product_cudnn_attention takes "
                                                 "782.3 ms against 0.046 ms for its later calls: cuDNN")
-    assert "per step" not in found.loc["gpu_idle", "title"] and "without steps" in found.loc["gpu_idle", "title"]
-    assert found.loc["gpu_idle", "saving_us_per_step"] is None or found["saving_us_per_step"].isna()["gpu_idle"]
+    idle = found.loc[["gpu_idle"]]
+    assert all("per step" not in title and "without steps" in title for title in idle["title"])
+    assert idle["saving_us_per_step"].isna().all() and idle["estimate_us_per_step"].isna().all()
 
 
 def test_a_plan_time_the_trace_does_not_hold_is_null(loops_db):

@@ -107,17 +107,18 @@ def run_findings(con, *, trace=None, rule=None, params=None, replay=True):
     found["saving_us_per_step"] = found["saving_us_per_step"].astype("float64")
     if not replay or not len(found):
         return rank(found)
-    return _replayed(con, found)
+    return _replayed(con, found, together=rule is None)
 
 
-def _replayed(con, found):
-    """`found` with each fix's replayed saving, ranked, and each trace's fixes together at the end."""
+def _replayed(con, found, together=True):
+    """`found` with each fix's replayed saving, ranked, and (`together`) each trace's fixes together
+    at the end."""
     import pandas as pd
 
     from tracekit.replay.savings import replay_savings
 
     wanted = [(t, w) for t, w in zip(found["trace"], found["whatif"]) if isinstance(w, str) and w]
-    each, together = replay_savings(con, wanted)
+    each, all_fixes = replay_savings(con, wanted)
     savings, details = [], []
     for t, w, detail in zip(found["trace"], found["whatif"], found["detail"]):
         replayed = each.get((t, w)) if isinstance(w, str) else None
@@ -125,7 +126,7 @@ def _replayed(con, found):
         details.append(detail if replayed is None or replayed.why is None
                        else f"{detail}; replayed saving unknown: {replayed.why}")
     found = found.assign(saving_us_per_step=pd.array(savings, dtype="Float64").astype("float64"), detail=details)
-    rows = [_all_fixes_row(t, w, replayed, found) for t, (w, replayed) in sorted(together.items())]
+    rows = [_all_fixes_row(t, w, replayed, found) for t, (w, replayed) in sorted(all_fixes.items()) if together]
     return pd.concat([rank(found), pd.DataFrame(rows, columns=list(FINDING_COLUMNS))], ignore_index=True) \
         if rows else rank(found)
 
@@ -145,7 +146,7 @@ def _all_fixes_row(trace, whatif, replayed, found):
                   "as each is replayed alone and fixes that relieve the same wait share their saving")
     return {"trace": trace, "rule": ALL_FIXES, "severity": "info", "title": title, "detail": detail,
             "fix": "apply the fixes of the findings above", "whatif": whatif,
-            "saving_us_per_step": replayed.saving_us, "estimate_us_per_step": None, "evidence": "[]"}
+            "saving_us_per_step": replayed.saving_us, "estimate_us_per_step": None, "evidence": []}
 
 
 def rank(found):

@@ -10,7 +10,7 @@ tracks; traces exported together share it, one track per rule.
 import json
 import math
 
-from tracekit.analysis.findings_engine import run_findings
+from tracekit.analysis.findings_engine import ALL_FIXES, run_findings
 
 FINDINGS_PID = "tracekit findings"
 FINDINGS_CAT = "tracekit_finding"
@@ -48,7 +48,8 @@ def findings_events(con, traces):
     a track is one rule whatever the trace."""
     traces = list(traces)
     found = run_findings(con, trace=traces[0] if len(traces) == 1 else None)
-    found = found[found["trace"].isin(traces)]
+    # Each trace's fixes together rest on no event of their own: no slice to draw.
+    found = found[found["trace"].isin(traces) & (found["rule"] != ALL_FIXES)]
     tracks, slices = {}, []
     for finding in found.to_dict("records"):
         # Tracks numbered in the engine's ranking: the rule of the biggest saving is track 1.

@@ -10,7 +10,7 @@ CARDS_PER_RULE findings in full; the rest are listed in one line each (HTML: fol
 
 from dataclasses import dataclass
 
-from tracekit.analysis.findings_engine import SEVERITIES, rules
+from tracekit.analysis.findings_engine import ALL_FIXES, SEVERITIES, rules
 from tracekit.outputs.report import units
 from tracekit.outputs.safe_text import html_text, markdown_text
 
@@ -43,7 +43,9 @@ def groups(found):
     by_rule = {}
     for finding in found.to_dict("records"):
         by_rule.setdefault(finding["rule"], []).append(finding)
-    return [RuleGroup(rule, known[rule].detects if rule in known else "", rows) for rule, rows in by_rule.items()]
+    described = {rule: r.detects for rule, r in known.items()}
+    described[ALL_FIXES] = "each trace's fixes replayed together: what they would save at once"
+    return [RuleGroup(rule, described.get(rule, ""), rows) for rule, rows in by_rule.items()]
 
 
 def saving_text(finding):
@@ -59,7 +61,7 @@ def overview(found):
     counts = found["severity"].value_counts()
     by_severity = ", ".join(f"{int(counts[s])} {s}" for s in SEVERITIES if s in counts)
     return (f"{len(found)} finding(s) from {found['rule'].nunique()} rule(s) in {found['trace'].nunique()} "
-            f"trace(s) ({by_severity}), biggest estimated saving first.")
+            f"trace(s) ({by_severity}), biggest replayed saving first.")
 
 
 def _more_text(group):

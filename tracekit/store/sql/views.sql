@@ -589,8 +589,10 @@ FROM g;
 --   severity: high, medium, low or info
 --   title, detail: the finding in words, computed from the trace
 --   fix: what to change
---   saving_us_per_step: the time per steady step the fix would save, microseconds (NULL: not
---                       estimated; each rule's header says how it estimates)
+--   whatif: the fix as the replay takes it (`tracekit whatif TRACE --apply FIX`); NULL: no modelled fix
+--   estimate_us_per_step: the rule's own figure from its slice of the step, microseconds (the
+--                         copies' GPU time, the idle gaps, ...; NULL: none; each rule's header
+--                         says how); `tracekit findings` adds saving_us_per_step, the replay's
 --   evidence: JSON list of the events it rests on (source, trace, name, ts_ns, dur_ns and a key
 --             back to kernels, memcpy, cpu_ops or steps)
 
