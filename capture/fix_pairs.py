@@ -296,14 +296,48 @@ def capture(name, device, out):
         torch.backends.cuda.matmul.allow_tf32 = tf32  # precision_step sets it for the loops after it
 
 
+def repeat_truth(names, device, rounds):
+    """step_us of each loop, `rounds` times with the loops interleaved (drift hits each alike), in a
+    process that has not run the profiler; then as many rounds again after one profiler session per
+    loop (kernels_per_step), to see whether having profiled changes the CPU's pace."""
+    steps = {}
+    for name in names:
+        try:
+            steps[name] = PAIRS[name][2](device)
+        except Skip as why:
+            print(f"{name}: skipped on {device}: {why}", flush=True)
+
+    def rounds_of_steps():
+        times = {name: [] for name in steps}
+        for _ in range(rounds):
+            for name, step in steps.items():
+                times[name].append(round(loops.step_time_us(step, device), 1))
+        return times
+    unprofiled = rounds_of_steps()
+    for step in steps.values():
+        loops.kernels_per_step(step, device)
+    profiled = rounds_of_steps()
+    return {name: {"unprofiled": unprofiled[name], "after_profiler": profiled[name]} for name in steps}
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--only", help="comma-separated loop names (default: all)")
+    parser.add_argument("--repeat", type=int, metavar="ROUNDS",
+                        help="no traces: only step_us, ROUNDS times per loop, interleaved (repeat_truth), into DIR/repeats.json")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     names = args.only.split(",") if args.only else list(PAIRS)
+    if args.repeat:
+        repeats_path = args.out / "repeats.json"
+        repeats = json.loads(repeats_path.read_text()) if repeats_path.exists() else {}
+        repeats.update(repeat_truth(names, args.device, args.repeat))
+        repeats_path.write_text(json.dumps(repeats, indent=1) + "\n")
+        for name in names:
+            print(f"{name}: {repeats.get(name)}", flush=True)
+        return 0
     truths_path = args.out / "truth.json"
     truths = json.loads(truths_path.read_text()) if truths_path.exists() else {}
     failed = []
