@@ -3,12 +3,13 @@ fixed, profiled as capture/loops.py profiles (a torch.profiler `schedule`, no pe
 loop's truth measured without the profiler, so a rule's predicted saving can be checked against what
 the fix really saves (the before loop's step_us less the after loop's).
 
-    python -m tracekit.capture.fix_pairs --out DIR [--device cuda|cpu] [--only NAME,...]
+    python -m tracekit.capture.fix_pairs --out DIR [--device cuda|cpu] [--only NAME,...] [--repeat ROUNDS]
 
 Each loop writes DIR/<name>.json.gz and its truth into DIR/truth.json (loops.capture does both), with
 three more keys: `pair`, `role` (before or after) and `gpu_busy_us`, the GPU's busy time per step (the
 union of its kernels', copies' and fills' spans, from CUPTI, in a profile that synchronises every
-step). Capture a pair's two loops in one process, before then after: the same shapes. On a CPU the
+step). With --repeat, no traces: each loop's step_us again, in interleaved rounds, into DIR/repeats.json
+(repeat_truth). Capture a pair's two loops in one process, before then after: the same shapes. On a CPU the
 loops are small, and those that need CUDA (graphs, pinned memory) are skipped. The pairs (bf16 on a GPU
 unless said):
   infer_launch_eager, infer_launch_graph    launch_bound: 40 Linear(512)+ReLU at batch 32, eager, then
@@ -22,7 +23,7 @@ unless said):
                                             the same check kept on the GPU with torch.where
   train_item, train_no_item                 the same trained
   infer_stall, infer_no_stall               a CPU stall the GPU cannot hide: a 3 ms time.sleep between
-                                            two halves of the trunk (about 1 ms of GPU work), then none
+                                            two halves of the trunk (about 0.8 ms of GPU work), then none
   infer_mask_per_call, infer_mask_once      per_call_setup: 8 chained attention layers (B=1 H=8 S=2048
                                             D=64, in-place masked_fill_) that build their causal mask
                                             (ones().triu(1)) on every call, then once
@@ -159,7 +160,7 @@ def sync_step(device, train, read):
 
 def stall_step(device, stall_s):
     """The trunk's forward with the CPU stalled between its halves (a logger, a lock): the GPU runs
-    out of queued work (about 1 ms of it) long before the stall ends."""
+    out of queued work (about 0.8 ms of it) long before the stall ends."""
     body, batch = trunk(device)
     first, second = body[:4], body[4:]
 
