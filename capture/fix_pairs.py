@@ -1,0 +1,364 @@
+"""Fix pairs: for each finding rule that predicts a saving, a loop with the problem and the same loop
+fixed, profiled as capture/loops.py profiles (a torch.profiler `schedule`, no per-step sync) with each
+loop's truth measured without the profiler, so a rule's predicted saving can be checked against what
+the fix really saves (the before loop's step_us less the after loop's).
+
+    python -m tracekit.capture.fix_pairs --out DIR [--device cuda|cpu] [--only NAME,...] [--repeat ROUNDS]
+
+Each loop writes DIR/<name>.json.gz and its truth into DIR/truth.json (loops.capture does both), with
+three more keys: `pair`, `role` (before or after) and `gpu_busy_us`, the GPU's busy time per step (the
+union of its kernels', copies' and fills' spans, from CUPTI, in a profile that synchronises every
+step). With --repeat, no traces: each loop's step_us again, in interleaved rounds, into DIR/repeats.json
+(repeat_truth). Capture a pair's two loops in one process, before then after: the same shapes. On a CPU the
+loops are small, and those that need CUDA (graphs, pinned memory) are skipped. The pairs (bf16 on a GPU
+unless said):
+  infer_launch_eager, infer_launch_graph    launch_bound: 40 Linear(512)+ReLU at batch 32, eager, then
+                                            replayed from a torch.cuda.CUDAGraph (captured once; a
+                                            copy into its static input, then replay(), each step)
+  train_launch_eager, train_launch_graph    the same trained (MSE-like loss, SGD), eager, then the
+                                            whole step (forward, backward, SGD) in one graph
+  infer_item, infer_no_item                 host_sync: a GPU-heavy trunk (4 Linear(4096) at batch 4096,
+                                            long kernels) and a launch-heavy head (30 Linear(256)),
+                                            with `if h.abs().amax().item() > 1e4` between them, then
+                                            the same check kept on the GPU with torch.where
+  train_item, train_no_item                 the same trained
+  infer_stall, infer_no_stall               a CPU stall the GPU cannot hide: a 3 ms time.sleep between
+                                            two halves of the trunk (about 0.8 ms of GPU work), then none
+  infer_mask_per_call, infer_mask_once      per_call_setup: 8 chained attention layers (B=1 H=8 S=2048
+                                            D=64, in-place masked_fill_) that build their causal mask
+                                            (ones().triu(1)) on every call, then once
+  train_mask_per_call, train_mask_once      the same trained
+  infer_fp32, infer_tf32                    simt_gemm: an fp32 MLP, 4 Linear(4096) at batch 4096, with
+                                            torch.backends.cuda.matmul.allow_tf32 False, then True
+  train_fp32, train_tf32                    the same trained
+  train_copy_pageable, train_copy_pinned    pageable_copy in training: a 64 MiB fp32 batch copied from
+                                            pageable memory each step, then from pinned memory with
+                                            non_blocking, into 2 Linear(4096) trained with SGD
+  infer_sdpa_math, infer_sdpa_flash         fused attention: SDPA pinned to the math backend, then to
+                                            flash, B=8 H=16 S=1024 D=64 causal
+  train_sdpa_math, train_sdpa_flash         the same, forward and backward
+"""
+
+import argparse
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch.profiler import profile
+
+from tracekit.capture import loops
+
+
+class Skip(Exception):
+    """A loop this device cannot run (CUDA graphs or pinned memory on a CPU)."""
+
+
+def _dtype(device):
+    return torch.bfloat16 if device == "cuda" else torch.float32
+
+
+def _cuda_only(device, what):
+    if device != "cuda":
+        raise Skip(f"{what} need(s) CUDA")
+
+
+def mlp(widths, device, dtype):
+    """Linear+ReLU layers from widths[0] features to widths[-1]."""
+    layers = []
+    for width_in, width_out in zip(widths, widths[1:]):
+        layers += [torch.nn.Linear(width_in, width_out), torch.nn.ReLU()]
+    return torch.nn.Sequential(*layers).to(device, dtype)
+
+
+def inference_or_training(forward, parameters, train):
+    """The step around forward(): under no_grad, or a training step (a loss, backward, SGD)."""
+    if not train:
+        def infer():
+            with torch.no_grad():
+                return forward()
+        return infer
+    optimizer = torch.optim.SGD(parameters, lr=1e-4)
+
+    def train_step():
+        optimizer.zero_grad(set_to_none=True)
+        forward().float().pow(2).mean().backward()
+        optimizer.step()
+    return train_step
+
+
+def cuda_graph(body, warmup=3):
+    """body() captured in a torch.cuda.CUDAGraph, after warm-up calls on a side stream (as the
+    torch.cuda.graphs documentation does); returns the graph and body's outputs, in the graph's memory.
+    Gradients that body sets to None are made, then rewritten on each replay, by the graph."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(warmup):
+            body()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        outputs = body()
+    return graph, outputs
+
+
+def launch_step(device, train, graph):
+    """Many short kernels: 40 Linear(512)+ReLU at batch 32, eager or replayed from a CUDA graph."""
+    if graph:
+        _cuda_only(device, "CUDA graphs")
+    width, depth, batch = (512, 40, 32) if device == "cuda" else (64, 40, 8)
+    model = mlp([width] * (depth + 1), device, _dtype(device))
+    batch_in = torch.randn(batch, width, device=device, dtype=_dtype(device))
+    static_in = batch_in.clone()  # the graph's input buffer; eager reads it too
+    step = inference_or_training(lambda: model(static_in), list(model.parameters()), train)
+    if not graph:
+        return step
+    replayed, outputs = cuda_graph(step)
+
+    def replay():
+        static_in.copy_(batch_in)  # this step's batch into the graph's input
+        replayed.replay()
+        return outputs
+    return replay
+
+
+def trunk(device):
+    """A GPU-heavy trunk: 4 Linear(4096) at batch 4096 (long kernels, few launches), then a projection
+    to 256 features. Returns the layers and the batch."""
+    wide, narrow, batch = (4096, 256, 4096) if device == "cuda" else (256, 32, 64)
+    layers = mlp([wide] * 5 + [narrow], device, _dtype(device))
+    return layers, torch.randn(batch, wide, device=device, dtype=_dtype(device))
+
+
+def head(device, depth=30):
+    """A launch-heavy head: `depth` Linear(256)+ReLU (short kernels, many launches)."""
+    narrow = 256 if device == "cuda" else 32
+    return mlp([narrow] * (depth + 1), device, _dtype(device))
+
+
+def sync_step(device, train, read):
+    """The trunk, a check of its output, the head. With `read`, the check is a Python if on a GPU
+    value: .item() waits for the GPU to finish the trunk, and only then does the CPU launch the head.
+    Without, the same check stays on the GPU (torch.where)."""
+    body, batch = trunk(device)
+    tail = head(device)
+
+    def forward():
+        h = body(batch)
+        if read:
+            if h.abs().amax().item() > 1e4:
+                h = h.clamp(-1e4, 1e4)
+        else:
+            h = torch.where(h.abs().amax() > 1e4, h.clamp(-1e4, 1e4), h)
+        return tail(h)
+    return inference_or_training(forward, list(body.parameters()) + list(tail.parameters()), train)
+
+
+def stall_step(device, stall_s):
+    """The trunk's forward with the CPU stalled between its halves (a logger, a lock): the GPU runs
+    out of queued work (about 0.8 ms of it) long before the stall ends."""
+    body, batch = trunk(device)
+    first, second = body[:4], body[4:]
+
+    def forward():
+        h = first(batch)
+        if stall_s:
+            time.sleep(stall_s)
+        return second(h)
+    return inference_or_training(forward, None, train=False)
+
+
+def mask_step(device, train, per_call, layers=8):
+    """Chained attention layers (q = k = v = the last layer's output, in-place masked_fill_) that
+    build their causal mask on every call, or take one built once (a registered buffer)."""
+    batch, heads, seq, dim = (1, 8, 2048, 64) if device == "cuda" else (1, 2, 128, 16)
+    x = torch.randn(batch, heads, seq, dim, device=device, dtype=_dtype(device), requires_grad=train)
+    once = torch.ones(seq, seq, dtype=torch.bool, device=device).triu(1)
+
+    def forward():
+        h = x
+        for _ in range(layers):
+            mask = torch.ones(seq, seq, dtype=torch.bool, device=device).triu(1) if per_call else once
+            scores = h @ h.transpose(-2, -1) * (dim ** -0.5)
+            h = torch.softmax(scores.masked_fill_(mask, float("-inf")), dim=-1) @ h
+        return h
+    return inference_or_training(forward, [x], train)
+
+
+def precision_step(device, train, tf32):
+    """An fp32 MLP, 4 Linear(4096) at batch 4096: SIMT FMAs with TF32 off, Tensor Cores with it on."""
+    width, batch = (4096, 4096) if device == "cuda" else (128, 128)
+    model = mlp([width] * 5, device, torch.float32)
+    x = torch.randn(batch, width, device=device)
+    inner = inference_or_training(lambda: model(x), list(model.parameters()), train)
+
+    def step():
+        torch.backends.cuda.matmul.allow_tf32 = tf32  # read by each matmul: cuBLAS picks per call
+        return inner()
+    return step
+
+
+def copy_train_step(device, pinned):
+    """A training step whose 64 MiB fp32 batch comes from host memory: pageable, or pinned and
+    copied with non_blocking."""
+    if pinned:
+        _cuda_only(device, "pinned memory")
+    width = 4096 if device == "cuda" else 256
+    host = torch.randn(width, width)  # 64 MiB of fp32, as a data loader hands a batch over
+    if pinned:
+        host = host.pin_memory()
+    model = mlp([width] * 3, device, _dtype(device))
+    return inference_or_training(lambda: model(host.to(device, non_blocking=pinned).to(_dtype(device))),
+                                 list(model.parameters()), train=True)
+
+
+def sdpa_step(device, train, backend):
+    """scaled_dot_product_attention pinned to one backend (MATH or FLASH_ATTENTION), causal."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    shape = (8, 16, 1024, 64) if device == "cuda" else (1, 4, 256, 32)
+    q, k, v = (torch.randn(shape, device=device, dtype=_dtype(device), requires_grad=train) for _ in range(3))
+
+    def forward():
+        with sdpa_kernel(getattr(SDPBackend, backend)):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    return inference_or_training(forward, [q, k, v], train)
+
+
+# name: (pair, role, builder of the step)
+PAIRS = {
+    "infer_launch_eager": ("infer_launch", "before", lambda d: launch_step(d, False, graph=False)),
+    "infer_launch_graph": ("infer_launch", "after", lambda d: launch_step(d, False, graph=True)),
+    "train_launch_eager": ("train_launch", "before", lambda d: launch_step(d, True, graph=False)),
+    "train_launch_graph": ("train_launch", "after", lambda d: launch_step(d, True, graph=True)),
+    "infer_item": ("infer_item", "before", lambda d: sync_step(d, False, read=True)),
+    "infer_no_item": ("infer_item", "after", lambda d: sync_step(d, False, read=False)),
+    "train_item": ("train_item", "before", lambda d: sync_step(d, True, read=True)),
+    "train_no_item": ("train_item", "after", lambda d: sync_step(d, True, read=False)),
+    "infer_stall": ("infer_stall", "before", lambda d: stall_step(d, 0.003)),
+    "infer_no_stall": ("infer_stall", "after", lambda d: stall_step(d, 0.0)),
+    "infer_mask_per_call": ("infer_mask", "before", lambda d: mask_step(d, False, per_call=True)),
+    "infer_mask_once": ("infer_mask", "after", lambda d: mask_step(d, False, per_call=False)),
+    "train_mask_per_call": ("train_mask", "before", lambda d: mask_step(d, True, per_call=True)),
+    "train_mask_once": ("train_mask", "after", lambda d: mask_step(d, True, per_call=False)),
+    "infer_fp32": ("infer_tf32", "before", lambda d: precision_step(d, False, tf32=False)),
+    "infer_tf32": ("infer_tf32", "after", lambda d: precision_step(d, False, tf32=True)),
+    "train_fp32": ("train_tf32", "before", lambda d: precision_step(d, True, tf32=False)),
+    "train_tf32": ("train_tf32", "after", lambda d: precision_step(d, True, tf32=True)),
+    "train_copy_pageable": ("train_copy", "before", lambda d: copy_train_step(d, pinned=False)),
+    "train_copy_pinned": ("train_copy", "after", lambda d: copy_train_step(d, pinned=True)),
+    "infer_sdpa_math": ("infer_sdpa", "before", lambda d: sdpa_step(d, False, "MATH")),
+    "infer_sdpa_flash": ("infer_sdpa", "after", lambda d: sdpa_step(d, False, "FLASH_ATTENTION")),
+    "train_sdpa_math": ("train_sdpa", "before", lambda d: sdpa_step(d, True, "MATH")),
+    "train_sdpa_flash": ("train_sdpa", "after", lambda d: sdpa_step(d, True, "FLASH_ATTENTION")),
+}
+
+
+def gpu_busy_us(step, device, count=3):
+    """The GPU's busy time per step: the union of the spans of its kernels, copies and fills (CUPTI's
+    timestamps) in a profile that synchronises every step. None off CUDA or with no GPU activity."""
+    if device != "cuda":
+        return None
+    step()
+    torch.cuda.synchronize()
+    with profile(activities=loops._activities(device)) as prof:
+        for _ in range(count):
+            step()
+            torch.cuda.synchronize()
+    spans = sorted((e.time_range.start, e.time_range.end) for e in prof.events()
+                   if e.device_type == torch.autograd.DeviceType.CUDA)
+    busy, busy_until = 0.0, float("-inf")
+    for start, end in spans:
+        if end > busy_until:
+            busy += end - max(start, busy_until)
+            busy_until = end
+    return round(busy / count, 1) if spans else None
+
+
+def capture(name, device, out):
+    """Profiles and measures one loop with loops.capture; adds its pair, role and GPU busy time."""
+    pair, role, build = PAIRS[name]
+    tf32 = torch.backends.cuda.matmul.allow_tf32
+    try:
+        step = build(device)
+        truth = loops.capture(name, device, out, {name: lambda _: (step, "scheduled")})
+        try:
+            busy = gpu_busy_us(step, device)
+        except Exception:  # optional: the truth stands without it
+            traceback.print_exc()
+            busy = None
+        truth.update(pair=pair, role=role, gpu_busy_us=busy)
+        return truth
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = tf32  # precision_step sets it for the loops after it
+
+
+def repeat_truth(names, device, rounds):
+    """step_us of each loop, `rounds` times with the loops interleaved (drift hits each alike), in a
+    process that has not run the profiler; then as many rounds again after one profiler session per
+    loop (kernels_per_step), to see whether having profiled changes the CPU's pace."""
+    steps = {}
+    for name in names:
+        try:
+            steps[name] = PAIRS[name][2](device)
+        except Skip as why:
+            print(f"{name}: skipped on {device}: {why}", flush=True)
+
+    def rounds_of_steps():
+        times = {name: [] for name in steps}
+        for _ in range(rounds):
+            for name, step in steps.items():
+                times[name].append(round(loops.step_time_us(step, device), 1))
+        return times
+    unprofiled = rounds_of_steps()
+    for step in steps.values():
+        loops.kernels_per_step(step, device)
+    profiled = rounds_of_steps()
+    return {name: {"unprofiled": unprofiled[name], "after_profiler": profiled[name]} for name in steps}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--only", help="comma-separated loop names (default: all)")
+    parser.add_argument("--repeat", type=int, metavar="ROUNDS",
+                        help="no traces: only step_us, ROUNDS times per loop, interleaved (repeat_truth), into DIR/repeats.json")
+    args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    names = args.only.split(",") if args.only else list(PAIRS)
+    if args.repeat:
+        repeats_path = args.out / "repeats.json"
+        repeats = json.loads(repeats_path.read_text()) if repeats_path.exists() else {}
+        repeats.update(repeat_truth(names, args.device, args.repeat))
+        repeats_path.write_text(json.dumps(repeats, indent=1) + "\n")
+        for name in names:
+            print(f"{name}: {repeats.get(name)}", flush=True)
+        return 0
+    truths_path = args.out / "truth.json"
+    truths = json.loads(truths_path.read_text()) if truths_path.exists() else {}
+    failed = []
+    for name in names:
+        started = time.time()
+        try:
+            truths[name] = capture(name, args.device, args.out)
+        except Skip as why:
+            print(f"{name}: skipped on {args.device}: {why}", flush=True)
+            continue
+        except Exception:  # one loop's failure leaves the others to run
+            traceback.print_exc()
+            failed.append(name)
+            continue
+        print(f"{name}: {truths[name]} in {time.time() - started:.1f} s", flush=True)
+        truths_path.write_text(json.dumps(truths, indent=1) + "\n")
+    if failed:
+        print("failed:", ",".join(failed), flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
