@@ -57,6 +57,59 @@ def main():
         measured = gpu[before] - gpu[after]
         print(f"| `{rule}` | `{before}` → `{after}` | {predicted:,.1f} | {measured:,.1f} | "
               f"{100 * (predicted - measured) / measured:+.1f}% |")
+    print()
+    fix_pairs_table(con, found)
+
+
+# tests/data/h200/fixes: (rule, before, after), each pair captured in one process with no per-step
+# sync; all_fixes where the captured fix is more than one rule's (flash replaces the math backend).
+FIX_PAIRS = [
+    ("launch_bound", "infer_launch_eager", "infer_launch_graph"),
+    ("launch_bound", "train_launch_eager", "train_launch_graph"),
+    ("host_sync", "infer_item", "infer_no_item"),
+    ("host_sync", "train_item", "train_no_item"),
+    ("gpu_idle", "infer_stall", "infer_no_stall"),
+    ("per_call_setup", "infer_mask_per_call", "infer_mask_once"),
+    ("per_call_setup", "train_mask_per_call", "train_mask_once"),
+    ("simt_gemm", "infer_fp32", "infer_tf32"),
+    ("simt_gemm", "train_fp32", "train_tf32"),
+    ("pageable_copy", "train_copy_pageable", "train_copy_pinned"),
+    ("all_fixes", "infer_sdpa_math", "infer_sdpa_flash"),
+    ("all_fixes", "train_sdpa_math", "train_sdpa_flash"),
+]
+
+
+def fix_pairs_table(con, found):
+    """The replayed saving of each pair's "before" finding against the fix's, measured without the
+    profiler: the median of repeats.csv's interleaved rounds (step_us, CUDA events). The profiler
+    slows the CPU, so the replayed share of the traced step is applied to the unprofiled step."""
+    import csv
+    import statistics
+
+    folder = ROOT / "tests" / "data" / "h200" / "fixes"
+    rounds = {}
+    for row in csv.DictReader(open(folder / "repeats.csv")):
+        if row["phase"] == "unprofiled":
+            rounds.setdefault(row["loop"], []).append(float(row["step_us"]))
+    unprofiled = {loop: statistics.median(values) for loop, values in rounds.items()}
+    traced = dict(con.execute("SELECT trace, avg(step_us) FROM step_bounds JOIN steady_steps USING (trace, step) "
+                              "GROUP BY trace").fetchall())
+    print("| rule (whatif) | before → after | replayed: step → fixed µs | traced after µs | "
+          "predicted saving, unprofiled µs | measured µs | error |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for rule, before, after in FIX_PAIRS:
+        rows = found[(found["trace"] == f"fixes/{before}") & (found["rule"] == rule) & found["saving_us_per_step"].notna()]
+        if rows.empty:
+            print(f"| `{rule}` | `{before}` → `{after}` | no finding | | | | |")
+            continue
+        row = rows.iloc[0]
+        step_us = traced[f"fixes/{before}"]
+        share = row["saving_us_per_step"] / step_us
+        predicted = share * unprofiled[before]
+        measured = unprofiled[before] - unprofiled[after]
+        print(f"| `{rule}` (`{row['whatif'][:40]}`) | `{before}` → `{after}` | {step_us:,.0f} → "
+              f"{step_us - row['saving_us_per_step']:,.0f} | {traced[f'fixes/{after}']:,.0f} | {predicted:,.0f} | "
+              f"{measured:,.0f} | {100 * (predicted - measured) / measured:+.0f}% |")
 
 
 if __name__ == "__main__":

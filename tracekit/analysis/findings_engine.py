@@ -139,7 +139,7 @@ def _all_fixes_row(trace, whatif, replayed, found):
         title = f"All {count} fixes together: replayed saving unknown"
         detail = replayed.why
     else:
-        title = (f"All {count} fix{'es' if count > 1 else ''} together: {replayed.saving_us:,.1f} us of the "
+        title = (f"{f'All {count} fixes together' if count > 1 else 'Its one fix'}: {replayed.saving_us:,.1f} us of the "
                  f"{replayed.step_us:,.1f} us step ({100 * replayed.saving_us / replayed.step_us:.0f}%)")
         detail = (f"the steady step replayed as it is takes {replayed.step_us:,.1f} us, with every fix "
                   f"{replayed.fixed_us:,.1f} us; the findings' own savings add up to {summed:,.1f} us, "
