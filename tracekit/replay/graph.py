@@ -4,11 +4,13 @@ Two kinds of node, each in its lane's order:
 - items: GPU work on a stream (kind, name, duration), each with the call that launched it;
 - calls: runtime calls on a CPU thread, each with the CPU time before it on its thread (`gap`,
   the thread's own work since its previous call) and, for a call that synchronised, the item it
-  waited for and how long after that item's end it returned (`tail`).
+  waited for and how long after that item's end it returned (`tail`); for a call after a handoff
+  (its thread waited for another's: _HANDOFFS), that thread's call and the lag after it.
 Edges: an item starts after its launch call started (plus the latency the trace shows) and after
 the item before it on its stream ended (plus the gap the trace shows); a call starts its `gap`
 after the call before it on its thread returned; a synchronising call returns no earlier than its
-item's end plus `tail`.
+item's end plus `tail`; a call after a handoff starts no earlier than its lag after the other
+thread's call, its gap the lag at most.
 """
 
 from dataclasses import dataclass
@@ -61,6 +63,30 @@ QUALIFY row_number() OVER (PARTITION BY c.n ORDER BY i.n, o.op_path) = 1
 ORDER BY c.n
 """
 
+# A handoff between threads: a call after a gap of at least HANDOFF_MIN_GAP_NS on its thread, where
+# another thread's call ended within the gap and that thread made no call again before this one
+# started: the thread waited for the other (the main thread in backward() for autograd's, autograd's
+# for the main thread's forward). The call then starts its observed lag after the other's end.
+HANDOFF_MIN_GAP_NS = 50_000
+_HANDOFFS = f"""
+WITH ends AS (
+    SELECT n, lane, ts_ns + dur_ns AS end_ns,
+           lead(ts_ns) OVER (PARTITION BY lane ORDER BY n) AS next_ts_ns
+    FROM _replay_calls
+), waiting AS (
+    SELECT c.n, c.lane, c.ts_ns, c.prev_end_ns, o.lane AS other
+    FROM _replay_calls c JOIN (SELECT DISTINCT lane FROM _replay_calls) o ON o.lane <> c.lane
+    WHERE c.ts_ns - c.prev_end_ns >= {HANDOFF_MIN_GAP_NS}
+), latest AS (
+    SELECT w.n, w.ts_ns, w.prev_end_ns, e.n AS after, e.end_ns, e.next_ts_ns
+    FROM waiting w ASOF JOIN ends e ON e.lane = w.other AND e.end_ns <= w.ts_ns
+)
+SELECT n, after, ts_ns - end_ns AS lag
+FROM latest
+WHERE end_ns > prev_end_ns AND coalesce(next_ts_ns >= ts_ns, TRUE)
+QUALIFY row_number() OVER (PARTITION BY n ORDER BY end_ns DESC, after) = 1
+"""
+
 _LANES = "SELECT DISTINCT lane, pid, tid FROM _replay_calls ORDER BY lane"
 
 _STEPS = """
@@ -102,6 +128,8 @@ class Graph:
     call_tail: np.ndarray      # its return after that item's end
     call_op: np.ndarray        # the cpu_ops.op_id that made it (-1: unknown)
     call_op_path: np.ndarray   # that op's chain of ops ('' unknown), e.g. 'aten::item → aten::_local_scalar_dense'
+    call_after: np.ndarray     # a handoff: the call on another thread it waited for (-1: none)
+    call_lag: np.ndarray       # and its start after that call's end
     lanes: list                # (pid, tid) of each call lane
     steps: list                # of dict(step, ts_ns, end_ns, lane (thread of its span, -1), from_ns, done_ns)
     trace: str                 # its name in the database
@@ -117,6 +145,12 @@ def read_graph(con, trace):
     calls = con.execute(_CALLS).fetchnumpy()
     steps = con.execute(_STEPS, {"trace": trace}).fetchall()
     lanes = [(pid, tid) for _, pid, tid in con.execute(_LANES).fetchall()]
+    call_after = np.full(len(calls["lane"]), -1, dtype=np.int64)
+    call_lag = np.zeros(len(calls["lane"]), dtype=np.int64)
+    if len(lanes) > 1:
+        handoffs = con.execute(_HANDOFFS).fetchnumpy()
+        call_after[handoffs["n"].astype(np.int64)] = handoffs["after"].astype(np.int64)
+        call_lag[handoffs["n"].astype(np.int64)] = handoffs["lag"].astype(np.int64)
     steady = [row[0] for row in con.execute("SELECT step FROM steady_steps WHERE trace = ? ORDER BY step",
                                             [trace]).fetchall()]
     return Graph(
@@ -131,7 +165,7 @@ def read_graph(con, trace):
         call_ts=calls["ts"].astype(np.int64), call_dur=calls["dur"].astype(np.int64),
         call_gap=calls["gap"].astype(np.int64), call_wait=calls["wait"].astype(np.int64),
         call_tail=calls["tail"].astype(np.int64), call_op=calls["op"].astype(np.int64),
-        call_op_path=calls["op_path"].astype(object), lanes=lanes,
+        call_op_path=calls["op_path"].astype(object), call_after=call_after, call_lag=call_lag, lanes=lanes,
         steps=[{"step": s, "ts_ns": t, "end_ns": e, "lane": lane, "from_ns": f, "done_ns": d}
                for s, t, e, lane, f, d in steps],
         trace=trace, steady=steady,

@@ -36,22 +36,31 @@ def replay(graph, item_dur=None, item_gap=None, call_dur=None, call_gap=None, ca
     item_first = _firsts(graph.item_lane)
     waits = call_wait >= 0
     launched = graph.item_launch >= 0
+    handoff = graph.call_after >= 0
+    # After a handoff the thread's gap was mostly waiting for the other thread: what is its own is
+    # the lag after the other's call (or less, where a fix took the gap away).
+    call_gap = np.where(handoff, np.minimum(call_gap, graph.call_lag), call_gap)
     # A call that waited costs its return (tail) once its item has ended; the rest its own time.
     call_own = np.where(waits, graph.call_tail, call_dur)
     call_x = np.where(call_first, graph.call_ts + call_own, call_gap + call_own)
     item_x = np.where(item_first & ~launched, graph.item_ts + item_dur, item_gap + item_dur)
 
+    links = int(waits.sum()) + int(handoff.sum())
     if int(waits.sum()) > MAX_WAITS:
         raise TracekitError(f"it holds {int(waits.sum())} calls that wait for the GPU; the replay handles up to "
                             f"{MAX_WAITS} yet (each costs a pass over the trace)")
     item_end = np.full(len(item_dur), NEVER, dtype=np.int64)
     call_end = None
-    for _ in range(int(waits.sum()) + 3):
+    for _ in range(links + 3):
         waited = np.where(waits, item_end[np.maximum(call_wait, 0)] + graph.call_tail, NEVER) if len(call_wait) else \
             np.zeros(0, np.int64)
+        if handoff.any():
+            other_end = NEVER if call_end is None else call_end[np.maximum(graph.call_after, 0)]
+            handed = np.where(handoff & (other_end != NEVER), other_end + graph.call_lag + call_own, NEVER)
+            waited = np.maximum(waited, handed)
         waited = np.where(call_first, np.maximum(waited, call_x), waited)
         new_call_end = _lane_scan(graph.call_lane, call_x, waited)
-        call_start = _starts(new_call_end, call_first, graph.call_ts, call_gap)
+        call_start = _starts(new_call_end, call_first, graph.call_ts, call_gap, call_own, waits)
         launch_at = np.where(launched, call_start[np.maximum(graph.item_launch, 0)] + latency + item_dur, NEVER) \
             if len(call_start) else np.full(len(item_dur), NEVER, np.int64)
         launch_at = np.where(item_first & ~launched, item_x, launch_at)
@@ -96,9 +105,10 @@ def _lane_scan(lane, x, b):
     return p + best
 
 
-def _starts(end, first, ts, gap):
-    """Each call's start: its lane's previous end plus its gap (the first: where the trace has it)."""
+def _starts(end, first, ts, gap, own, waits):
+    """Each call's start: its end less its own time, or for a call that waited for the GPU, its
+    lane's previous end plus its gap (the first: where the trace has it)."""
     if not len(end):
         return np.zeros(0, dtype=np.int64)
     previous = np.r_[np.int64(0), end[:-1]]
-    return np.where(first, ts, previous + gap)
+    return np.where(first, ts, np.where(waits, previous + gap, end - own))
