@@ -241,7 +241,7 @@ def test_launch_bound_finds_the_training_steps(found):
     # The rule's bound: the step's CPU span less its GPU busy time; replayed from a CUDA graph, the
     # step saves less: the step's first launches and its syncs stay.
     assert row["estimate_us_per_step"] == pytest.approx(17882.0 - 2789.9, rel=1e-3)
-    assert row["whatif"] == "cuda-graph" and 0.5 * row["estimate_us_per_step"] < row["saving_us_per_step"] \
+    assert row["whatif"] == "cuda-graph:1000" and 0.5 * row["estimate_us_per_step"] < row["saving_us_per_step"] \
         < row["estimate_us_per_step"]
     assert [e["name"] for e in row["evidence"]] == [f"ProfilerStep#{n}" for n in range(1, 8)]
     # One big attention call per step is not launch-bound, however short the step.

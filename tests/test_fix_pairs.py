@@ -36,8 +36,8 @@ def fixes_found(tmp_path_factory):
 
 
 @pytest.mark.parametrize("rule, whatif, before, after", [
-    ("launch_bound", "cuda-graph", "infer_launch_eager", "infer_launch_graph"),
-    ("launch_bound", "cuda-graph", "train_launch_eager", "train_launch_graph"),  # autograd's thread handed over
+    ("launch_bound", "cuda-graph:1000", "infer_launch_eager", "infer_launch_graph"),
+    ("launch_bound", "cuda-graph:1000", "train_launch_eager", "train_launch_graph"),  # autograd's thread handed over
     ("gpu_idle", "drop-cpu-gaps:3183", "infer_stall", "infer_no_stall"),  # a 3 ms stall the GPU cannot hide
     ("simt_gemm", "tensor-cores", "infer_fp32", "infer_tf32"),
     ("simt_gemm", "tensor-cores", "train_fp32", "train_tf32"),
@@ -71,6 +71,7 @@ def test_the_stall_is_its_own_finding_apart_from_the_launch_rate(fixes_found):
     stall = idle.loc["drop-cpu-gaps:3183"]
     assert "the CPU stalled: no runtime call for up to 3.3 ms (most in Python between ops)" in stall["title"]
     assert "a sleep, a lock" in stall["fix"]
-    assert idle.loc["cuda-graph", "saving_us_per_step"] < 0.1 * stall["saving_us_per_step"]
+    # From a graph, the launches around the sleep would cost less: 366 µs, a ninth of the stall.
+    assert idle.loc["cuda-graph:1000", "saving_us_per_step"] < 0.15 * stall["saving_us_per_step"]
     # the fixed loop has no stall
     assert not found[(found["trace"] == "infer_no_stall") & found["title"].str.contains("stalled")].any().any()

@@ -195,7 +195,8 @@ SELECT g.trace, 'gpu_idle' AS rule,
                     WHEN 'copy' THEN CASE WHEN g.pageable THEN 'pin-copies' ELSE 'drop-sync:' || g.wait_ops END
                     WHEN 'data' THEN 'drop-cpu:(?i)dataloader'
                     WHEN 'stall' THEN 'drop-cpu-gaps:' || CAST(floor(g.shortest_stall_us) AS BIGINT)
-                    WHEN 'cpu' THEN 'cuda-graph' END AS whatif,
+                    -- the launch rate alone: stalls stay (they are the stall finding's)
+                    WHEN 'cpu' THEN 'cuda-graph:' || $min_stall_us END AS whatif,
        CASE WHEN s.has_steps THEN g.idle_us / g.steps END AS estimate_us_per_step,
        g.evidence
 FROM groups g

@@ -6,6 +6,7 @@
 --   trace = NULL: only this trace
 --   max_busy_pct = 50: report traces whose GPU is busy less than this share of the step span
 --   min_kernels = 10: and which launch at least this many kernels per step (fewer: one big call's overhead, not launches)
+--   min_stall_us = 1000: the fix replayed (whatif) keeps the thread's own stretches of at least this long, work no CUDA graph holds (a sleep, host-side work): gpu_idle's stalls
 --   max_evidence = 20: at most this many steps named in the evidence
 WITH launches AS (
     SELECT r.trace, sum(r.dur_us) / any_value(w.steps) AS launch_us_per_step, count(*) / any_value(w.steps) AS calls_per_step
@@ -33,7 +34,7 @@ SELECT t.trace, 'launch_bound' AS rule,
               t.kernels_per_step, t.steps, k.median_kernel_us, coalesce(l.launch_us_per_step, 0) / 1000,
               coalesce(l.calls_per_step, 0)) AS detail,
        'capture the step in a CUDA graph (torch.compile(mode=''reduce-overhead'') or torch.cuda.CUDAGraph), fuse kernels with torch.compile, or give each launch more work (a bigger batch)' AS fix,
-       'cuda-graph' AS whatif,
+       'cuda-graph:' || $min_stall_us AS whatif,
        t.cpu_us_per_step - t.gpu_us_per_step AS estimate_us_per_step,
        sl.evidence
 FROM step_totals t

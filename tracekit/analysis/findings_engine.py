@@ -122,7 +122,8 @@ def _replayed(con, found, together=True):
     savings, details = [], []
     for t, w, detail in zip(found["trace"], found["whatif"], found["detail"]):
         replayed = each.get((t, w)) if isinstance(w, str) else None
-        savings.append(replayed.saving_us if replayed else None)
+        # The replay counts whole nanoseconds: more digits would be float noise.
+        savings.append(round(replayed.saving_us, 3) if replayed and replayed.saving_us is not None else None)
         details.append(detail if replayed is None or replayed.why is None
                        else f"{detail}; replayed saving unknown: {replayed.why}")
     found = found.assign(saving_us_per_step=pd.array(savings, dtype="Float64").astype("float64"), detail=details)
@@ -146,7 +147,8 @@ def _all_fixes_row(trace, whatif, replayed, found):
                   "as each is replayed alone and fixes that relieve the same wait share their saving")
     return {"trace": trace, "rule": ALL_FIXES, "severity": "info", "title": title, "detail": detail,
             "fix": "apply the fixes of the findings above", "whatif": whatif,
-            "saving_us_per_step": replayed.saving_us, "estimate_us_per_step": None, "evidence": []}
+            "saving_us_per_step": None if replayed.saving_us is None else round(replayed.saving_us, 3),
+            "estimate_us_per_step": None, "evidence": []}
 
 
 def rank(found):

@@ -16,10 +16,12 @@
 - `pin-copies[:REGEX]`: copies between pageable host memory and the GPU run from pinned memory:
   at the bandwidth the trace's own pinned copies that way reach (else the host link's,
   host_links.csv), and their calls return at once (non_blocking=True), so the CPU goes on;
-- `cuda-graph`: each steady step's launches replayed from a CUDA graph: the CPU's work between a
-  thread's first launch in the step and its last costs nothing but one launch (the graph's), so
+- `cuda-graph[:US]`: each steady step's launches replayed from a CUDA graph: the CPU's work between
+  a thread's first launch in the step and its last costs nothing but one launch (the graph's), so
   the GPU runs the step's work back to back; calls that wait for the GPU stay (a graph cannot
   hold them), and the steps before the steady ones (the warm-up a graph is captured after) too.
+  With US, the thread's own stretches of at least US µs stay: work no graph holds (a sleep, host
+  work), so the fix is the launch rate's alone.
 """
 
 import csv
@@ -33,7 +35,7 @@ from tracekit.errors import TracekitError
 # name -> whether the argument is required (False: optional), and what it is
 FIXES = {"drop-copies": (True, "OP"), "drop": (True, "REGEX"), "drop-sync": (True, "REGEX"),
          "drop-cpu-gaps": (True, "US"), "drop-cpu": (True, "REGEX"), "tensor-cores": (False, "REGEX"),
-         "pin-copies": (False, "REGEX"), "cuda-graph": (False, "")}
+         "pin-copies": (False, "REGEX"), "cuda-graph": (False, "US")}
 _REGEX_FIXES = ("drop", "drop-sync", "drop-cpu", "tensor-cores", "pin-copies")
 _BACKWARD = "autograd::engine::evaluate_function"  # an op chain of autograd's backward starts so
 _PINNED_SAMPLE_BYTES = 1 << 20  # copies this big or bigger show the link's bandwidth, not its latency
@@ -48,14 +50,14 @@ def usage():
 def parse_fix(text):
     """(name, argument) of one `--apply` value; a usage error names what is wrong."""
     name, _, argument = text.partition(":")
-    if name not in FIXES or (FIXES[name][0] and not argument) or (not FIXES[name][1] and argument):
+    if name not in FIXES or (FIXES[name][0] and not argument):
         raise TracekitError(f"--apply {text!r}: a fix is one of {usage()}")
-    if name == "drop-cpu-gaps":
+    if FIXES[name][1] == "US" and argument:
         try:
             if float(argument) <= 0:
                 raise ValueError
         except ValueError:
-            raise TracekitError(f"--apply {text!r}: drop-cpu-gaps takes a time in microseconds above 0") from None
+            raise TracekitError(f"--apply {text!r}: {name} takes a time in microseconds above 0") from None
     elif name in _REGEX_FIXES and argument:
         try:
             re.compile(argument)
@@ -199,6 +201,8 @@ def _cuda_graph(graph, argument, changed, con):
             launches = np.flatnonzero(window & launching & (graph.call_lane == lane))
             inside = window & (graph.call_lane == lane) & (place > launches[0]) & (place <= launches[-1]) \
                 & (changed["call_wait"] < 0)
+            if argument:
+                inside &= changed["call_gap"] < float(argument) * 1000
             changed["call_dur"][inside] = 0
             changed["call_gap"][inside] = 0
             changed["call_dur"][launches[0]] = cost if lane == step["lane"] else 0
