@@ -391,3 +391,12 @@ def test_the_five_rules_evidence_is_json_that_names_real_events(rules_db, found)
     finally:
         con.close()
     assert checked > 30
+
+
+@pytest.mark.parametrize("trace", ["foreign_v100_dgxs_mlp_train_step", "foreign_t4_resnet50_train"])
+def test_simt_gemm_advises_fp16_autocast_where_tensor_cores_have_no_tf32_or_bf16(rules_db, trace):
+    """Volta (V100) and Turing (T4) Tensor Cores take fp16 alone: TF32 or bf16 advice would not run there."""
+    row = _one(_findings(rules_db, "simt_gemm", trace=trace), trace, "simt_gemm")
+    assert row["fix"].startswith("run under torch.autocast(dtype=torch.float16), with torch.amp.GradScaler")
+    assert "allow_tf32" not in row["fix"] and "bfloat16" not in row["fix"]
+

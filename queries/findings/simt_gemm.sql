@@ -1,7 +1,7 @@
 -- simt_gemm: GEMMs and convolutions running on CUDA cores (SIMT FMAs) that Tensor Cores could run
 -- why: an fp32 matmul with TF32 off, or the math SDPA backend's upcast to fp32, runs as FFMA on the CUDA cores at a fraction of the Tensor Cores' rate: on an H200, 67 TFLOP/s of fp32 against 495 of TF32
--- fix: torch.backends.cuda.matmul.allow_tf32 = True (or torch.set_float32_matmul_precision('high')), or bf16 under torch.autocast; for SDPA, let it pick a fused backend (flash, memory-efficient, cuDNN) rather than math
--- saving: per steady step, each SIMT GEMM's time less the least time Tensor Cores could take for it (view gemm_math's roofline: its FLOPs at the device's dense TF32 or BF16 peak, or its bytes at the memory's bandwidth, whichever is slower); NULL when the trace lacks input shapes or tracekit has no figures for the GPU
+-- fix: torch.backends.cuda.matmul.allow_tf32 = True (or torch.set_float32_matmul_precision('high')), or bf16 under torch.autocast; on a GPU whose Tensor Cores have no TF32 or BF16 (Volta, Turing), fp16 under torch.autocast with a GradScaler; for SDPA, let it pick a fused backend (flash, memory-efficient, cuDNN) rather than math
+-- saving: estimate: per steady step, each SIMT GEMM's time less the least time Tensor Cores could take for it (view gemm_math's roofline: its FLOPs at the device's dense TF32 peak, or for fp32 on a GPU without TF32 the BF16 or FP16 peak autocast would reach, or its bytes at the memory's bandwidth, whichever is slower); NULL when the trace lacks input shapes or tracekit has no figures for the GPU; the replay (whatif tensor-cores) runs them at that roofline
 -- params:
 --   trace = NULL: only this trace
 --   min_share_pct = 1: ignore traces where SIMT matrix math is less than this share of GPU time per step
@@ -13,11 +13,17 @@ WITH simt AS (
     WHERE k.math_unit = 'simt' AND k.kernel_class IN ('gemm', 'convolution')
       AND ($trace IS NULL OR k.trace = $trace)
 ), estimates AS (
-    -- The saving of each SIMT GEMM op with a shape and a device figure; ops without stay NULL.
-    SELECT g.trace, sum(greatest(g.gemm_us - g.roofline_us, 0)) AS saving_us, count(*) AS ops
+    -- The saving of each SIMT GEMM op with a shape and a device figure; ops without stay NULL. An
+    -- fp32 GEMM on a GPU without TF32 would run in bf16 or fp16 under autocast: that peak.
+    SELECT g.trace, sum(greatest(g.gemm_us - r.roofline_us, 0)) AS saving_us, count(*) AS ops
     FROM gemm_math g
     JOIN steady_window w ON w.trace = g.trace AND w.step IS NOT DISTINCT FROM g.step
-    WHERE g.math_unit = 'simt' AND g.roofline_us IS NOT NULL AND ($trace IS NULL OR g.trace = $trace)
+    JOIN trace_files f ON f.trace = g.trace
+    JOIN _trace_specs sp ON sp.trace_id = f.trace_id
+    CROSS JOIN LATERAL (SELECT greatest(g.flops / (coalesce(g.tensor_core_tflops, CASE WHEN g.dtype = 'float'
+                                                   THEN coalesce(sp.bf16_tflops, sp.fp16_tflops) END) * 1e6),
+                                        g.bytes / (sp.memory_tb_s * 1e6)) AS roofline_us) r
+    WHERE g.math_unit = 'simt' AND r.roofline_us IS NOT NULL AND ($trace IS NULL OR g.trace = $trace)
     GROUP BY g.trace
 ), per_trace AS (
     SELECT s.trace, any_value(s.steps) AS steps, count(*) AS kernels, sum(s.dur_us) AS simt_us,
@@ -45,7 +51,11 @@ SELECT p.trace, 'simt_gemm' AS rule,
          || CASE WHEN e.saving_us IS NULL THEN '; the saving is unknown (no input shapes recorded, or no Tensor Core figures for this GPU)'
                  ELSE format('; on Tensor Cores they would take about {:.1f} us', p.simt_us / p.steps - e.saving_us / p.steps) END
          AS detail,
-       CASE WHEN p.in_sdpa_math THEN 'let scaled_dot_product_attention use a fused backend (flash, memory-efficient or cuDNN) instead of the math one, which upcasts to fp32; or allow TF32: torch.backends.cuda.matmul.allow_tf32 = True'
+       -- Advice the GPU can take: Volta and Turing Tensor Cores have neither TF32 nor BF16, MI100/MI200's no TF32.
+       CASE WHEN a.no_tf32_or_bf16 THEN 'run under torch.autocast(dtype=torch.float16), with torch.amp.GradScaler in training: this GPU''s Tensor Cores have no TF32 or BF16 (Volta, Turing)'
+                 || CASE WHEN p.in_sdpa_math THEN '; for attention, a fused SDPA backend (memory-efficient) instead of math' ELSE '' END
+            WHEN a.no_tf32 THEN 'run under torch.autocast(dtype=torch.bfloat16): this GPU''s matrix cores have no TF32'
+            WHEN p.in_sdpa_math THEN 'let scaled_dot_product_attention use a fused backend (flash, memory-efficient or cuDNN) instead of the math one, which upcasts to fp32; or allow TF32: torch.backends.cuda.matmul.allow_tf32 = True'
             WHEN p.convolutions > 0 THEN 'torch.backends.cudnn.allow_tf32 = True and torch.backends.cuda.matmul.allow_tf32 = True, or run under torch.autocast(dtype=torch.bfloat16)'
             ELSE 'torch.backends.cuda.matmul.allow_tf32 = True (or torch.set_float32_matmul_precision(''high'')), or run under torch.autocast(dtype=torch.bfloat16)' END AS fix,
        'tensor-cores' AS whatif,
@@ -54,4 +64,8 @@ SELECT p.trace, 'simt_gemm' AS rule,
 FROM per_trace p
 JOIN step_totals t USING (trace)
 LEFT JOIN estimates e USING (trace)
+LEFT JOIN (SELECT f.trace, (sp.tf32_tflops IS NULL AND sp.bf16_tflops IS NULL AND sp.fp16_tflops IS NOT NULL)
+                           OR f.gpu_arch IN ('sm_70', 'sm_72', 'sm_75') AS no_tf32_or_bf16,
+                  sp.tf32_tflops IS NULL AND sp.bf16_tflops IS NOT NULL AS no_tf32
+           FROM trace_files f LEFT JOIN _trace_specs sp ON sp.trace_id = f.trace_id) a USING (trace)
 WHERE 100.0 * p.simt_us / p.steps >= CAST($min_share_pct AS DOUBLE) * t.gpu_us_per_step;

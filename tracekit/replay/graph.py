@@ -38,7 +38,8 @@ SELECT i.lane, i.kind, i.name, coalesce(i.op_path, '') AS op_path, i.end_ns - i.
        coalesce(c.n, -1) AS launch, CASE WHEN c.n IS NULL THEN 0 ELSE greatest(i.ts_ns - c.ts_ns, 0) END AS latency,
        coalesce(i.waited_for = 'launch', false) AS idle_before,
        coalesce(i.math_unit, '') AS math_unit, coalesce(i.copy_kind, '') AS copy_kind, coalesce(i.bytes, -1) AS bytes,
-       coalesce(CAST(round(greatest(i.flops / (CASE i.flops_dtype WHEN 'float' THEN sp.tf32_tflops
+       -- fp32 on a GPU without TF32 (Volta, Turing, MI200): the peak autocast's bf16 or fp16 would reach
+       coalesce(CAST(round(greatest(i.flops / (CASE i.flops_dtype WHEN 'float' THEN coalesce(sp.tf32_tflops, sp.bf16_tflops, sp.fp16_tflops)
                                                                   WHEN 'c10::BFloat16' THEN sp.bf16_tflops
                                                                   WHEN 'c10::Half' THEN sp.fp16_tflops END * 1e3),
                                     i.bytes / (sp.memory_tb_s * 1e3))) AS BIGINT), -1) AS roofline
