@@ -152,3 +152,19 @@ def test_a_db_that_is_no_duckdb_file_is_refused_before_duckdb_opens_it(tmp_path,
     before = digest(db)
     assert_one_line_error(invoke(*command, "--db", db), f"{db}: not a DuckDB database file, it holds {holds}")
     assert digest(db) == before and sorted(p.name for p in tmp_path.iterdir()) == ["trace.json.gz"]
+
+
+def test_a_database_with_another_tracekits_views_is_read_with_this_ones(tmp_path):
+    """Same schema, older views (an upgrade of tracekit between load and query): a read-only open
+    makes this tracekit's views for its connection, and leaves the file as it was."""
+    db = tmp_path / "old_views.duckdb"
+    assert invoke("load", SAMPLE_TRACES / "naive.json.gz", "--db", db).exit_code == 0
+    con = duckdb.connect(str(db))
+    con.execute("CREATE OR REPLACE VIEW step_bounds AS SELECT 'stale' AS trace")
+    con.execute("UPDATE schema_info SET value = 'older' WHERE key = 'views_digest'")
+    con.close()
+    bounds = tracekit.query(sql="SELECT trace, count(*) AS steps FROM step_bounds GROUP BY trace", db=db)
+    assert list(bounds["trace"]) == ["naive"] and list(bounds["steps"]) == [6]
+    con = duckdb.connect(str(db), read_only=True)
+    assert con.execute("SELECT trace FROM step_bounds").fetchall() == [("stale",)]  # the file untouched
+    con.close()

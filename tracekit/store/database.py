@@ -202,6 +202,10 @@ def _attach_for_queries(path, allow_files):
         con.execute(f"SET temp_directory = '{quoted}.tmp'")
         _check_schema(con, path)
         _prepare(con)
+        # A database loaded by another tracekit of the same schema keeps that one's views: this
+        # connection makes its own, which a read-only database cannot store.
+        if not _views_are_current(con):
+            create_views(con, temporary=True)
         lock_down(con, allow_files=allow_files)
 
     return _set_up(con, path, set_up)
@@ -241,24 +245,40 @@ def _prepare(con):
         con.execute(statement)
 
 
-def create_views(con):
+def create_views(con, temporary=False):
     """Creates the views users query (views.sql, and `findings`) over the tables `con` sees: a
-    database's, or those tracekit.lake.reader makes of a lake's files."""
-    for statement in split_statements(sql_resource("views.sql")):
-        con.execute(statement)
-    _create_findings_view(con)
+    database's, or those tracekit.lake.reader makes of a lake's files. `temporary`: as this
+    connection's own (temporary) views, which shadow the database's."""
+    kind = "TEMP VIEW" if temporary else "VIEW"
+    for statement in _view_statements():
+        con.execute(statement.replace("CREATE OR REPLACE VIEW", f"CREATE OR REPLACE {kind}", 1))
+
+
+def _view_statements():
+    from tracekit.analysis.findings_engine import view_sql
+
+    return split_statements(sql_resource("views.sql")) + [f"CREATE OR REPLACE VIEW findings AS {view_sql()}"]
+
+
+def views_digest():
+    """What this tracekit's views are, as a digest: a database whose stored one differs has the
+    views of another tracekit (same tables, older views)."""
+    import hashlib
+
+    return hashlib.sha256("\n;\n".join(_view_statements()).encode()).hexdigest()[:16]
+
+
+def _views_are_current(con):
+    try:
+        row = con.execute("SELECT value FROM schema_info WHERE key = 'views_digest'").fetchone()
+    except duckdb.Error:
+        return False
+    return bool(row) and row[0] == views_digest()
 
 
 def prepare(con):
     """The settings and macros every connection tracekit opens has."""
     _prepare(con)
-
-
-def _create_findings_view(con):
-    """The `findings` view: every finding rule with its default thresholds, made from the rules
-    this tracekit ships whenever it opens the database to write, as the other views are."""
-    from tracekit.analysis.findings_engine import view_sql
-    con.execute(f"CREATE OR REPLACE VIEW findings AS {view_sql()}")
 
 
 def _check_schema(con, path):
@@ -323,8 +343,8 @@ def ensure_schema(con, path=None):
         sync_knowledge(con)
         create_views(con)
         sync_rules(con)
-        con.execute("INSERT OR REPLACE INTO schema_info VALUES ('schema_version', ?), ('tracekit_version', ?)",
-                    [SCHEMA_VERSION, __version__])
+        con.execute("INSERT OR REPLACE INTO schema_info VALUES ('schema_version', ?), ('tracekit_version', ?), "
+                    "('views_digest', ?)", [SCHEMA_VERSION, __version__, views_digest()])
         con.execute("COMMIT")
     except Exception:
         con.execute("ROLLBACK")

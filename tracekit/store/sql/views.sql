@@ -652,15 +652,16 @@ FROM runs;
 -- The runtime calls that waited for the GPU: a sync, a blocking copy or fill, a free, which
 -- returned within 50 µs of the end of an item that ended inside the call; the item: the last to
 -- end. (An asynchronous copy from pageable memory blocks too, on its own copy: see _cp_segments.)
+-- (The last item to end by the call's end: an ASOF join, not a range join of every call with
+-- every item, which took 11 s on the 1 GB benchmark trace.)
 CREATE OR REPLACE VIEW _cp_waits AS
-SELECT r.trace_id, r.pid, r.tid, r.name, r.ts_ns, r.ts_ns + r.dur_ns AS end_ns, r.cpu_op_id,
+SELECT r.trace_id, r.pid, r.tid, r.name, r.ts_ns, r.end_ns, r.cpu_op_id,
        i.device, i.stream, i.place, i.end_ns AS item_end_ns
-FROM runtime_rows r
-JOIN _cp_items i ON i.trace_id = r.trace_id AND i.end_ns > r.ts_ns AND i.end_ns <= r.ts_ns + r.dur_ns
-     AND r.ts_ns + r.dur_ns - i.end_ns <= 50000
-WHERE regexp_matches(lower(r.name), 'synchroni[sz]e|^(cuda|hip)(memcpy|memset)[23]?d?(_v2)?$|^(cuda|hip)?free')
-QUALIFY row_number() OVER (PARTITION BY r.trace_id, r.pid, r.tid, r.ts_ns, r.dur_ns
-                           ORDER BY i.end_ns DESC, i.device, i.stream, i.place) = 1;
+FROM (SELECT trace_id, pid, tid, name, ts_ns, ts_ns + dur_ns AS end_ns, cpu_op_id FROM runtime_rows
+      WHERE regexp_matches(lower(name), 'synchroni[sz]e|^(cuda|hip)(memcpy|memset)[23]?d?(_v2)?$|^(cuda|hip)?free')) r
+ASOF JOIN (SELECT trace_id, end_ns, device, stream, place FROM _cp_items) i
+     ON i.trace_id = r.trace_id AND i.end_ns <= r.end_ns
+WHERE i.end_ns > r.ts_ns AND r.end_ns - i.end_ns <= 50000;
 
 -- Each step's window, from the previous step's completion to its own: a step completes when its
 -- CPU span and the GPU work it owns have both ended. pid, tid: the thread its span ran on.
