@@ -10,7 +10,8 @@ Edges: an item starts after its launch call started (plus the latency the trace 
 the item before it on its stream ended (plus the gap the trace shows); a call starts its `gap`
 after the call before it on its thread returned; a synchronising call returns no earlier than its
 item's end plus `tail`; a call after a handoff starts no earlier than its lag after the other
-thread's call, its gap the lag at most.
+thread's call, its gap the lag at most; an item after a stream wait, likewise after the other
+stream's item.
 """
 
 from dataclasses import dataclass
@@ -88,6 +89,38 @@ WHERE end_ns > prev_end_ns AND coalesce(next_ts_ns >= ts_ns, TRUE)
 QUALIFY row_number() OVER (PARTITION BY n ORDER BY end_ns DESC, after) = 1
 """
 
+# A stream waiting for another (cudaStreamWaitEvent, recorded by Kineto's CUDA sync events): the
+# wait's stream (its `stream`) cannot run the work queued after the wait until the event's work is
+# done: the last item the thread launched before the wait on another stream (on `wait_on_stream`
+# where Kineto could say which; torch 2.11's often cannot). An edge where it held the item back:
+# the item was queued, its stream idle, and the other item ended in that idle.
+_STREAM_WAITS = """
+WITH waits AS (
+    SELECT r.pid, r.tid, r.ts_ns AS wait_ns,
+           TRY_CAST(e.args->>'stream' AS INTEGER) AS stream, TRY_CAST(e.args->>'device' AS INTEGER) AS device,
+           coalesce(TRY_CAST(e.args->>'wait_on_stream' AS INTEGER), -1) AS on_stream
+    FROM event_rows e
+    JOIN trace_files t ON t.trace_id = e.trace_id
+    JOIN _replay_calls r ON r.correlation = TRY_CAST(e.args->>'correlation' AS BIGINT)
+    WHERE t.trace = $trace AND e.cat = 'cuda_sync' AND e.name = 'Stream Wait Event'
+), producers AS (
+    SELECT w.*, i.n AS producer, i.end_ns AS producer_end_ns
+    FROM waits w
+    JOIN _replay_items i ON i.launch_pid = w.pid AND i.launch_tid = w.tid AND i.launch_ns < w.wait_ns
+         AND i.device = coalesce(w.device, i.device) AND i.stream <> w.stream AND (w.on_stream < 0 OR i.stream = w.on_stream)
+    QUALIFY row_number() OVER (PARTITION BY w.pid, w.tid, w.wait_ns ORDER BY i.launch_ns DESC, i.n DESC) = 1
+), consumers AS (
+    SELECT p.producer, p.producer_end_ns, i.n AS consumer, i.ts_ns, i.prev_end_ns, i.waited_for
+    FROM producers p
+    JOIN _replay_items i ON i.device = coalesce(p.device, i.device) AND i.stream = p.stream AND i.launch_ns > p.wait_ns
+    QUALIFY row_number() OVER (PARTITION BY p.pid, p.tid, p.wait_ns ORDER BY i.launch_ns, i.n) = 1
+)
+SELECT consumer, producer, ts_ns - producer_end_ns AS lag
+FROM consumers
+WHERE waited_for = 'stream' AND producer_end_ns BETWEEN prev_end_ns AND ts_ns
+QUALIFY row_number() OVER (PARTITION BY consumer ORDER BY producer_end_ns DESC, producer) = 1
+"""
+
 _LANES = "SELECT DISTINCT lane, pid, tid FROM _replay_calls ORDER BY lane"
 
 _STEPS = """
@@ -120,6 +153,8 @@ class Graph:
     item_roofline: np.ndarray  # a GEMM's least time on Tensor Cores (gemm_math.roofline_us), -1: unknown
     item_copy_kind: np.ndarray  # a copy's HtoD, DtoH, DtoD ... ('' for the rest)
     item_bytes: np.ndarray     # a copy's or GEMM's bytes, -1: unknown
+    item_after: np.ndarray     # a stream wait: the item on another stream it waited for (-1: none)
+    item_lag: np.ndarray       # and its start after that item's end
     call_lane: np.ndarray      # the call's thread, numbered 0..; calls sorted by lane, then time
     call_name: np.ndarray
     call_ts: np.ndarray
@@ -148,6 +183,11 @@ def read_graph(con, trace):
     lanes = [(pid, tid) for _, pid, tid in con.execute(_LANES).fetchall()]
     call_after = np.full(len(calls["lane"]), -1, dtype=np.int64)
     call_lag = np.zeros(len(calls["lane"]), dtype=np.int64)
+    item_after = np.full(len(items["lane"]), -1, dtype=np.int64)
+    item_lag = np.zeros(len(items["lane"]), dtype=np.int64)
+    stream_waits = con.execute(_STREAM_WAITS, {"trace": trace}).fetchnumpy()
+    item_after[stream_waits["consumer"].astype(np.int64)] = stream_waits["producer"].astype(np.int64)
+    item_lag[stream_waits["consumer"].astype(np.int64)] = stream_waits["lag"].astype(np.int64)
     if len(lanes) > 1:
         handoffs = con.execute(_HANDOFFS).fetchnumpy()
         call_after[handoffs["n"].astype(np.int64)] = handoffs["after"].astype(np.int64)
@@ -162,6 +202,7 @@ def read_graph(con, trace):
         item_latency=items["latency"].astype(np.int64), item_idle_before=items["idle_before"].astype(bool),
         item_math_unit=items["math_unit"].astype(object), item_roofline=items["roofline"].astype(np.int64),
         item_copy_kind=items["copy_kind"].astype(object), item_bytes=items["bytes"].astype(np.int64),
+        item_after=item_after, item_lag=item_lag,
         call_lane=calls["lane"].astype(np.int64), call_name=calls["name"].astype(object),
         call_ts=calls["ts"].astype(np.int64), call_dur=calls["dur"].astype(np.int64),
         call_gap=calls["gap"].astype(np.int64), call_wait=calls["wait"].astype(np.int64),

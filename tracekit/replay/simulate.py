@@ -32,6 +32,9 @@ def replay(graph, item_dur=None, item_gap=None, call_dur=None, call_gap=None, ca
 
     latency = _launch_latency(graph)
     item_gap = _queue_gap(graph, item_gap)
+    # An item a stream wait held back: its idle before it was that wait; its own gap the lag after.
+    stream_wait = graph.item_after >= 0
+    item_gap = np.where(stream_wait, np.minimum(item_gap, graph.item_lag), item_gap)
     call_first = _firsts(graph.call_lane)
     item_first = _firsts(graph.item_lane)
     waits = call_wait >= 0
@@ -45,7 +48,7 @@ def replay(graph, item_dur=None, item_gap=None, call_dur=None, call_gap=None, ca
     call_x = np.where(call_first, graph.call_ts + call_own, call_gap + call_own)
     item_x = np.where(item_first & ~launched, graph.item_ts + item_dur, item_gap + item_dur)
 
-    links = int(waits.sum()) + int(handoff.sum())
+    links = int(waits.sum()) + int(handoff.sum()) + int(stream_wait.sum())
     if int(waits.sum()) > MAX_WAITS:
         raise TracekitError(f"it holds {int(waits.sum())} calls that wait for the GPU; the replay handles up to "
                             f"{MAX_WAITS} yet (each costs a pass over the trace)")
@@ -64,6 +67,10 @@ def replay(graph, item_dur=None, item_gap=None, call_dur=None, call_gap=None, ca
         launch_at = np.where(launched, call_start[np.maximum(graph.item_launch, 0)] + latency + item_dur, NEVER) \
             if len(call_start) else np.full(len(item_dur), NEVER, np.int64)
         launch_at = np.where(item_first & ~launched, item_x, launch_at)
+        if stream_wait.any():
+            other_end = item_end[np.maximum(graph.item_after, 0)]
+            launch_at = np.maximum(launch_at, np.where(stream_wait & (other_end != NEVER),
+                                                       other_end + graph.item_lag + item_dur, NEVER))
         new_item_end = _lane_scan(graph.item_lane, item_x, launch_at)
         if call_end is not None and np.array_equal(new_call_end, call_end) and np.array_equal(new_item_end, item_end):
             break
