@@ -3,7 +3,7 @@ problem and its fix in one process each, profiled with no per-step sync, in infe
 training). The profiler slows the CPU, so a prediction is the replayed share of the traced step
 applied to the unprofiled step (repeats.csv: the median of 5 interleaved rounds of CUDA-event
 timings), as benchmarks/findings_vs_fixes.py prints it. The pairs the replay does not model yet
-(the profiler's CPU cost hiding a fix, a fused attention kernel) are in the README, not here."""
+(the profiler's CPU cost hiding a fix) are in the README, not here."""
 
 import csv
 import statistics
@@ -42,6 +42,9 @@ def fixes_found(tmp_path_factory):
     ("simt_gemm", "tensor-cores", "infer_fp32", "infer_tf32"),
     ("simt_gemm", "tensor-cores", "train_fp32", "train_tf32"),
     ("pageable_copy", "pin-copies", "train_copy_pageable", "train_copy_pinned"),
+    # the math SDPA backend's fix: a fused backend (flash), its call and backward as one kernel each
+    ("simt_gemm", "fuse-attention", "infer_sdpa_math", "infer_sdpa_flash"),
+    ("simt_gemm", "fuse-attention", "train_sdpa_math", "train_sdpa_flash"),
 ])
 def test_the_replayed_saving_predicts_the_captured_fix(fixes_found, rule, whatif, before, after):
     found, traced = fixes_found

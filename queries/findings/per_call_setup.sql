@@ -73,8 +73,8 @@ SELECT g.trace, 'per_call_setup' AS rule,
             WHEN g.masks THEN 'build the mask once and reuse it (register_buffer in __init__, or a cache keyed by shape and device), or pass is_causal=True to scaled_dot_product_attention instead of a mask'
             ELSE 'create the tensors once and reuse them (register_buffer in __init__, or a cache keyed by shape and device)' END AS fix,
        -- The kernels of those ops (for building, outside _safe_softmax, whose checks are the other finding).
-       'drop:' || CASE WHEN g.work = 'checks' THEN 'aten::_safe_softmax → (' || replace(g.ops, ', ', '|') || ')'
-                       ELSE '^(?!.*aten::_safe_softmax → )(.*→ )?(' || replace(g.ops, ', ', '|') || ')( →|$)' END AS whatif,
+       CASE WHEN g.in_sdpa_math THEN 'fuse-attention' ELSE 'drop:' || CASE WHEN g.work = 'checks' THEN 'aten::_safe_softmax → (' || replace(g.ops, ', ', '|') || ')'
+                       ELSE '^(?!.*aten::_safe_softmax → )(.*→ )?(' || replace(g.ops, ', ', '|') || ')( →|$)' END END AS whatif,
        g.setup_us / g.steps AS estimate_us_per_step,
        g.evidence
 FROM groups g JOIN step_totals t USING (trace)

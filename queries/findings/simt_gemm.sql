@@ -58,7 +58,8 @@ SELECT p.trace, 'simt_gemm' AS rule,
             WHEN p.in_sdpa_math THEN 'let scaled_dot_product_attention use a fused backend (flash, memory-efficient or cuDNN) instead of the math one, which upcasts to fp32; or allow TF32: torch.backends.cuda.matmul.allow_tf32 = True'
             WHEN p.convolutions > 0 THEN 'torch.backends.cudnn.allow_tf32 = True and torch.backends.cuda.matmul.allow_tf32 = True, or run under torch.autocast(dtype=torch.bfloat16)'
             ELSE 'torch.backends.cuda.matmul.allow_tf32 = True (or torch.set_float32_matmul_precision(''high'')), or run under torch.autocast(dtype=torch.bfloat16)' END AS fix,
-       'tensor-cores' AS whatif,
+       -- the math SDPA backend's fix is a fused backend: its whole call as one kernel
+       CASE WHEN p.in_sdpa_math AND NOT coalesce(a.no_tf32_or_bf16, FALSE) THEN 'fuse-attention' ELSE 'tensor-cores' END AS whatif,
        e.saving_us / p.steps AS estimate_us_per_step,
        p.evidence
 FROM per_trace p
