@@ -221,3 +221,32 @@ def test_a_stream_waiting_for_another_carries_the_others_saving(side_streams_db)
     assert result.saving_us == pytest.approx(side_truth["side_stream"] - side_truth["side_stream_none"], rel=0.05)
     assert result.mean("fixed_us") == pytest.approx(whatif(side_streams_db, "side_stream_none").mean("trace_us"),
                                                     rel=0.05)
+
+
+@pytest.mark.parametrize("db_name, trace, fix", [
+    ("loops_db", "train_gpt2", "cuda-graph"),             # 2 threads, handoffs, syncs
+    ("loops_db", "copy_pageable", "pin-copies"),
+    ("launch_bound_db", "train_naive", "drop-cpu-gaps:1000"),
+    ("side_streams_db", "side_stream", "drop:aten::bmm"),   # a wait between streams
+])
+def test_the_sweep_for_many_links_gives_the_rounds_answer(request, monkeypatch, db_name, trace, fix):
+    """Past MAX_WAITS links (calls that wait, handoffs, stream waits) the replay sweeps the nodes
+    once in dependency order instead of a round per link: the same answer to the nanosecond."""
+    import numpy as np
+
+    from tracekit.replay import simulate
+    from tracekit.replay.fixes import apply, parse_fix
+    from tracekit.replay.graph import read_graph
+    from tracekit.store.database import connect_for_queries
+
+    con = connect_for_queries(request.getfixturevalue(db_name))
+    try:
+        graph = read_graph(con, trace)
+        for changed in ({}, apply(graph, [parse_fix(fix)], con)):
+            rounds = simulate.replay(graph, **changed)
+            monkeypatch.setattr(simulate, "MAX_WAITS", -1)
+            swept = simulate.replay(graph, **changed)
+            monkeypatch.undo()
+            assert all(np.array_equal(a, b) for a, b in zip(rounds, swept))
+    finally:
+        con.close()

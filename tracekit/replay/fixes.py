@@ -108,16 +108,18 @@ def _drop_cpu_gaps(graph, argument, changed, con):
 def _drop_cpu(graph, argument, changed, con):
     """Each call's gap less the part of it the named ops (outermost) took on its thread."""
     ops = _outermost_ops(con, graph, argument)
-    for lane, (pid, tid) in enumerate(graph.lanes):
-        spans = ops.get((pid, tid))
-        if spans is None:
+    spans = [((start, end), pid, tid, start, end) for (pid, tid), found in ops.items() for start, end in found]
+    gaps = changed["call_gap"]
+    for (op_start, op_end), on_lane, lo, hi in _calls_inside(graph, spans):
+        # the calls whose gap (from the call before's end to their own start) the op can overlap
+        calls = on_lane[lo:min(hi + 1, len(on_lane))]
+        if not len(calls):
             continue
-        on_lane = np.flatnonzero(graph.call_lane == lane)
-        ends = graph.call_ts[on_lane]
-        starts = np.r_[ends[:1], graph.call_ts[on_lane[:-1]] + graph.call_dur[on_lane[:-1]]]
-        for op_start, op_end in spans:
-            overlap = np.clip(np.minimum(ends, op_end) - np.maximum(starts, op_start), 0, None)
-            changed["call_gap"][on_lane] = np.maximum(changed["call_gap"][on_lane] - overlap, 0)
+        before = np.maximum(np.searchsorted(on_lane, calls) - 1, 0)
+        gap_start = np.where(calls == on_lane[0], graph.call_ts[calls],
+                             graph.call_ts[on_lane[before]] + graph.call_dur[on_lane[before]])
+        overlap = np.clip(np.minimum(graph.call_ts[calls], op_end) - np.maximum(gap_start, op_start), 0, None)
+        gaps[calls] = np.maximum(gaps[calls] - overlap, 0)
 
 
 def _outermost_ops(con, graph, argument):
@@ -271,13 +273,22 @@ def _attention_groups(con, graph, op_regex):
         raise TracekitError("fuse-attention needs the trace's database")
     spans = con.execute(_ATTENTION_SPANS, {"trace": graph.trace, "op": op_regex}).fetchall()
     call_group = np.full(len(graph.call_lane), -1, dtype=np.int64)
-    lane_of = {key: lane for lane, key in enumerate(graph.lanes)}
-    for grp, pid, tid, start, end in sorted(spans, key=lambda row: row[0], reverse=True):
-        lane = lane_of.get((pid, tid))
-        if lane is not None:  # the outermost span wins where spans nest: written last
-            call_group[(graph.call_lane == lane) & (graph.call_ts >= start) & (graph.call_ts < end)] = grp
+    # the outermost span wins where spans nest: written last
+    for grp, on_lane, lo, hi in _calls_inside(graph, sorted(spans, key=lambda row: row[0], reverse=True)):
+        call_group[on_lane[lo:hi]] = grp
     launched = graph.item_launch >= 0
     return np.where(launched, call_group[np.maximum(graph.item_launch, 0)], -1)
+
+
+def _calls_inside(graph, spans):
+    """(key, the lane's call indices, first, end) of the calls each (key, pid, tid, start_ns,
+    end_ns) span holds: a lane's calls are in time order, so two binary searches a span."""
+    lanes = {key: np.flatnonzero(graph.call_lane == lane) for lane, key in enumerate(graph.lanes)}
+    starts = {key: graph.call_ts[on_lane] for key, on_lane in lanes.items()}
+    for key, pid, tid, start, end in spans:
+        if (pid, tid) in lanes:
+            ts = starts[(pid, tid)]
+            yield key, lanes[(pid, tid)], np.searchsorted(ts, start, "left"), np.searchsorted(ts, end, "left")
 
 
 def _matching(pattern, names, paths):

@@ -16,8 +16,8 @@ from tracekit.errors import TracekitError
 
 NEVER = np.int64(-(2 ** 62))  # B of a node that waits for nothing but its lane
 # Each round carries a change across one more wait, so a trace needs about as many rounds as it
-# has calls that wait for the GPU; each round is a pass over every node. Past this many waits the
-# replay would take minutes (a trace that syncs hundreds of times a step), so it says so instead.
+# has links across lanes (calls that wait for the GPU, handoffs, stream waits); each round is a
+# pass over every node. Past this many, one sweep over the nodes in dependency order is faster.
 MAX_WAITS = 500
 
 
@@ -49,14 +49,14 @@ def replay(graph, item_dur=None, item_gap=None, call_dur=None, call_gap=None, ca
     item_x = np.where(item_first & ~launched, graph.item_ts + item_dur, item_gap + item_dur)
 
     links = int(waits.sum()) + int(handoff.sum()) + int(stream_wait.sum())
-    if int(waits.sum()) > MAX_WAITS:
-        raise TracekitError(f"it holds {int(waits.sum())} calls that wait for the GPU; the replay handles up to "
-                            f"{MAX_WAITS} yet (each costs a pass over the trace)")
+    if links > MAX_WAITS:
+        return _sweep(graph, item_dur, item_x, latency, call_x, call_own, call_gap, call_wait, call_first,
+                      item_first, launched)
     item_end = np.full(len(item_dur), NEVER, dtype=np.int64)
     call_end = None
     for _ in range(links + 3):
-        waited = np.where(waits, item_end[np.maximum(call_wait, 0)] + graph.call_tail, NEVER) if len(call_wait) else \
-            np.zeros(0, np.int64)
+        waited = np.where(waits, item_end[np.maximum(call_wait, 0)] + graph.call_tail, NEVER) \
+            if len(call_wait) and len(item_end) else np.full(len(call_wait), NEVER, np.int64)
         if handoff.any():
             other_end = NEVER if call_end is None else call_end[np.maximum(graph.call_after, 0)]
             handed = np.where(handoff & (other_end != NEVER), other_end + graph.call_lag + call_own, NEVER)
@@ -79,6 +79,101 @@ def replay(graph, item_dur=None, item_gap=None, call_dur=None, call_gap=None, ca
         # Only a wait on work launched after it (no trace does) can keep changing the answer.
         raise TracekitError("its replay did not settle: a call waits for GPU work launched after it")
     return call_start, call_end, item_end - item_dur, item_end
+
+
+def _sweep(graph, item_dur, item_x, latency, call_x, call_own, call_gap, call_wait, call_first, item_first,
+           launched):
+    """The same answer as the rounds, node by node in an order where each node's inputs are known:
+    for a trace with many links (thousands of syncs), one pass, not one pass per link."""
+    n_calls, n_items = len(call_x), len(item_x)
+    c_first, c_x, c_own, c_gap = call_first.tolist(), call_x.tolist(), call_own.tolist(), call_gap.tolist()
+    c_wait, c_tail, c_after, c_lag = call_wait.tolist(), graph.call_tail.tolist(), graph.call_after.tolist(), \
+        graph.call_lag.tolist()
+    c_ts = graph.call_ts.tolist()
+    i_first, i_x, i_dur = item_first.tolist(), item_x.tolist(), item_dur.tolist()
+    i_launch, i_latency = np.where(launched, graph.item_launch, -1).tolist(), latency.tolist()
+    i_after, i_lag = graph.item_after.tolist(), graph.item_lag.tolist()
+    never = int(NEVER)
+    c_end, c_start, i_end = [None] * n_calls, [None] * n_calls, [None] * n_items
+
+    def call_needs(k):
+        needs = []
+        if not c_first[k] and c_end[k - 1] is None:
+            needs.append((0, k - 1))
+        if c_after[k] >= 0 and c_end[c_after[k]] is None:
+            needs.append((0, c_after[k]))
+        if c_wait[k] >= 0 and i_end[c_wait[k]] is None:
+            needs.append((1, c_wait[k]))
+        return needs
+
+    def item_needs(i):
+        needs = []
+        if not i_first[i] and i_end[i - 1] is None:
+            needs.append((1, i - 1))
+        if i_launch[i] >= 0 and c_start[i_launch[i]] is None:
+            needs.append((2, i_launch[i]))
+        if i_after[i] >= 0 and i_end[i_after[i]] is None:
+            needs.append((1, i_after[i]))
+        return needs
+
+    def start_needs(k):
+        needs = []
+        if not c_first[k] and c_end[k - 1] is None:
+            needs.append((0, k - 1))
+        if c_after[k] >= 0 and c_end[c_after[k]] is None:
+            needs.append((0, c_after[k]))
+        return needs
+
+    def solve_start(k):
+        if c_first[k]:
+            c_start[k] = c_ts[k]
+            return
+        start = c_end[k - 1] + c_gap[k]
+        if c_after[k] >= 0 and c_wait[k] < 0:
+            start = max(start, c_end[c_after[k]] + c_lag[k])
+        c_start[k] = start
+
+    def solve_call(k):
+        b = never
+        if c_wait[k] >= 0:
+            b = i_end[c_wait[k]] + c_tail[k]
+        if c_after[k] >= 0:
+            b = max(b, c_end[c_after[k]] + c_lag[k] + c_own[k])
+        c_end[k] = max(b, c_x[k]) if c_first[k] else max(c_end[k - 1] + c_x[k], b)
+        if c_start[k] is None:
+            c_start[k] = c_ts[k] if c_first[k] else (c_end[k - 1] + c_gap[k] if c_wait[k] >= 0 else c_end[k] - c_own[k])
+
+    def solve_item(i):
+        at = never
+        if i_launch[i] >= 0:
+            at = c_start[i_launch[i]] + i_latency[i] + i_dur[i]
+        elif i_first[i]:
+            at = i_x[i]
+        if i_after[i] >= 0:
+            at = max(at, i_end[i_after[i]] + i_lag[i] + i_dur[i])
+        i_end[i] = at if i_first[i] else max(i_end[i - 1] + i_x[i], at)
+
+    kinds = ((call_needs, solve_call, c_end), (item_needs, solve_item, i_end), (start_needs, solve_start, c_start))
+    # Observed start order visits most nodes after their inputs; the stack takes the rest first.
+    order = sorted([(t, 0, k) for k, t in enumerate(c_ts)] + [(t, 1, i) for i, t in enumerate(graph.item_ts.tolist())])
+    for _, kind, index in order:
+        stack = [(kind, index)]
+        while stack:
+            kind, index = stack[-1]
+            needs_of, solve, done = kinds[kind]
+            if done[index] is not None:
+                stack.pop()
+                continue
+            needs = needs_of(index)
+            if needs:
+                if len(stack) > n_calls + n_items:
+                    raise TracekitError("its replay did not settle: a call waits for GPU work launched after it")
+                stack.extend(needs)
+            else:
+                solve(index)
+                stack.pop()
+    item_end = np.array(i_end, dtype=np.int64)
+    return np.array(c_start, dtype=np.int64), np.array(c_end, dtype=np.int64), item_end - item_dur, item_end
 
 
 def _launch_latency(graph):
