@@ -23,13 +23,15 @@ WITH busy AS (
     FROM busy b
     WHERE $trace IS NULL OR b.trace = $trace
 ), launches AS (
-    -- The runtime call that queued each GPU op (one call queues a whole CUDA graph).
-    -- prev_end_us: where the thread's runtime call before it ended (its own time runs from there).
-    SELECT r.trace, r.correlation, r.pid, r.tid, r.step, r.ts_us, r.ts_us + r.dur_us AS end_us,
-           lag(r.ts_us + r.dur_us) OVER (PARTITION BY r.trace, r.pid, r.tid ORDER BY r.ts_us, r.dur_us) AS prev_end_us
-    FROM runtime r
-    WHERE ($trace IS NULL OR r.trace = $trace)
-    QUALIFY r.correlation IS NOT NULL AND row_number() OVER (PARTITION BY r.trace, r.correlation ORDER BY r.ts_us, r.tid, r.name) = 1
+    -- The runtime call that queued each GPU op (one call queues a whole CUDA graph); prev_end_us:
+    -- where its thread's call before it ended (its own time runs from there).
+    SELECT trace, correlation, pid, tid, step, ts_us, end_us, prev_end_us
+    FROM (SELECT r.trace, r.correlation, r.pid, r.tid, r.step, r.name, r.ts_us, r.ts_us + r.dur_us AS end_us,
+                 lag(r.ts_us + r.dur_us) OVER (PARTITION BY r.trace, r.pid, r.tid ORDER BY r.ts_us, r.dur_us) AS prev_end_us
+          FROM runtime r
+          WHERE $trace IS NULL OR r.trace = $trace) x
+    WHERE correlation IS NOT NULL
+    QUALIFY row_number() OVER (PARTITION BY trace, correlation ORDER BY ts_us, tid, name) = 1
 ), gaps AS (
     -- Idle time before a GPU op, when it and the op before it both belong to steady steps.
     SELECT o.trace, o.device, o.idle_from_us AS gap_start_us, o.ts_us - o.idle_from_us AS gap_us, w.steps,

@@ -324,7 +324,7 @@ FROM gpu_busy_rows b JOIN trace_files t USING (trace_id);
 --   end_lag_us: its end after the first rank's end (near 0 for a collective on a shared clock)
 CREATE OR REPLACE VIEW collectives AS
 WITH placed AS (
-    SELECT x.*, coalesce(x.process_group, '') AS group_key, coalesce(f.base_time_ns, 0) AS base_ns,
+    SELECT x.*, f.trace, f.rank, coalesce(x.process_group, '') AS group_key, coalesce(f.base_time_ns, 0) AS base_ns,
            row_number() OVER (PARTITION BY x.trace_id, x.runs_on, coalesce(x.process_group, ''), x.step
                               ORDER BY x.ts_ns, x.call) AS place
     FROM collective_rows x
@@ -332,11 +332,10 @@ WITH placed AS (
     JOIN trace_files f ON f.trace_id = x.trace_id
     WHERE x.runs_on = 'cpu' OR c.kernel_class = 'communication'
 ), calls AS (
-    SELECT f.trace, f.rank, j.job, p.*, coalesce(j.job, f.trace) AS job_key,
+    SELECT j.job, p.*, coalesce(j.job, p.trace) AS job_key,
            CASE WHEN p.seq IS NULL THEN 0 ELSE 1 END AS by_seq,
            CASE WHEN p.seq IS NOT NULL THEN p.seq ELSE (coalesce(p.step, -1) + 1) * 1000000 + p.place END AS call_key
     FROM placed p
-    JOIN trace_files f ON f.trace_id = p.trace_id
     LEFT JOIN _jobs j ON j.trace_id = p.trace_id
 ), per_rank AS (
     SELECT job_key, runs_on, group_key, by_seq, call_key, trace, min(collective) AS collective,
@@ -664,7 +663,8 @@ ASOF JOIN (SELECT trace_id, end_ns, device, stream, place FROM _cp_items) i
 WHERE i.end_ns > r.ts_ns AND r.end_ns - i.end_ns <= 50000;
 
 -- Each step's window, from the previous step's completion to its own: a step completes when its
--- CPU span and the GPU work it owns have both ended. pid, tid: the thread its span ran on.
+-- CPU span and the GPU work it owns have both ended. pid, tid: the thread its span ran on;
+-- cpu_ended_last: its CPU span ended after its GPU work (the walk then starts on that thread).
 CREATE OR REPLACE VIEW _cp_steps AS
 WITH owned AS (
     SELECT trace_id, step, max(end_ns) AS gpu_end_ns FROM _cp_items WHERE step IS NOT NULL GROUP BY trace_id, step
@@ -679,7 +679,8 @@ WITH owned AS (
     FROM spans p LEFT JOIN owned o ON o.trace_id = p.trace_id AND o.step = p.step
 )
 SELECT trace_id, step, ts_ns, end_ns, pid, tid, gpu_end_ns, done_ns,
-       least(coalesce(lag(done_ns) OVER (PARTITION BY trace_id ORDER BY ts_ns, step), ts_ns), done_ns) AS from_ns
+       least(coalesce(lag(done_ns) OVER (PARTITION BY trace_id ORDER BY ts_ns, step), ts_ns), done_ns) AS from_ns,
+       NOT coalesce(gpu_end_ns > end_ns, false) AS cpu_ended_last
 FROM done;
 
 -- Where the walk goes from a point on a thread (the launch of a run's first item, a step's end):
@@ -728,12 +729,12 @@ WITH RECURSIVE nexts AS MATERIALIZED (
                row_number() OVER (PARTITION BY s.trace_id, s.step ORDER BY i.device, i.stream, i.place) AS nth
         FROM _cp_steps s
         JOIN _cp_items i ON i.trace_id = s.trace_id AND i.step = s.step AND i.end_ns = s.gpu_end_ns
-        WHERE s.gpu_end_ns > s.end_ns
+        WHERE NOT s.cpu_ended_last
     ) WHERE nth = 1
     UNION ALL
     SELECT s.trace_id, s.step, s.from_ns, l.next_device, l.next_stream, l.next_place
     FROM _cp_steps s JOIN _cp_links l ON l.trace_id = s.trace_id AND l.step = s.step
-    WHERE NOT coalesce(s.gpu_end_ns > s.end_ns, false) AND l.next_place IS NOT NULL AND l.wait_end_ns > s.from_ns
+    WHERE s.cpu_ended_last AND l.next_place IS NOT NULL AND l.wait_end_ns > s.from_ns
 ), walk AS (
     SELECT trace_id, step, from_ns, 1 AS hop, device, stream, place FROM entry
     UNION ALL
@@ -766,7 +767,7 @@ SELECT s.trace_id, s.step, 0, s.pid, s.tid,
        CASE WHEN l.next_place IS NOT NULL AND l.wait_end_ns > s.from_ns THEN l.wait_end_ns ELSE s.from_ns END,
        s.end_ns, CAST(NULL AS BIGINT)
 FROM _cp_steps s LEFT JOIN _cp_links l ON l.trace_id = s.trace_id AND l.step = s.step
-WHERE NOT coalesce(s.gpu_end_ns > s.end_ns, false);
+WHERE s.cpu_ended_last;
 
 -- The path's segments, in no order (critical_path orders them). The walk, the items and the
 -- stretches are each computed once (MATERIALIZED: each is read several times), and a call or an
@@ -820,7 +821,7 @@ FROM hops WHERE goes_on AND wait_end_ns > item_end_ns
 UNION ALL
 SELECT s.trace_id, s.step, 'sync_wait', l.wait_name, l.item_end_ns, l.wait_end_ns, NULL, NULL, NULL, l.wait_op_id
 FROM _cp_steps s JOIN _cp_links l ON l.trace_id = s.trace_id AND l.step = s.step
-WHERE NOT coalesce(s.gpu_end_ns > s.end_ns, false) AND l.next_place IS NOT NULL AND l.wait_end_ns > s.from_ns
+WHERE s.cpu_ended_last AND l.next_place IS NOT NULL AND l.wait_end_ns > s.from_ns
   AND l.wait_end_ns > l.item_end_ns
 UNION ALL
 -- a thread's calls: launches (of kernels, copies, fills), blocking copies, the rest CPU time
