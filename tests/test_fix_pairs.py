@@ -23,19 +23,7 @@ def _unprofiled():
     return {loop: statistics.median(values) for loop, values in rounds.items()}
 
 
-@pytest.fixture(scope="module")
-def fixes_found(tmp_path_factory):
-    import tracekit
-
-    db = tmp_path_factory.mktemp("fixes") / "fixes.duckdb"
-    result = invoke_cli("load", FIXES, "--db", db)
-    assert result.exit_code == 0, result.output
-    traced = tracekit.query(sql="SELECT trace, avg(step_us) AS step_us FROM step_bounds JOIN steady_steps "
-                            "USING (trace, step) GROUP BY trace", db=db)
-    return tracekit.findings(db=db), dict(zip(traced["trace"], traced["step_us"]))
-
-
-@pytest.mark.parametrize("rule, whatif, before, after", [
+PAIRS = [
     ("launch_bound", "cuda-graph:1000", "infer_launch_eager", "infer_launch_graph"),
     ("launch_bound", "cuda-graph:1000", "train_launch_eager", "train_launch_graph"),  # autograd's thread handed over
     ("gpu_idle", "drop-cpu-gaps:3183", "infer_stall", "infer_no_stall"),  # a 3 ms stall the GPU cannot hide
@@ -45,7 +33,24 @@ def fixes_found(tmp_path_factory):
     # the math SDPA backend's fix: a fused backend (flash), its call and backward as one kernel each
     ("simt_gemm", "fuse-attention", "infer_sdpa_math", "infer_sdpa_flash"),
     ("simt_gemm", "fuse-attention", "train_sdpa_math", "train_sdpa_flash"),
-])
+]
+
+
+@pytest.fixture(scope="module")
+def fixes_found(tmp_path_factory):
+    import tracekit
+
+    db = tmp_path_factory.mktemp("fixes") / "fixes.duckdb"
+    # the pairs below (the .item() and mask pairs are the README's, not the tests')
+    wanted = [FIXES / f"{name}.json.gz" for pair in PAIRS for name in pair[2:]]
+    result = invoke_cli("load", *wanted, "--db", db)
+    assert result.exit_code == 0, result.output
+    traced = tracekit.query(sql="SELECT trace, avg(step_us) AS step_us FROM step_bounds JOIN steady_steps "
+                            "USING (trace, step) GROUP BY trace", db=db)
+    return tracekit.findings(db=db), dict(zip(traced["trace"], traced["step_us"]))
+
+
+@pytest.mark.parametrize("rule, whatif, before, after", PAIRS)
 def test_the_replayed_saving_predicts_the_captured_fix(fixes_found, rule, whatif, before, after):
     found, traced = fixes_found
     row = found[(found["trace"] == before) & (found["rule"] == rule) & (found["whatif"] == whatif)].iloc[0]
@@ -59,7 +64,7 @@ def test_the_replayed_saving_predicts_the_captured_fix(fixes_found, rule, whatif
 def test_every_saving_is_less_than_its_step_and_all_fixes_end_each_trace(fixes_found):
     found, traced = fixes_found
     known = found[found["saving_us_per_step"].notna()]
-    assert len(known) > 40 and (known["saving_us_per_step"] < known["trace"].map(traced)).all()
+    assert len(known) > 30 and (known["saving_us_per_step"] < known["trace"].map(traced)).all()
     together = found[found["rule"] == "all_fixes"]
     assert set(together["trace"]) == set(known["trace"])
     assert found.index[found["rule"] == "all_fixes"].min() > found.index[found["rule"] != "all_fixes"].max()
