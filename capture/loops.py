@@ -231,10 +231,15 @@ def capture(name, device, out, loops=None):
              "schedule": None if how == "iterations" else {"wait": WAIT, "warmup": WARMUP, "active": ACTIVE},
              "torch": torch.__version__,
              "gpu": torch.cuda.get_device_name() if device == "cuda" else None}
-    with open(raw, "rb") as source, gzip.open(out / f"{name}.json.gz", "wb", compresslevel=9) as sink:
+    keep_gzipped(raw, out / f"{name}.json.gz")
+    return truth
+
+
+def keep_gzipped(raw, path):
+    """The trace at `raw` gzipped into `path`, the raw file removed."""
+    with open(raw, "rb") as source, gzip.open(path, "wb", compresslevel=9) as sink:
         shutil.copyfileobj(source, sink)
     raw.unlink()
-    return truth
 
 
 def main(argv=None):

@@ -15,9 +15,7 @@ The loops (bf16, one process, in this order):
 """
 
 import argparse
-import gzip
 import json
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -25,7 +23,7 @@ from pathlib import Path
 import torch
 from torch.profiler import ProfilerActivity, profile, schedule
 
-from tracekit.capture.loops import ACTIVE, WAIT, WARMUP, kernels_per_step, step_time_us
+from tracekit.capture.loops import ACTIVE, WAIT, WARMUP, keep_gzipped, kernels_per_step, step_time_us
 
 
 def side_stream_step(side_work):
@@ -67,9 +65,7 @@ def capture(name, out):
              "kernels_per_step": kernels_per_step(step, "cuda"),
              "schedule": {"wait": WAIT, "warmup": WARMUP, "active": ACTIVE}, "torch": torch.__version__,
              "gpu": torch.cuda.get_device_name()}
-    with open(raw, "rb") as source, gzip.open(out / f"{name}.json.gz", "wb", compresslevel=9) as sink:
-        shutil.copyfileobj(source, sink)
-    raw.unlink()
+    keep_gzipped(raw, out / f"{name}.json.gz")
     return truth
 
 

@@ -97,11 +97,7 @@ def _sweep(graph, item_dur, item_x, latency, call_x, call_own, call_gap, call_wa
     c_end, c_start, i_end = [None] * n_calls, [None] * n_calls, [None] * n_items
 
     def call_needs(k):
-        needs = []
-        if not c_first[k] and c_end[k - 1] is None:
-            needs.append((0, k - 1))
-        if c_after[k] >= 0 and c_end[c_after[k]] is None:
-            needs.append((0, c_after[k]))
+        needs = start_needs(k)
         if c_wait[k] >= 0 and i_end[c_wait[k]] is None:
             needs.append((1, c_wait[k]))
         return needs
