@@ -265,8 +265,10 @@ def _write_text(output, text):
 @speaks_python
 def findings(*, db=None, trace=None, rule=None, params=None, lake=None, wait=DEFAULT_LOCK_WAIT_S):
     """What the finding rules see (as `tracekit findings`): a DataFrame of trace, rule, severity,
-    title, detail, fix, saving_us_per_step and evidence (a list of the events each rests on),
-    ranked by saving. `params` sets rules' thresholds by name. `lake`: a Parquet lake's traces."""
+    title, detail, fix, whatif (the fix as the replay takes it), saving_us_per_step (the step time
+    the fix saves, replayed), estimate_us_per_step (the rule's own figure) and evidence (a list of
+    the events each rests on), ranked by saving, each trace's fixes together (rule all_fixes)
+    last. `params` sets rules' thresholds by name. `lake`: a Parquet lake's traces."""
     from tracekit.analysis.findings_engine import run_findings
 
     con = _connect_source(db, lake, False, wait)

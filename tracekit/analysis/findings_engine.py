@@ -142,9 +142,11 @@ def _all_fixes_row(trace, whatif, replayed, found):
     else:
         title = (f"{f'All {count} fixes together' if count > 1 else 'Its one fix'}: {replayed.saving_us:,.1f} us of the "
                  f"{replayed.step_us:,.1f} us step ({100 * replayed.saving_us / replayed.step_us:.0f}%)")
-        detail = (f"the steady step replayed as it is takes {replayed.step_us:,.1f} us, with every fix "
-                  f"{replayed.fixed_us:,.1f} us; the findings' own savings add up to {summed:,.1f} us, "
-                  "as each is replayed alone and fixes that relieve the same wait share their saving")
+        detail = (f"the steady step replayed as it is takes {replayed.step_us:,.1f} us, with "
+                  f"{'every fix' if count > 1 else 'the fix'} {replayed.fixed_us:,.1f} us")
+        if count > 1:
+            detail += (f"; the findings' own savings add up to {summed:,.1f} us, as each is replayed alone "
+                       "and fixes that relieve the same wait share their saving")
     return {"trace": trace, "rule": ALL_FIXES, "severity": "info", "title": title, "detail": detail,
             "fix": "apply the fixes of the findings above", "whatif": whatif,
             "saving_us_per_step": None if replayed.saving_us is None else round(replayed.saving_us, 3),

@@ -18,10 +18,13 @@ from tracekit.cli.analysis_cmd import check_output_file, emit, output_format, ou
 @lake_option
 @output_options
 def findings(db, params, rule, list_rules, evidence, lake, fmt, force, output, columns, escape_formulas):
-    """Explain the traces: what each rule finds, with the fix and the GPU time per step it would save.
+    """Explain the traces: what each rule finds, with the fix and the step time it would save.
 
-    Ranked by saving (largest first); findings whose saving cannot be estimated come last.
-    With no --db and no tracekit.duckdb here, it runs on the bundled sample traces.
+    Each finding names its fix (whatif) and tracekit replays it on the trace's graph
+    (saving_us_per_step, as `tracekit whatif TRACE --apply FIX`); estimate_us_per_step is the
+    rule's own figure. Ranked by saving (largest first); findings without one come last, then
+    each trace's fixes together (all_fixes). With no --db and no tracekit.duckdb here, it runs
+    on the bundled sample traces.
     """
     from tracekit.cli import connect_source, source_to_read
     from tracekit.analysis.findings_engine import rules, run_findings

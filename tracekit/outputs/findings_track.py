@@ -16,7 +16,7 @@ FINDINGS_PID = "tracekit findings"
 FINDINGS_CAT = "tracekit_finding"
 # The finding's own fields that every slice of it carries; the evidence's keys (source,
 # correlation, cpu_op_id, ...) come after them.
-_FINDING_ARGS = ("rule", "severity", "title", "detail", "fix", "saving_us_per_step", "trace")
+_FINDING_ARGS = ("rule", "severity", "title", "detail", "fix", "whatif", "saving_us_per_step", "trace")
 
 
 def _known(value):
