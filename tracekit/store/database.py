@@ -261,11 +261,17 @@ def _view_statements():
 
 
 def views_digest():
-    """What this tracekit's views are, as a digest: a database whose stored one differs has the
-    views of another tracekit (same tables, older views)."""
+    """What this tracekit's views are, as a digest of the files they are made from (views.sql and
+    the finding rules): a database whose stored one differs has another tracekit's views."""
     import hashlib
+    from importlib import resources
 
-    return hashlib.sha256("\n;\n".join(_view_statements()).encode()).hexdigest()[:16]
+    digest = hashlib.sha256(sql_resource("views.sql").encode())
+    rules = resources.files("tracekit.queries").joinpath("findings")
+    for entry in sorted(rules.iterdir(), key=lambda e: e.name):
+        if entry.name.endswith(".sql"):
+            digest.update(entry.name.encode() + entry.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def _views_are_current(con):
