@@ -261,12 +261,14 @@ def _view_statements():
 
 
 def views_digest():
-    """What this tracekit's views are, as a digest of the files they are made from (views.sql and
-    the finding rules): a database whose stored one differs has another tracekit's views."""
+    """What this tracekit's views are, as a digest of what they are made from (views.sql and the
+    finding rules) and bound to: a database whose stored one differs has another tracekit's views."""
     import hashlib
     from importlib import resources
 
-    digest = hashlib.sha256(sql_resource("views.sql").encode())
+    # and what binds them: the tables, the macros, tracekit's and DuckDB's versions
+    digest = hashlib.sha256("\0".join([__version__, duckdb.__version__, sql_resource("tables.sql"), _MACROS,
+                                         sql_resource("views.sql")]).encode())
     rules = resources.files("tracekit.queries").joinpath("findings")
     for entry in sorted(rules.iterdir(), key=lambda e: e.name):
         if entry.name.endswith(".sql"):
