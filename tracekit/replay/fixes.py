@@ -73,7 +73,8 @@ def parse_fix(text):
 
 def apply(graph, fixes, con=None):
     """The arrays `fixes` (parsed) change, for simulate.replay(graph, **changed). `con` (the
-    graph's database) is needed by the fixes that read more of the trace (drop-cpu, pin-copies)."""
+    graph's database) is needed by the fixes that read more of the trace (drop-cpu, pin-copies,
+    fuse-attention)."""
     changed = {"item_dur": graph.item_dur.copy(), "item_gap": graph.item_gap.copy(),
                "call_dur": graph.call_dur.copy(), "call_gap": graph.call_gap.copy(),
                "call_wait": graph.call_wait.copy()}
