@@ -35,13 +35,14 @@ from importlib import resources
 import numpy as np
 
 from tracekit.errors import TracekitError
+from tracekit.replay.attention_fix import fuse_attention
+from tracekit.replay.graph import calls_inside
 
 # name -> whether the argument is required (False: optional), and what it is
 FIXES = {"drop-copies": (True, "OP"), "drop": (True, "REGEX"), "drop-sync": (True, "REGEX"),
          "drop-cpu-gaps": (True, "US"), "drop-cpu": (True, "REGEX"), "tensor-cores": (False, "REGEX"),
          "pin-copies": (False, "REGEX"), "cuda-graph": (False, "US"), "fuse-attention": (False, "REGEX")}
 _REGEX_FIXES = ("drop", "drop-sync", "drop-cpu", "tensor-cores", "pin-copies", "fuse-attention")
-_UNFUSED_ATTENTION = "aten::_scaled_dot_product_attention_math"  # fuse-attention's op by default
 _BACKWARD = "autograd::engine::evaluate_function"  # an op chain of autograd's backward starts so
 _PINNED_SAMPLE_BYTES = 1 << 20  # copies this big or bigger show the link's bandwidth, not its latency
 
@@ -111,7 +112,7 @@ def _drop_cpu(graph, argument, changed, con):
     ops = _outermost_ops(con, graph, argument)
     spans = [((start, end), pid, tid, start, end) for (pid, tid), found in ops.items() for start, end in found]
     gaps = changed["call_gap"]
-    for (op_start, op_end), on_lane, lo, hi in _calls_inside(graph, spans):
+    for (op_start, op_end), on_lane, lo, hi in calls_inside(graph, spans):
         # the calls whose gap (from the call before's end to their own start) the op can overlap
         calls = on_lane[lo:min(hi + 1, len(on_lane))]
         if not len(calls):
@@ -216,82 +217,6 @@ def _cuda_graph(graph, argument, changed, con):
             changed["call_dur"][launches[0]] = cost if lane == step["lane"] else 0
 
 
-def _fuse_attention(graph, argument, changed, con):
-    """Each call of the op (and each call's backward) becomes one item at its GEMMs' roofline; the
-    calls that launched the rest cost nothing."""
-    group = _attention_groups(con, graph, argument or f"^{re.escape(_UNFUSED_ATTENTION)}$")
-    members = np.flatnonzero(group >= 0)
-    if not len(members):
-        return
-    gemm_ns = np.where(graph.item_roofline >= 0, graph.item_roofline, 0)
-    fused_ns = np.bincount(group[members], weights=gemm_ns[members]).astype(np.int64)
-    if not fused_ns.any():
-        raise TracekitError("fuse-attention: the attention's GEMMs have no roofline (no input shapes recorded, "
-                            "or no figures for this GPU)")
-    # The first of each group's items (in stream order) runs the fused kernel.
-    order = members[np.argsort(group[members], kind="stable")]
-    firsts = order[np.r_[True, group[order][1:] != group[order][:-1]]]
-    rest = np.setdiff1d(members, firsts)
-    changed["item_dur"][firsts] = fused_ns[group[firsts]]
-    changed["item_dur"][rest] = 0
-    changed["item_gap"][rest] = 0
-    gone_calls = np.setdiff1d(np.unique(graph.item_launch[rest][graph.item_launch[rest] >= 0]),
-                              graph.item_launch[firsts])
-    changed["call_dur"][gone_calls] = 0
-    changed["call_gap"][gone_calls] = 0
-
-
-_ATTENTION_SPANS = """
-WITH ops AS (
-    SELECT o.name, o.pid, o.tid, o.ts_ns, o.ts_ns + o.dur_ns AS end_ns,
-           TRY_CAST(e.args->>'Sequence number' AS BIGINT) AS seq
-    FROM cpu_op_rows o JOIN trace_files t ON t.trace_id = o.trace_id
-    LEFT JOIN event_rows e ON e.trace_id = o.trace_id AND e.cat = 'cpu_op' AND e.name = o.name
-         AND TRY_CAST(e.args->>'External id' AS BIGINT) = o.external_id AND e.ts_ns = o.ts_ns
-    WHERE t.trace = $trace
-), calls AS (
-    SELECT row_number() OVER (ORDER BY pid, tid, ts_ns) - 1 AS k, pid, tid, ts_ns, end_ns
-    FROM ops WHERE regexp_matches(name, $op)
-), forward_seqs AS (
-    -- the sequence numbers autograd gave the ops inside each call: its backward nodes carry them
-    SELECT DISTINCT c.k, o.seq FROM calls c
-    JOIN ops o ON o.pid = c.pid AND o.tid = c.tid AND o.ts_ns >= c.ts_ns AND o.ts_ns < c.end_ns
-    WHERE o.seq IS NOT NULL AND o.name NOT LIKE 'autograd::engine::evaluate_function:%'
-), backward AS (
-    SELECT f.k, b.pid, b.tid, b.ts_ns, b.end_ns FROM ops b JOIN forward_seqs f ON f.seq = b.seq
-    WHERE b.name LIKE 'autograd::engine::evaluate_function:%'
-    QUALIFY row_number() OVER (PARTITION BY b.pid, b.tid, b.ts_ns ORDER BY f.k) = 1
-)
-SELECT 2 * k AS grp, pid, tid, ts_ns, end_ns FROM calls
-UNION ALL SELECT 2 * k + 1, pid, tid, ts_ns, end_ns FROM backward
-"""
-
-
-def _attention_groups(con, graph, op_regex):
-    """Each item's group (-1: none): 2k for the items the k-th call of the op launched, 2k + 1 for
-    those its backward launched (autograd's evaluate_function spans with its sequence numbers)."""
-    if con is None:
-        raise TracekitError("fuse-attention needs the trace's database")
-    spans = con.execute(_ATTENTION_SPANS, {"trace": graph.trace, "op": op_regex}).fetchall()
-    call_group = np.full(len(graph.call_lane), -1, dtype=np.int64)
-    # the outermost span wins where spans nest: written last
-    for grp, on_lane, lo, hi in _calls_inside(graph, sorted(spans, key=lambda row: row[0], reverse=True)):
-        call_group[on_lane[lo:hi]] = grp
-    launched = graph.item_launch >= 0
-    return np.where(launched, call_group[np.maximum(graph.item_launch, 0)], -1)
-
-
-def _calls_inside(graph, spans):
-    """(key, the lane's call indices, first, end) of the calls each (key, pid, tid, start_ns,
-    end_ns) span holds: a lane's calls are in time order, so two binary searches a span."""
-    lanes = {key: np.flatnonzero(graph.call_lane == lane) for lane, key in enumerate(graph.lanes)}
-    starts = {key: graph.call_ts[on_lane] for key, on_lane in lanes.items()}
-    for key, pid, tid, start, end in spans:
-        if (pid, tid) in lanes:
-            ts = starts[(pid, tid)]
-            yield key, lanes[(pid, tid)], np.searchsorted(ts, start, "left"), np.searchsorted(ts, end, "left")
-
-
 def _matching(pattern, names, paths):
     return np.array([bool(pattern.search(n or "")) or bool(pattern.search(p or "")) for n, p in zip(names, paths)],
                     dtype=bool)
@@ -301,5 +226,5 @@ _APPLY = {
     "drop-copies": lambda graph, argument, changed, con: _drop_items(graph, argument, changed, con, copies_only=True),
     "drop": _drop_items, "drop-sync": _drop_sync, "drop-cpu-gaps": _drop_cpu_gaps, "drop-cpu": _drop_cpu,
     "tensor-cores": _tensor_cores, "pin-copies": _pin_copies, "cuda-graph": _cuda_graph,
-    "fuse-attention": _fuse_attention,
+    "fuse-attention": fuse_attention,
 }

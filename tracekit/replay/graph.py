@@ -212,3 +212,14 @@ def read_graph(con, trace):
                for s, t, e, lane, f, d in steps],
         trace=trace, steady=steady,
     )
+
+
+def calls_inside(graph, spans):
+    """(key, the lane's call indices, first, end) of the calls each (key, pid, tid, start_ns,
+    end_ns) span holds: a lane's calls are in time order, so two binary searches a span."""
+    lanes = {key: np.flatnonzero(graph.call_lane == lane) for lane, key in enumerate(graph.lanes)}
+    starts = {key: graph.call_ts[on_lane] for key, on_lane in lanes.items()}
+    for key, pid, tid, start, end in spans:
+        if (pid, tid) in lanes:
+            ts = starts[(pid, tid)]
+            yield key, lanes[(pid, tid)], np.searchsorted(ts, start, "left"), np.searchsorted(ts, end, "left")

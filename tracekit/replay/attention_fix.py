@@ -1,0 +1,80 @@
+"""The fix `fuse-attention[:REGEX]`: each call of an attention op (SDPA's math backend by default)
+and its backward replayed as one fused kernel, as flash, memory-efficient or cuDNN attention runs
+it: the call's GEMMs at their Tensor Core roofline, the rest (softmax, masks, scaling, copies)
+fused away, one launch. A call's backward is autograd's evaluate_function spans whose sequence
+numbers the call's forward ops carry.
+"""
+
+import re
+
+import numpy as np
+
+from tracekit.errors import TracekitError
+from tracekit.replay.graph import calls_inside
+
+UNFUSED_ATTENTION = "aten::_scaled_dot_product_attention_math"  # the op by default
+
+
+def fuse_attention(graph, argument, changed, con):
+    """Each call of the op (and each call's backward) becomes one item at its GEMMs' roofline; the
+    calls that launched the rest cost nothing."""
+    group = _attention_groups(con, graph, argument or f"^{re.escape(UNFUSED_ATTENTION)}$")
+    members = np.flatnonzero(group >= 0)
+    if not len(members):
+        return
+    gemm_ns = np.where(graph.item_roofline >= 0, graph.item_roofline, 0)
+    fused_ns = np.bincount(group[members], weights=gemm_ns[members]).astype(np.int64)
+    if not fused_ns.any():
+        raise TracekitError("fuse-attention: the attention's GEMMs have no roofline (no input shapes recorded, "
+                            "or no figures for this GPU)")
+    # The first of each group's items (in stream order) runs the fused kernel.
+    order = members[np.argsort(group[members], kind="stable")]
+    firsts = order[np.r_[True, group[order][1:] != group[order][:-1]]]
+    rest = np.setdiff1d(members, firsts)
+    changed["item_dur"][firsts] = fused_ns[group[firsts]]
+    changed["item_dur"][rest] = 0
+    changed["item_gap"][rest] = 0
+    gone_calls = np.setdiff1d(np.unique(graph.item_launch[rest][graph.item_launch[rest] >= 0]),
+                              graph.item_launch[firsts])
+    changed["call_dur"][gone_calls] = 0
+    changed["call_gap"][gone_calls] = 0
+
+
+_ATTENTION_SPANS = """
+WITH ops AS (
+    SELECT o.name, o.pid, o.tid, o.ts_ns, o.ts_ns + o.dur_ns AS end_ns,
+           TRY_CAST(e.args->>'Sequence number' AS BIGINT) AS seq
+    FROM cpu_op_rows o JOIN trace_files t ON t.trace_id = o.trace_id
+    LEFT JOIN event_rows e ON e.trace_id = o.trace_id AND e.cat = 'cpu_op' AND e.name = o.name
+         AND TRY_CAST(e.args->>'External id' AS BIGINT) = o.external_id AND e.ts_ns = o.ts_ns
+    WHERE t.trace = $trace
+), calls AS (
+    SELECT row_number() OVER (ORDER BY pid, tid, ts_ns) - 1 AS k, pid, tid, ts_ns, end_ns
+    FROM ops WHERE regexp_matches(name, $op)
+), forward_seqs AS (
+    -- the sequence numbers autograd gave the ops inside each call: its backward nodes carry them
+    SELECT DISTINCT c.k, o.seq FROM calls c
+    JOIN ops o ON o.pid = c.pid AND o.tid = c.tid AND o.ts_ns >= c.ts_ns AND o.ts_ns < c.end_ns
+    WHERE o.seq IS NOT NULL AND o.name NOT LIKE 'autograd::engine::evaluate_function:%'
+), backward AS (
+    SELECT f.k, b.pid, b.tid, b.ts_ns, b.end_ns FROM ops b JOIN forward_seqs f ON f.seq = b.seq
+    WHERE b.name LIKE 'autograd::engine::evaluate_function:%'
+    QUALIFY row_number() OVER (PARTITION BY b.pid, b.tid, b.ts_ns ORDER BY f.k) = 1
+)
+SELECT 2 * k AS grp, pid, tid, ts_ns, end_ns FROM calls
+UNION ALL SELECT 2 * k + 1, pid, tid, ts_ns, end_ns FROM backward
+"""
+
+
+def _attention_groups(con, graph, op_regex):
+    """Each item's group (-1: none): 2k for the items the k-th call of the op launched, 2k + 1 for
+    those its backward launched (autograd's evaluate_function spans with its sequence numbers)."""
+    if con is None:
+        raise TracekitError("fuse-attention needs the trace's database")
+    spans = con.execute(_ATTENTION_SPANS, {"trace": graph.trace, "op": op_regex}).fetchall()
+    call_group = np.full(len(graph.call_lane), -1, dtype=np.int64)
+    # the outermost span wins where spans nest: written last
+    for grp, on_lane, lo, hi in calls_inside(graph, sorted(spans, key=lambda row: row[0], reverse=True)):
+        call_group[on_lane[lo:hi]] = grp
+    launched = graph.item_launch >= 0
+    return np.where(launched, call_group[np.maximum(graph.item_launch, 0)], -1)
