@@ -86,34 +86,31 @@ FIX_PAIRS = [
 def fix_pairs_table(con, found):
     """The replayed saving of each pair's "before" finding against the fix's, measured without the
     profiler: the median of repeats.csv's interleaved rounds (step_us, CUDA events). The profiler
-    slows the CPU, so the replayed share of the traced step is applied to the unprofiled step."""
-    import csv
-    import statistics
+    slows the CPU, so two predictions: the replayed share of the traced step applied to the
+    unprofiled step, and the fix replayed on the loop without the profiler (no-profiler: each
+    recorded op's cost, measured on the fixed loops by benchmarks/profiler_cost.py, taken out)."""
+    from profiler_cost import cost_per_op, unprofiled_steps
+    from tracekit.replay.savings import TraceReplay
 
-    folder = ROOT / "tests" / "data" / "h200" / "fixes"
-    rounds = {}
-    for row in csv.DictReader(open(folder / "repeats.csv")):
-        if row["phase"] == "unprofiled":
-            rounds.setdefault(row["loop"], []).append(float(row["step_us"]))
-    unprofiled = {loop: statistics.median(values) for loop, values in rounds.items()}
+    unprofiled = unprofiled_steps()
+    cost, _ = cost_per_op(con, prefix="fixes/")
     traced = dict(con.execute("SELECT trace, avg(step_us) FROM step_bounds JOIN steady_steps USING (trace, step) "
                               "GROUP BY trace").fetchall())
-    print("| rule (whatif) | before → after | replayed: step → fixed µs | traced after µs | "
-          "predicted saving, unprofiled µs | measured µs | error |")
-    print("|---|---|---:|---:|---:|---:|---:|")
+    print(f"| rule (whatif) | before → after | replayed: step → fixed µs | predicted: traced share, µs | error | "
+          f"predicted: without the profiler ({cost:.1f} µs an op), µs | error | measured µs |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
     for rule, before, after in FIX_PAIRS:
         rows = found[(found["trace"] == f"fixes/{before}") & (found["rule"] == rule) & found["saving_us_per_step"].notna()]
-        if rows.empty:
-            print(f"| `{rule}` | `{before}` → `{after}` | no finding | | | | |")
-            continue
         row = rows.iloc[0]
         step_us = traced[f"fixes/{before}"]
-        share = row["saving_us_per_step"] / step_us
-        predicted = share * unprofiled[before]
+        by_share = row["saving_us_per_step"] / step_us * unprofiled[before]
+        replayer = TraceReplay(con, f"fixes/{before}")
+        unprofiled_fix = f"no-profiler:{cost:.1f}"
+        without = replayer.saving(f"{unprofiled_fix}; {row['whatif']}").saving_us - replayer.saving(unprofiled_fix).saving_us
         measured = unprofiled[before] - unprofiled[after]
         print(f"| `{rule}` (`{row['whatif'][:40]}`) | `{before}` → `{after}` | {step_us:,.0f} → "
-              f"{step_us - row['saving_us_per_step']:,.0f} | {traced[f'fixes/{after}']:,.0f} | {predicted:,.0f} | "
-              f"{measured:,.0f} | {100 * (predicted - measured) / measured:+.0f}% |")
+              f"{step_us - row['saving_us_per_step']:,.0f} | {by_share:,.0f} | {100 * (by_share - measured) / measured:+.0f}% | "
+              f"{without:,.0f} | {100 * (without - measured) / measured:+.0f}% | {measured:,.0f} |")
 
 
 if __name__ == "__main__":

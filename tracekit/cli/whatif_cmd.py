@@ -14,8 +14,9 @@ from tracekit.errors import TracekitError
                    "drop-sync:REGEX (runtime calls, by name or op chain, that stop waiting), drop-cpu-gaps:US "
                    "(a thread's own time of at least US µs between two calls), drop-cpu:REGEX (CPU ops that take "
                    "no time), tensor-cores[:REGEX] (SIMT GEMMs at their Tensor Core roofline), pin-copies[:REGEX] "
-                   "(pageable copies from pinned memory, non_blocking), cuda-graph (each step's launches as one "
-                   "graph).")
+                   "(pageable copies from pinned memory, non_blocking), cuda-graph[:US] (each step's launches as one "
+                   "graph), fuse-attention[:REGEX] (an attention op's calls as one fused kernel), no-profiler:US "
+                   "(the loop without the profiler: each recorded op's cost of US µs taken out).")
 @click.option("--db", type=click.Path(dir_okay=False),
               help="Database holding TRACE [default: ./tracekit.duckdb, else the bundled samples].")
 @lake_option

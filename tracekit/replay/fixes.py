@@ -22,6 +22,10 @@
   hold them), and the steps before the steady ones (the warm-up a graph is captured after) too.
   With US, the thread's own stretches of at least US µs stay: work no graph holds (a sleep, host
   work), so the fix is the launch rate's alone;
+- `no-profiler:US`: not a fix but the loop without the profiler: each CPU op the trace records
+  cost its thread US µs that the loop does not pay unprofiled (benchmarks/profiler_cost.py
+  measures it from captures timed without the profiler: about 8 µs an op on the H200's host with
+  record_shapes); replayed with a fix, what the fix saves the unprofiled loop;
 - `fuse-attention[:REGEX]`: each call of the attention op whose name REGEX finds (default SDPA's math
   backend, `aten::_scaled_dot_product_attention_math`; or a module's record_function range), and its backward
   (autograd's nodes of the same sequence numbers), runs as one fused kernel: its GEMMs at their
@@ -41,7 +45,8 @@ from tracekit.replay.graph import calls_inside
 # name -> whether the argument is required (False: optional), and what it is
 FIXES = {"drop-copies": (True, "OP"), "drop": (True, "REGEX"), "drop-sync": (True, "REGEX"),
          "drop-cpu-gaps": (True, "US"), "drop-cpu": (True, "REGEX"), "tensor-cores": (False, "REGEX"),
-         "pin-copies": (False, "REGEX"), "cuda-graph": (False, "US"), "fuse-attention": (False, "REGEX")}
+         "pin-copies": (False, "REGEX"), "cuda-graph": (False, "US"), "fuse-attention": (False, "REGEX"),
+         "no-profiler": (True, "US")}
 _REGEX_FIXES = ("drop", "drop-sync", "drop-cpu", "tensor-cores", "pin-copies", "fuse-attention")
 _BACKWARD = "autograd::engine::evaluate_function"  # an op chain of autograd's backward starts so
 _PINNED_SAMPLE_BYTES = 1 << 20  # copies this big or bigger show the link's bandwidth, not its latency
@@ -100,6 +105,11 @@ def _drop_sync(graph, argument, changed, con):
     hit = _matching(re.compile(argument), graph.call_name, graph.call_op_path)
     changed["call_wait"][hit] = -1
     changed["call_dur"][hit] = 0
+
+
+def _no_profiler(graph, argument, changed, con):
+    gaps = changed["call_gap"]
+    gaps[:] = np.maximum(gaps - (float(argument) * 1000 * graph.call_ops).astype(np.int64), 0)
 
 
 def _drop_cpu_gaps(graph, argument, changed, con):
@@ -226,5 +236,5 @@ _APPLY = {
     "drop-copies": lambda graph, argument, changed, con: _drop_items(graph, argument, changed, con, copies_only=True),
     "drop": _drop_items, "drop-sync": _drop_sync, "drop-cpu-gaps": _drop_cpu_gaps, "drop-cpu": _drop_cpu,
     "tensor-cores": _tensor_cores, "pin-copies": _pin_copies, "cuda-graph": _cuda_graph,
-    "fuse-attention": fuse_attention,
+    "fuse-attention": fuse_attention, "no-profiler": _no_profiler,
 }

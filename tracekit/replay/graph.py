@@ -121,6 +121,23 @@ WHERE waited_for = 'stream' AND producer_end_ns BETWEEN prev_end_ns AND ts_ns
 QUALIFY row_number() OVER (PARTITION BY consumer ORDER BY producer_end_ns DESC, producer) = 1
 """
 
+# How many CPU ops (each a profiler record, which costs the thread time) start in each call's gap.
+_OPS_IN_GAPS = """
+WITH events AS (
+    SELECT o.pid, o.tid, o.ts_ns, 1 AS is_op, CAST(NULL AS BIGINT) AS n
+    FROM cpu_op_rows o JOIN trace_files t ON t.trace_id = o.trace_id
+    WHERE t.trace = $trace AND o.ts_ns IS NOT NULL
+    UNION ALL
+    SELECT pid, tid, ts_ns, 0, n FROM _replay_calls
+), counted AS (
+    SELECT n, pid, tid, sum(is_op) OVER (PARTITION BY pid, tid ORDER BY ts_ns, is_op, n
+                                         ROWS UNBOUNDED PRECEDING) AS ops_before
+    FROM events
+)
+SELECT n, ops_before - coalesce(lag(ops_before) OVER (PARTITION BY pid, tid ORDER BY n), 0) AS ops
+FROM counted WHERE n IS NOT NULL ORDER BY n
+"""
+
 _LANES = "SELECT DISTINCT lane, pid, tid FROM _replay_calls ORDER BY lane"
 
 _STEPS = """
@@ -164,6 +181,7 @@ class Graph:
     call_tail: np.ndarray      # its return after that item's end
     call_op: np.ndarray        # the cpu_ops.op_id that made it (-1: unknown)
     call_op_path: np.ndarray   # that op's chain of ops ('' unknown), e.g. 'aten::item → aten::_local_scalar_dense'
+    call_ops: np.ndarray       # the CPU ops (profiler records) that start in its gap
     call_after: np.ndarray     # a handoff: the call on another thread it waited for (-1: none)
     call_lag: np.ndarray       # and its start after that call's end
     lanes: list                # (pid, tid) of each call lane
@@ -207,7 +225,9 @@ def read_graph(con, trace):
         call_ts=calls["ts"].astype(np.int64), call_dur=calls["dur"].astype(np.int64),
         call_gap=calls["gap"].astype(np.int64), call_wait=calls["wait"].astype(np.int64),
         call_tail=calls["tail"].astype(np.int64), call_op=calls["op"].astype(np.int64),
-        call_op_path=calls["op_path"].astype(object), call_after=call_after, call_lag=call_lag, lanes=lanes,
+        call_op_path=calls["op_path"].astype(object),
+        call_ops=con.execute(_OPS_IN_GAPS, {"trace": trace}).fetchnumpy()["ops"].astype(np.int64),
+        call_after=call_after, call_lag=call_lag, lanes=lanes,
         steps=[{"step": s, "ts_ns": t, "end_ns": e, "lane": lane, "from_ns": f, "done_ns": d}
                for s, t, e, lane, f, d in steps],
         trace=trace, steady=steady,
