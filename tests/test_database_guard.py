@@ -168,3 +168,26 @@ def test_a_database_with_another_tracekits_views_is_read_with_this_ones(tmp_path
     con = duckdb.connect(str(db), read_only=True)
     assert con.execute("SELECT trace FROM step_bounds").fetchall() == [("stale",)]  # the file untouched
     con.close()
+
+
+def test_a_load_into_a_database_with_another_tracekits_views_makes_this_ones(base_db, tmp_path):
+    """A writable open makes the views again only where views_digest is not this tracekit's (it
+    skips them otherwise: binding them is most of a small load's time): here a database whose
+    `kernels` view is gone and whose `traces` view says a wrong count, as another build's might."""
+    db = tmp_path / "t.duckdb"
+    shutil.copy(base_db, db)
+    con = duckdb.connect(str(db))
+    built = con.execute("SELECT value FROM schema_info WHERE key = 'views_digest'").fetchone()
+    con.execute("DROP VIEW kernels")
+    con.execute("CREATE OR REPLACE VIEW traces AS SELECT trace, 0 AS events FROM trace_files")
+    con.execute("UPDATE schema_info SET value = 'older' WHERE key = 'views_digest'")
+    con.close()
+    assert invoke("load", FLEX, "--db", db).exit_code == 0
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        assert con.execute("SELECT value FROM schema_info WHERE key = 'views_digest'").fetchone() == built
+        assert con.execute("SELECT trace, events FROM traces ORDER BY trace").fetchall() == [("flex", 3272), ("naive", 517)]
+        assert con.execute("SELECT trace, count(*) FROM kernels GROUP BY trace ORDER BY trace").fetchall() == [
+            ("flex", 6), ("naive", 30)]
+    finally:
+        con.close()

@@ -339,7 +339,9 @@ def _refuse_other_schema(stored, path):
 
 
 def ensure_schema(con, path=None):
-    """Creates the tables and (re)creates the views; safe to run on every open."""
+    """Creates the tables and (re)creates the views; safe to run on every open. The views are made
+    again only where the database's views_digest is not this tracekit's: DuckDB binds every view as
+    it makes it, a quarter of a second, most of what a small load into a database takes."""
     from tracekit.store.class_tables import sync_rules
     from tracekit.store.knowledge import sync_knowledge
 
@@ -349,7 +351,8 @@ def ensure_schema(con, path=None):
         for statement in split_statements(sql_resource("tables.sql")):
             con.execute(statement)
         sync_knowledge(con)
-        create_views(con)
+        if not _views_are_current(con):
+            create_views(con)
         sync_rules(con)
         con.execute("INSERT OR REPLACE INTO schema_info VALUES ('schema_version', ?), ('tracekit_version', ?), "
                     "('views_digest', ?)", [SCHEMA_VERSION, __version__, views_digest()])
