@@ -5,7 +5,10 @@ that make DuckDB's SQL Spark's give DuckDB's values on edge cases; the CLI's opt
 One Spark (local[2]) serves the module; its lake, exported from a database by tracekit.lake's
 writer, holds the sample traces, the foreign traces, the CPU trace, the H200 training and fp32
 captures, the finding rules' built traces (test_findings_rules.BUILT), a 3-rank job with a
-straggler (conftest.rank_job) and a trace whose name needs escaping.
+straggler (conftest.rank_job) and a trace whose name needs escaping. The tests of a way in (the
+CLI, the Python API, a lake's folder read by its path and its URI) and of damaged lakes read a
+lake of two of those traces (small_lake): each of them opens a SparkLake of its own, and opening
+one over the 43 traces' 430 files costs seconds that the rows compared on it do not need.
 """
 
 import gzip
@@ -164,14 +167,25 @@ def test_parameters_reach_spark(spark_lake, duck, name, params):
     assert_same_rows(rows, fetch_rows(duck, *named_sql(name, params)))
 
 
+SMALL = ["naive", "sdpa_math"]
+
+
 @pytest.fixture(scope="module")
-def torn_lake(lake_db, tmp_path_factory, spark_session):
-    """A copy of the lake holding the naive and sdpa_math samples whole, plus what dead writers
+def small_lake(lake_db, tmp_path_factory):
+    """A lake of two of the database's traces, naive and sdpa_math, exported from it."""
+    from tracekit.lake import export_database
+
+    lake = tmp_path_factory.mktemp("small") / "lake"
+    assert export_database(lake_db[0], lake, traces=SMALL).loaded == len(SMALL)
+    return lake
+
+
+@pytest.fixture(scope="module")
+def torn_lake(small_lake, tmp_path_factory, spark_session):
+    """A copy of the small lake (the naive and sdpa_math samples whole), plus what dead writers
     leave: `ghost`'s partitions without its trace_files partition, and beside naive's files a
     dead replacer's next generation of its events and kernels (trace_files still names the last)."""
-    lake = shutil.copytree(lake_db[1], tmp_path_factory.mktemp("torn") / "lake",
-                           ignore=lambda folder, names: [n for n in names if n.startswith("trace=")
-                                                         and n not in ("trace=naive", "trace=sdpa_math")])
+    lake = shutil.copytree(small_lake, tmp_path_factory.mktemp("torn") / "lake")
     for table in ("event_rows", "kernel_rows"):
         shutil.copytree(lake / table / "trace=naive", lake / table / "trace=ghost")
         current = next((lake / table / "trace=naive").iterdir())
@@ -227,14 +241,19 @@ def test_a_trace_missing_a_partition_file_is_an_error_naming_it(torn_lake, tmp_p
                                 "load its file again with --replace")
 
 
-def test_a_lake_folder_with_odd_characters_read_by_its_path_and_its_file_uri(lake_db, spark_lake, duck, tmp_path):
+def test_a_lake_folder_with_odd_characters_read_by_its_path_and_its_file_uri(small_lake, spark_session, tmp_path):
+    from tracekit.lake import connect_lake
     from tracekit.spark.engine import SparkLake
 
-    odd = shutil.copytree(lake_db[1], tmp_path / "my lake é%20")
+    odd = shutil.copytree(small_lake, tmp_path / "my lake é%20")
     sql = "SELECT trace, count(*) AS kernels FROM kernels GROUP BY trace"
+    con = connect_lake(small_lake)
+    want = fetch_rows(con, sql)
+    con.close()
+    assert sorted(want.rows) == [("naive", 30), ("sdpa_math", 120)]
     for given in (odd, odd.as_uri()):  # file:///.../my%20lake%20%C3%A9%2520
         with SparkLake(given, "local[2]", TEST_SETTINGS) as spark:
-            assert_same_rows(spark.rows(sql), fetch_rows(duck, sql))
+            assert_same_rows(spark.rows(sql), want)
 
 
 def test_a_lake_path_spark_would_read_as_a_pattern_is_one_error(tmp_path):
@@ -363,8 +382,8 @@ def test_sql_cannot_read_files_beside_the_lake(spark_lake, lake_db):
         spark_lake.spark.sql(f"SELECT * FROM parquet.`{lake_db[1] / 'gpu_specs'}`").collect()
 
 
-def test_the_cli_runs_a_named_query_on_spark(lake_db, spark_lake):
-    result = invoke_cli("query", "top_kernels", "--lake", lake_db[1], "--engine", "spark", "-p", "trace", "naive",
+def test_the_cli_runs_a_named_query_on_spark(small_lake, spark_session):
+    result = invoke_cli("query", "top_kernels", "--lake", small_lake, "--engine", "spark", "-p", "trace", "naive",
                         "-p", "limit", "2", "-f", "csv")
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
@@ -372,21 +391,21 @@ def test_the_cli_runs_a_named_query_on_spark(lake_db, spark_lake):
     assert [line.split(",")[:2] for line in lines[1:]] == [["naive", "1"], ["naive", "2"]]
 
 
-def test_the_cli_writes_spark_rows_to_parquet_with_their_types(lake_db, spark_lake, tmp_path):
+def test_the_cli_writes_spark_rows_to_parquet_with_their_types(small_lake, spark_session, tmp_path):
     import duckdb
 
     out = tmp_path / "gemm.parquet"
-    result = invoke_cli("query", "gemm_classes", "--lake", lake_db[1], "--engine", "spark", "-o", out)
+    result = invoke_cli("query", "gemm_classes", "--lake", small_lake, "--engine", "spark", "-o", out)
     assert result.exit_code == 0, result.output
     types = dict(duckdb.sql(f"SELECT column_name, column_type FROM (DESCRIBE SELECT * FROM '{out}')").fetchall())
     assert types["trace"] == "VARCHAR" and types["tensor_core_gemms"] == "BIGINT" and types["simt_us"] == "DOUBLE"
 
 
-def test_the_cli_runs_ad_hoc_sql_on_spark(lake_db, spark_lake):
-    result = invoke_cli("query", "--lake", lake_db[1], "--engine", "spark", "-f", "csv",
+def test_the_cli_runs_ad_hoc_sql_on_spark(small_lake, spark_session):
+    result = invoke_cli("query", "--lake", small_lake, "--engine", "spark", "-f", "csv",
                         "--sql", "SELECT count(*) AS traces FROM traces")
     assert result.exit_code == 0, result.output
-    assert result.output.splitlines() == ["traces", str(len(spark_lake.rows("SELECT * FROM trace_files").rows))]
+    assert result.output.splitlines() == ["traces", str(len(SMALL))]
 
 
 @pytest.mark.parametrize("args, says", [
@@ -434,12 +453,12 @@ def test_a_spark_job_loads_a_jobs_ranks_on_its_workers(spark_lake, rank_job, tmp
     con.close()
 
 
-def test_the_python_api_runs_a_query_on_spark(lake_db, spark_lake):
+def test_the_python_api_runs_a_query_on_spark(lake_db, small_lake, spark_session):
     import tracekit
     from tracekit.outputs.rows import Rows
 
     params = {"trace": "naive", "limit": "3"}
-    frame = tracekit.query("top_kernels", lake=lake_db[1], engine="spark", params=params)
+    frame = tracekit.query("top_kernels", lake=small_lake, engine="spark", params=params)
     duckdb_frame = tracekit.query("top_kernels", db=lake_db[0], params=params)
     assert len(frame) == 3
     assert_same_rows(Rows.from_frame(frame), Rows.from_frame(duckdb_frame))
