@@ -69,6 +69,20 @@ def sample_db(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def foreign_db(tmp_path_factory):
+    """A database of the foreign traces (tests/data/foreign), loaded once for the session."""
+    from tracekit.store.database import connect
+    from tracekit.ingest.loader import load_file
+
+    path = tmp_path_factory.mktemp("foreign") / "foreign.duckdb"
+    con = connect(path)
+    for trace in sorted((TEST_DATA / "foreign").glob("*.json.gz")):
+        assert load_file(con, trace).status == "loaded", trace
+    con.close()
+    return path
+
+
+@pytest.fixture(scope="session")
 def loops_db(tmp_path_factory):
     """A database of the H200 loops (tests/data/h200/loops), loaded once for the session."""
     db = tmp_path_factory.mktemp("loops") / "loops.duckdb"

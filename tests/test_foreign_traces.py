@@ -2,23 +2,14 @@
 
 import pytest
 
-from conftest import TEST_DATA
 from tracekit.store.database import connect
-from tracekit.ingest.loader import load_file
 from tracekit.analysis.named_queries import run_named, run_sql
 from tracekit.outputs.render import records
 
-FOREIGN = TEST_DATA / "foreign"
-
 
 @pytest.fixture(scope="module")
-def foreign_con(tmp_path_factory):
-    path = tmp_path_factory.mktemp("foreign") / "foreign.duckdb"
-    con = connect(path)
-    for trace in sorted(FOREIGN.glob("*.json.gz")):
-        assert load_file(con, trace).status == "loaded", trace
-    con.close()
-    con = connect(path, read_only=True)
+def foreign_con(foreign_db):
+    con = connect(foreign_db, read_only=True)
     yield con
     con.close()
 

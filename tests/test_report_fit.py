@@ -36,12 +36,12 @@ def database(folder, files):
 
 
 @pytest.fixture(scope="module")
-def dbs(tmp_path_factory, sample_db):
+def dbs(tmp_path_factory, sample_db, foreign_db):
     """Databases of real traces, by what they hold."""
     root = tmp_path_factory.mktemp("fit")
     return {
         "samples": sample_db,
-        "foreign": database(root / "foreign", sorted(FOREIGN.glob("*.json.gz"))),
+        "foreign": foreign_db,
         "h200": database(root / "h200", [H200 / "fp32" / "naive.json.gz", H200 / "hd128" / "sdpa_flash.json.gz",
                                          H200 / "train_fp32" / "train_naive.json.gz"]),
     }
