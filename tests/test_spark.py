@@ -35,18 +35,22 @@ QUERIES = sorted(named_queries())
 RULES = sorted(rules())
 TEST_SETTINGS = SPARK_TEST_SETTINGS
 ODD_NAME = "rank 0=é%,#"  # a space, =, a non-ASCII letter, %: each escaped in a partition folder
+# Besides the H200 training captures (train_fp32) and the gloo job, which launch_bound_db holds.
 TRACE_FOLDERS = [SAMPLE_TRACES, TEST_DATA / "foreign", TEST_DATA / "cpu" / "naive_cpu.json.gz",
-                 TEST_DATA / "cpu" / "gloo_job", TEST_DATA / "h200" / "train_fp32",
                  TEST_DATA / "h200" / "train_bf16", TEST_DATA / "h200" / "fp32"]
 
 
 @pytest.fixture(scope="module")
-def lake_db(tmp_path_factory, rank_job):
-    """A database of the test traces, and a lake exported from it: (database, lake)."""
+def lake_db(tmp_path_factory, launch_bound_db, rank_job):
+    """A database of the test traces, and a lake exported from it: (database, lake). It starts as
+    a copy of conftest's launch_bound_db (the H200 training captures and the gloo job, the biggest
+    traces but the job's ranks), the others loaded after them."""
     from tracekit.ingest.loader import expand_paths, load_file
     from tracekit.store.database import connect
 
     folder = tmp_path_factory.mktemp("spark")
+    db = folder / "traces.duckdb"
+    shutil.copyfile(launch_bound_db, db)
     odd = folder / f"{ODD_NAME}.json"
     # Another trace's content with one more newline: a trace of its own (its sha256 differs).
     odd.write_bytes(gzip.decompress((TEST_DATA / "foreign" / "l4_square_memcpy_two_steps.json.gz").read_bytes()) + b"\n")
@@ -54,7 +58,6 @@ def lake_db(tmp_path_factory, rank_job):
     import trace_builder
 
     built = [trace_builder.write(folder, f"built_{name}", make()) for name, make in BUILT.items()]
-    db = folder / "traces.duckdb"
     con = connect(db)
     try:
         for path in expand_paths([str(p) for p in TRACE_FOLDERS + built] + [str(odd)]):
