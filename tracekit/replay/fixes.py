@@ -113,8 +113,8 @@ def _no_profiler(graph, argument, changed, con):
 
 
 def _drop_cpu_gaps(graph, argument, changed, con):
-    gaps = changed["call_gap"]
-    gaps[gaps >= float(argument) * 1000] = 0
+    # the trace's own stretches of that length, whatever fixes ran first
+    changed["call_gap"][graph.call_gap >= float(argument) * 1000] = 0
 
 
 def _drop_cpu(graph, argument, changed, con):
@@ -221,7 +221,7 @@ def _cuda_graph(graph, argument, changed, con):
             inside = window & (graph.call_lane == lane) & (place > launches[0]) & (place <= launches[-1]) \
                 & (changed["call_wait"] < 0)
             if argument:
-                inside &= changed["call_gap"] < float(argument) * 1000
+                inside &= graph.call_gap < float(argument) * 1000  # the trace's own stretches, whatever fixes ran first
             changed["call_dur"][inside] = 0
             changed["call_gap"][inside] = 0
             changed["call_dur"][launches[0]] = cost if lane == step["lane"] else 0

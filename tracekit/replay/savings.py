@@ -77,7 +77,8 @@ def replay_savings(con, traces_and_fixes):
         replayer = TraceReplay(con, trace)
         for whatif in dict.fromkeys(fixes):
             each[(trace, whatif)] = replayer.saving(whatif)
-        replayed = [w for w in dict.fromkeys(fixes) if each[(trace, w)].saving_us is not None]
+        # in one order whatever order the rules' rows came in (a database's or a lake's)
+        replayed = sorted(w for w in dict.fromkeys(fixes) if each[(trace, w)].saving_us is not None)
         if replayed:
             all_fixes = FIX_SEPARATOR.join(replayed)
             together[trace] = (all_fixes, replayer.saving(all_fixes))
