@@ -101,6 +101,15 @@ def launch_bound_db(tmp_path_factory):
     return db
 
 
+@pytest.fixture(scope="session")
+def side_streams_db(tmp_path_factory):
+    """tests/data/h200/side_streams: the main stream waiting for a side stream's GEMM, and the loop without it."""
+    db = tmp_path_factory.mktemp("side") / "side.duckdb"
+    result = invoke_cli("load", TEST_DATA / "h200" / "side_streams", "--db", db)
+    assert result.exit_code == 0, result.output
+    return db
+
+
 @pytest.fixture
 def sample_con(sample_db):
     from tracekit.store.database import connect

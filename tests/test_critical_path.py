@@ -1,6 +1,7 @@
 """The critical path of each step (views critical_path and step_bounds, issue [15]) on real
 traces: the H200 samples (a sync every step), the H200 loops (a profiler schedule, no sync: the GPU
-behind the CPU), launch-bound training (train_fp32) and a gloo job on the CPU; checked against the
+behind the CPU), launch-bound training (train_fp32: two threads), a stream waiting for another
+(side_streams) and a gloo job on the CPU; checked against the
 time per step measured without the profiler (tests/data/h200/loops/truth.csv), against what fixes
 saved, and against HTA's critical path of the same steps (tests/data/hta_critical_path.json)."""
 
@@ -92,12 +93,59 @@ def test_a_fix_takes_off_the_path_what_it_saved(loops_db):
 def test_launch_bound_training_and_a_gloo_job_are_cpu_bound(launch_bound_db):
     for trace in ("train_naive", "train_sdpa_default"):
         steps = bounds(launch_bound_db, trace)
-        assert all(steps[s]["bound"] == "cpu-bound" and steps[s]["bound_pct"] > 90 for s in range(1, 8)), trace
-        # launch calls and their latency: the rest of the path (no GPU work on it)
+        assert all(steps[s]["bound"] == "cpu-bound" and steps[s]["bound_pct"] > 80 for s in range(1, 8)), trace
+        # launch calls and their latency, and the threads' wake-ups: the rest of the path (no GPU work on it)
         assert all(steps[s]["kernel_us"] == 0 and steps[s]["launch_us"] > 0 for s in range(1, 8)), trace
+        assert all(steps[s]["cpu_us"] + steps[s]["launch_us"] + steps[s]["sync_wait_us"]
+                   == pytest.approx(steps[s]["step_us"], abs=0.01) for s in range(1, 8)), trace
     for rank in (0, 1):
         steps = bounds(launch_bound_db, f"train_naive_inplace_rank{rank}")
         assert {row["bound"] for row in steps.values()} == {"cpu-bound"}
+
+
+def test_the_path_follows_backward_onto_autograds_thread_and_back(launch_bound_db):
+    """In an fp32 training step the CPU bounds, the main thread waits in backward() for autograd's
+    thread, which launches the backward's kernels after waiting for the main thread's forward: the
+    path crosses to autograd's thread at one handoff and back at the other, and there it holds at
+    least HTA's whole path of the step, which stays on autograd's thread."""
+    for trace in ("train_naive", "train_sdpa_default"):
+        autograd = {r["tid"] for r in rows(launch_bound_db, "SELECT DISTINCT tid FROM cpu_ops WHERE trace = ? "
+                                           "AND name LIKE 'autograd::engine::evaluate_function%'", [trace])}
+        assert len(autograd) == 1, trace
+        segments = rows(launch_bound_db, "SELECT step, tid, name, dur_us FROM critical_path WHERE trace = ? "
+                        "AND step BETWEEN 1 AND 7", [trace])
+        for step in range(1, 8):
+            path = [s for s in segments if s["step"] == step]
+            threads = {s["tid"] for s in path if s["tid"] is not None}
+            main = (threads - autograd).pop()
+            assert threads == autograd | {main}, (trace, step)
+            handoffs = sorted((s["tid"], s["name"]) for s in path if (s["name"] or "").startswith("handoff"))
+            assert handoffs == sorted([(main, f"handoff from thread {min(autograd)}"),
+                                       (min(autograd), f"handoff from thread {main}")]), (trace, step)
+            on_autograd = sum(s["dur_us"] for s in path if s["tid"] in autograd)
+            assert on_autograd >= HTA[f"train_fp32/{trace}"][str(step)]["path_us"], (trace, step)
+
+
+def test_the_path_crosses_to_the_stream_the_main_stream_waited_for(side_streams_db):
+    """The main stream's add waits (cudaStreamWaitEvent) for the side stream's 0.75 ms bmm: the
+    path runs through the bmm on the side stream, not along the main stream's idle, and the step
+    is the loop's unprofiled time per step."""
+    truth = {row["loop"]: float(row["step_us"]) for row in
+             csv.DictReader(open(TEST_DATA / "h200" / "side_streams" / "truth.csv"))}
+    segments = rows(side_streams_db, "SELECT step, seq, kind, name, dur_us, stream FROM critical_path "
+                    "WHERE trace = 'side_stream' ORDER BY step, seq")
+    steps = bounds(side_streams_db, "side_stream")
+    for step in STEADY:
+        path = [s for s in segments if s["step"] == step]
+        last = path[-1]
+        waits = [i for i, s in enumerate(path) if s["kind"] == "sync_wait" and s["name"] == "cudaStreamWaitEvent"]
+        assert waits and path[waits[-1] - 1]["kind"] == "kernel", step
+        gemm = path[waits[-1] - 1]
+        # the bmm on the side stream, then the wait and the main stream's add, last
+        assert gemm["stream"] != last["stream"] and gemm["dur_us"] > 700 and last["kind"] == "kernel", step
+        assert steps[step]["bound"] == "gpu-bound"
+    measured = sorted(steps[s]["step_us"] for s in STEADY)
+    assert (measured[1] + measured[2]) / 2 == pytest.approx(truth["side_stream"], rel=0.03)
 
 
 @pytest.mark.parametrize("key", sorted(HTA))

@@ -203,14 +203,6 @@ def test_dropping_cpu_ops_the_gpu_waits_behind_saves_nothing(loops_db):
     assert whatif(loops_db, "infer_naive", "drop-cpu:^no such op$").saving_us == 0
 
 
-@pytest.fixture(scope="module")
-def side_streams_db(tmp_path_factory):
-    """tests/data/h200/side_streams: the main stream waiting for a side stream's GEMM, and the loop without it."""
-    db = tmp_path_factory.mktemp("side") / "side.duckdb"
-    assert invoke_cli("load", TEST_DATA / "h200" / "side_streams", "--db", db).exit_code == 0
-    return db
-
-
 def test_a_stream_waiting_for_another_carries_the_others_saving(side_streams_db):
     """The main stream's add waits (cudaStreamWaitEvent) for the side stream's 0.75 ms bmm: dropping
     the bmm saves what the loop without it saved (698.7 µs a step unprofiled, 692.8 in the traces);

@@ -65,60 +65,29 @@ QUALIFY row_number() OVER (PARTITION BY c.n ORDER BY i.n, o.op_path) = 1
 ORDER BY c.n
 """
 
-# A handoff between threads: a call after a gap of at least HANDOFF_MIN_GAP_NS on its thread, where
-# another thread's call ended within the gap and that thread made no call again before this one
-# started: the thread waited for the other (the main thread in backward() for autograd's, autograd's
-# for the main thread's forward). The call then starts its observed lag after the other's end.
-HANDOFF_MIN_GAP_NS = 50_000
-_HANDOFFS = f"""
-WITH ends AS (
-    SELECT n, lane, ts_ns + dur_ns AS end_ns,
-           lead(ts_ns) OVER (PARTITION BY lane ORDER BY n) AS next_ts_ns
-    FROM _replay_calls
-), waiting AS (
-    SELECT c.n, c.lane, c.ts_ns, c.prev_end_ns, o.lane AS other
-    FROM _replay_calls c JOIN (SELECT DISTINCT lane FROM _replay_calls) o ON o.lane <> c.lane
-    WHERE c.ts_ns - c.prev_end_ns >= {HANDOFF_MIN_GAP_NS}
-), latest AS (
-    SELECT w.n, w.ts_ns, w.prev_end_ns, e.n AS after, e.end_ns, e.next_ts_ns
-    FROM waiting w ASOF JOIN ends e ON e.lane = w.other AND e.end_ns <= w.ts_ns
-)
-SELECT n, after, ts_ns - end_ns AS lag
-FROM latest
-WHERE end_ns > prev_end_ns AND coalesce(next_ts_ns >= ts_ns, TRUE)
-QUALIFY row_number() OVER (PARTITION BY n ORDER BY end_ns DESC, after) = 1
+# A handoff between threads (view _cp_handoffs, the critical path's too): a call after a gap of at
+# least 50 µs on its thread, where another thread's call ended within the gap and that thread made
+# no call again before this one started: the thread waited for the other (the main thread in
+# backward() for autograd's, autograd's for the main thread's forward). The call then starts its
+# observed lag after the other's end.
+_HANDOFFS = """
+SELECT c.n, a.n AS after, c.ts_ns - h.other_end_ns AS lag
+FROM _cp_handoffs h
+JOIN _replay_calls c ON c.pid = h.pid AND c.tid = h.tid AND c.ts_ns = h.ts_ns
+JOIN _replay_calls a ON a.pid = h.other_pid AND a.tid = h.other_tid AND a.ts_ns = h.other_ts_ns
+     AND a.ts_ns + a.dur_ns = h.other_end_ns
+WHERE h.trace_id = (SELECT trace_id FROM trace_files WHERE trace = $trace)
+QUALIFY row_number() OVER (PARTITION BY h.pid, h.tid, h.ts_ns ORDER BY c.n, a.n) = 1
 """
 
-# A stream waiting for another (cudaStreamWaitEvent, recorded by Kineto's CUDA sync events): the
-# wait's stream (its `stream`) cannot run the work queued after the wait until the event's work is
-# done: the last item the thread launched before the wait on another stream (on `wait_on_stream`
-# where Kineto could say which; torch 2.11's often cannot). An edge where it held the item back:
-# the item was queued, its stream idle, and the other item ended in that idle.
+# A stream waiting for another (view _cp_stream_waits, the critical path's too): the work queued
+# after a cudaStreamWaitEvent runs no earlier than the other stream's item it waited for.
 _STREAM_WAITS = """
-WITH waits AS (
-    SELECT r.pid, r.tid, r.ts_ns AS wait_ns,
-           TRY_CAST(e.args->>'stream' AS INTEGER) AS stream, TRY_CAST(e.args->>'device' AS INTEGER) AS device,
-           coalesce(TRY_CAST(e.args->>'wait_on_stream' AS INTEGER), -1) AS on_stream
-    FROM event_rows e
-    JOIN trace_files t ON t.trace_id = e.trace_id
-    JOIN _replay_calls r ON r.correlation = TRY_CAST(e.args->>'correlation' AS BIGINT)
-    WHERE t.trace = $trace AND e.cat = 'cuda_sync' AND e.name = 'Stream Wait Event'
-), producers AS (
-    SELECT w.*, i.n AS producer, i.end_ns AS producer_end_ns
-    FROM waits w
-    JOIN _replay_items i ON i.launch_pid = w.pid AND i.launch_tid = w.tid AND i.launch_ns < w.wait_ns
-         AND i.device = coalesce(w.device, i.device) AND i.stream <> w.stream AND (w.on_stream < 0 OR i.stream = w.on_stream)
-    QUALIFY row_number() OVER (PARTITION BY w.pid, w.tid, w.wait_ns ORDER BY i.launch_ns DESC, i.n DESC) = 1
-), consumers AS (
-    SELECT p.producer, p.producer_end_ns, i.n AS consumer, i.ts_ns, i.prev_end_ns, i.waited_for
-    FROM producers p
-    JOIN _replay_items i ON i.device = coalesce(p.device, i.device) AND i.stream = p.stream AND i.launch_ns > p.wait_ns
-    QUALIFY row_number() OVER (PARTITION BY p.pid, p.tid, p.wait_ns ORDER BY i.launch_ns, i.n) = 1
-)
-SELECT consumer, producer, ts_ns - producer_end_ns AS lag
-FROM consumers
-WHERE waited_for = 'stream' AND producer_end_ns BETWEEN prev_end_ns AND ts_ns
-QUALIFY row_number() OVER (PARTITION BY consumer ORDER BY producer_end_ns DESC, producer) = 1
+SELECT c.n AS consumer, p.n AS producer, c.ts_ns - w.on_end_ns AS lag
+FROM _cp_stream_waits w
+JOIN _replay_items c ON c.device = w.device AND c.stream = w.stream AND c.place = w.place
+JOIN _replay_items p ON p.device = w.on_device AND p.stream = w.on_stream AND p.place = w.on_place
+WHERE w.trace_id = (SELECT trace_id FROM trace_files WHERE trace = $trace)
 """
 
 # How many CPU ops (each a profiler record, which costs the thread time) start in each call's gap.
@@ -207,7 +176,7 @@ def read_graph(con, trace):
     item_after[stream_waits["consumer"].astype(np.int64)] = stream_waits["producer"].astype(np.int64)
     item_lag[stream_waits["consumer"].astype(np.int64)] = stream_waits["lag"].astype(np.int64)
     if len(lanes) > 1:
-        handoffs = con.execute(_HANDOFFS).fetchnumpy()
+        handoffs = con.execute(_HANDOFFS, {"trace": trace}).fetchnumpy()
         call_after[handoffs["n"].astype(np.int64)] = handoffs["after"].astype(np.int64)
         call_lag[handoffs["n"].astype(np.int64)] = handoffs["lag"].astype(np.int64)
     steady = [row[0] for row in con.execute("SELECT step FROM steady_steps WHERE trace = ? ORDER BY step",

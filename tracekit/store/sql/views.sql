@@ -683,106 +683,195 @@ SELECT trace_id, step, ts_ns, end_ns, pid, tid, gpu_end_ns, done_ns,
        NOT coalesce(gpu_end_ns > end_ns, false) AS cpu_ended_last
 FROM done;
 
--- Where the walk goes from a point on a thread (the launch of a run's first item, a step's end):
--- back along the thread to the last call there that waited for the GPU, and the item it waited for.
-CREATE OR REPLACE VIEW _cp_links AS
-WITH waits AS (
-    SELECT trace_id, pid, tid, name, ts_ns, end_ns, cpu_op_id, device, stream, place, item_end_ns,
-           row_number() OVER (PARTITION BY trace_id, pid, tid ORDER BY end_ns, ts_ns) AS wait_no
-    FROM _cp_waits
-), points AS (
-    SELECT trace_id, launch_pid AS pid, launch_tid AS tid, launch_ns AS t, 1 AS probe, device, stream, place,
-           CAST(NULL AS INTEGER) AS step, CAST(NULL AS BIGINT) AS wait_no
-    FROM _cp_items WHERE place = run_first AND waited_for = 'launch'
-    UNION ALL
-    SELECT trace_id, pid, tid, end_ns, 1, NULL, NULL, NULL, step, NULL FROM _cp_steps
-    UNION ALL
-    SELECT trace_id, pid, tid, end_ns, 0, NULL, NULL, NULL, NULL, wait_no FROM waits
-), before AS (
-    SELECT trace_id, pid, tid, t, probe, device, stream, place, step,
-           max(wait_no) OVER (PARTITION BY trace_id, pid, tid ORDER BY t, probe ROWS UNBOUNDED PRECEDING) AS wait_no
-    FROM points
+-- A CPU thread that waited for another: a call after a gap of at least 50 µs on its thread, where
+-- another thread's call ended within the gap and that thread called nothing again before this one
+-- started (the main thread in backward() waiting for autograd's thread, and autograd's thread
+-- waiting for the main thread's forward). other_*: that thread and its call. The replay
+-- (tracekit/replay/graph.py) reads its handoffs here too.
+CREATE OR REPLACE VIEW _cp_handoffs AS
+WITH calls AS MATERIALIZED (
+    SELECT trace_id, pid, tid, name, ts_ns, ts_ns + dur_ns AS end_ns, cpu_op_id,
+           lag(ts_ns + dur_ns) OVER lane AS prev_end_ns, lead(ts_ns) OVER lane AS next_ts_ns
+    FROM runtime_rows WHERE ts_ns IS NOT NULL
+    WINDOW lane AS (PARTITION BY trace_id, pid, tid ORDER BY ts_ns, dur_ns, correlation)
+), waiting AS (
+    SELECT c.trace_id, c.pid, c.tid, c.name, c.ts_ns, c.cpu_op_id, c.prev_end_ns, o.pid AS other_pid,
+           o.tid AS other_tid
+    FROM calls c
+    JOIN (SELECT DISTINCT trace_id, pid, tid FROM calls) o
+         ON o.trace_id = c.trace_id AND (o.pid <> c.pid OR o.tid <> c.tid)
+    WHERE c.ts_ns - c.prev_end_ns >= 50000
+), latest AS (
+    SELECT w.*, e.name AS other_name, e.ts_ns AS other_ts_ns, e.end_ns AS other_end_ns, e.next_ts_ns AS other_next_ts_ns
+    FROM waiting w
+    ASOF JOIN calls e ON e.trace_id = w.trace_id AND e.pid = w.other_pid AND e.tid = w.other_tid AND e.end_ns <= w.ts_ns
 )
-SELECT p.trace_id, p.pid, p.tid, p.t, p.device, p.stream, p.place, p.step, w.ts_ns AS wait_ns,
-       w.end_ns AS wait_end_ns, w.name AS wait_name, w.cpu_op_id AS wait_op_id, w.item_end_ns,
-       w.device AS next_device, w.stream AS next_stream, w.place AS next_place
-FROM before p
-LEFT JOIN waits w ON w.trace_id = p.trace_id AND w.pid = p.pid AND w.tid = p.tid AND w.wait_no = p.wait_no
-WHERE p.probe = 1;
+SELECT trace_id, pid, tid, name, ts_ns, cpu_op_id, other_pid, other_tid, other_name, other_ts_ns, other_end_ns
+FROM latest
+WHERE other_end_ns > prev_end_ns AND coalesce(other_next_ts_ns >= ts_ns, true)
+QUALIFY row_number() OVER (PARTITION BY trace_id, pid, tid, ts_ns ORDER BY other_end_ns DESC, other_pid, other_tid) = 1;
 
--- The walk, hop by hop: each hop reaches the end of a GPU item. The first: the step's last item
--- where its GPU work ended last, else the item its thread last waited for. From an item, back over
--- its run to the run's first item, to that one's launch, back along the launching thread to its
--- last call that waited for the GPU, to the item that call waited for; until the step's start.
+-- A stream waiting for another (cudaStreamWaitEvent, recorded by Kineto's CUDA sync events): the
+-- wait's stream cannot run the work queued after the wait until the event's work is done: the last
+-- item the thread launched before the wait on another stream (on wait_on_stream where Kineto could
+-- say which; torch 2.11's often cannot). A row where it held that work back: the consumer (device,
+-- stream, place) was queued, its stream idle, and the producer (on_*) ended in that idle. (Each
+-- wait finds its producer by an ASOF join per stream its thread launched on, not a range join of
+-- every wait with every item.) The replay reads its stream waits here too.
+CREATE OR REPLACE VIEW _cp_stream_waits AS
+WITH waits AS (
+    SELECT r.trace_id, r.pid, r.tid, r.name, r.ts_ns AS wait_ns, r.cpu_op_id,
+           TRY_CAST(e.args->>'stream' AS INTEGER) AS stream, TRY_CAST(e.args->>'device' AS INTEGER) AS device,
+           coalesce(TRY_CAST(e.args->>'wait_on_stream' AS INTEGER), -1) AS wait_on_stream
+    FROM event_rows e
+    JOIN runtime_rows r ON r.trace_id = e.trace_id AND r.correlation = TRY_CAST(e.args->>'correlation' AS BIGINT)
+    WHERE e.cat = 'cuda_sync' AND e.name = 'Stream Wait Event'
+), launched AS MATERIALIZED (
+    SELECT trace_id, launch_pid, launch_tid, launch_ns, device, stream, place, end_ns, ts_ns, prev_end_ns, waited_for
+    FROM _cp_items WHERE launch_ns IS NOT NULL
+), candidates AS (
+    SELECT w.*, s.device AS on_device, s.stream AS on_stream
+    FROM waits w
+    JOIN (SELECT DISTINCT trace_id, launch_pid, launch_tid, device, stream FROM launched) s
+         ON s.trace_id = w.trace_id AND s.launch_pid = w.pid AND s.launch_tid = w.tid
+         AND s.device = coalesce(w.device, s.device) AND s.stream <> w.stream
+         AND (w.wait_on_stream < 0 OR s.stream = w.wait_on_stream)
+), producers AS (
+    SELECT c.*, i.place AS on_place, i.end_ns AS on_end_ns
+    FROM candidates c
+    ASOF JOIN launched i ON i.trace_id = c.trace_id AND i.launch_pid = c.pid AND i.launch_tid = c.tid
+         AND i.device = c.on_device AND i.stream = c.on_stream AND i.launch_ns < c.wait_ns
+    QUALIFY row_number() OVER (PARTITION BY c.trace_id, c.pid, c.tid, c.wait_ns
+                               ORDER BY i.launch_ns DESC, i.device DESC, i.stream DESC, i.place DESC) = 1
+), consumers AS (
+    SELECT p.*, i.device AS consumer_device, i.place, i.ts_ns, i.prev_end_ns, i.waited_for
+    FROM producers p
+    ASOF JOIN launched i ON i.trace_id = p.trace_id AND i.device = coalesce(p.device, p.on_device)
+         AND i.stream = p.stream AND i.launch_ns > p.wait_ns
+)
+SELECT trace_id, consumer_device AS device, stream, place, on_device, on_stream, on_place, on_end_ns,
+       name, cpu_op_id, pid, tid
+FROM consumers
+WHERE waited_for = 'stream' AND on_end_ns BETWEEN prev_end_ns AND ts_ns
+QUALIFY row_number() OVER (PARTITION BY trace_id, device, stream, place ORDER BY on_end_ns DESC, on_stream, on_place) = 1;
+
+-- Where the walk leaves a thread, back from a point on it (the launch of a run's first item, a
+-- step's end, a call another thread waited for): the last mark at or before the point. A mark is a
+-- call that waited for the GPU, at its return (lo_ns), and the walk goes on to the item it waited
+-- for; or a call after a handoff, at its start, and the walk goes on to the other thread's call.
+-- to_end_ns: the end of that item or call, where the walk goes on.
+CREATE OR REPLACE VIEW _cp_links AS
+WITH marks AS (
+    SELECT trace_id, pid, tid, end_ns AS lo_ns, 'wait' AS via, name, cpu_op_id, item_end_ns AS to_end_ns,
+           device AS to_device, stream AS to_stream, place AS to_place,
+           CAST(NULL AS VARCHAR) AS to_pid, CAST(NULL AS VARCHAR) AS to_tid
+    FROM _cp_waits
+    UNION ALL
+    SELECT trace_id, pid, tid, ts_ns, 'handoff', name, cpu_op_id, other_end_ns, NULL, NULL, NULL, other_pid, other_tid
+    FROM _cp_handoffs
+), points AS (
+    SELECT trace_id, launch_pid AS pid, launch_tid AS tid, launch_ns AS t FROM _cp_items
+    WHERE place = run_first AND waited_for = 'launch'
+    UNION
+    SELECT trace_id, pid, tid, end_ns FROM _cp_steps
+    UNION
+    SELECT trace_id, other_pid, other_tid, other_end_ns FROM _cp_handoffs
+)
+SELECT p.trace_id, p.pid, p.tid, p.t, m.via, m.lo_ns, m.to_end_ns, m.name, m.cpu_op_id, m.to_device, m.to_stream,
+       m.to_place, m.to_pid, m.to_tid
+FROM points p
+ASOF JOIN marks m ON m.trace_id = p.trace_id AND m.pid = p.pid AND m.tid = p.tid AND m.lo_ns <= p.t;
+
+-- The walk, node by node, back from where each step completed to where the step before it did. A
+-- node is a GPU item (device, stream, place; pid '', tid '', t -1) or a point on a CPU thread
+-- (pid, tid, t; device, stream, place -1). From an item: back over the items queued behind each
+-- other on its stream to the first (first_place), then to that one's launch (a point on the
+-- launching thread) or, where a stream wait held it back, to the other stream's item. From a point:
+-- back along its thread to its last mark (_cp_links). Each node's connector is the segment between
+-- it and the next node (lo_ns back to to_end_ns): the launch, a sync's return, a stream wait, a
+-- thread's wake-up after a handoff; 'idle' before an item nothing launched in the trace.
 CREATE OR REPLACE VIEW _cp_hops AS
-WITH RECURSIVE nexts AS MATERIALIZED (
-    SELECT i.trace_id, i.device, i.stream, i.place, f.place AS first_place, f.ts_ns AS first_ns,
-           f.launch_ns, f.launch_pid, f.launch_tid, f.launch_op_id, f.launch_name, f.correlation AS first_correlation,
-           l.wait_ns, l.wait_name, l.wait_op_id, l.wait_end_ns, l.item_end_ns, l.next_device, l.next_stream, l.next_place
+WITH RECURSIVE item_firsts AS (
+    SELECT i.trace_id, i.device, i.stream, i.place,
+           CASE WHEN w.place >= i.run_first THEN w.place ELSE i.run_first END AS first_place
     FROM _cp_items i
-    JOIN _cp_items f ON f.trace_id = i.trace_id AND f.device = i.device AND f.stream = i.stream AND f.place = i.run_first
-    LEFT JOIN _cp_links l ON l.trace_id = f.trace_id AND l.device = f.device AND l.stream = f.stream
-         AND l.place = f.place AND f.waited_for = 'launch'
+    ASOF LEFT JOIN (SELECT trace_id, device, stream, place FROM _cp_stream_waits) w
+         ON w.trace_id = i.trace_id AND w.device = i.device AND w.stream = i.stream AND w.place <= i.place
+), edges AS MATERIALIZED (
+    SELECT x.trace_id, x.device, x.stream, x.place, '' AS pid, '' AS tid, CAST(-1 AS BIGINT) AS t, f.place AS first_place,
+           f.ts_ns AS lo_ns,
+           CASE WHEN w.place IS NOT NULL THEN w.on_end_ns WHEN f.waited_for = 'launch' THEN f.launch_ns END AS to_end_ns,
+           CASE WHEN w.place IS NOT NULL THEN w.on_device WHEN f.waited_for = 'launch' THEN -1 END AS to_device,
+           CASE WHEN w.place IS NOT NULL THEN w.on_stream WHEN f.waited_for = 'launch' THEN -1 END AS to_stream,
+           CASE WHEN w.place IS NOT NULL THEN w.on_place WHEN f.waited_for = 'launch' THEN -1 END AS to_place,
+           CASE WHEN w.place IS NOT NULL THEN '' WHEN f.waited_for = 'launch' THEN f.launch_pid END AS to_pid,
+           CASE WHEN w.place IS NOT NULL THEN '' WHEN f.waited_for = 'launch' THEN f.launch_tid END AS to_tid,
+           CASE WHEN w.place IS NOT NULL THEN -1 WHEN f.waited_for = 'launch' THEN f.launch_ns END AS to_t,
+           CASE WHEN w.place IS NULL AND f.waited_for = 'launch' THEN f.launch_op_id END AS to_op_id,
+           CASE WHEN w.place IS NOT NULL THEN 'sync_wait' WHEN f.launch_ns IS NULL THEN 'idle' ELSE 'launch' END AS conn_kind,
+           CASE WHEN w.place IS NOT NULL THEN w.name ELSE f.launch_name END AS conn_name,
+           CASE WHEN w.place IS NOT NULL THEN w.cpu_op_id ELSE f.launch_op_id END AS conn_op_id,
+           CASE WHEN w.place IS NULL THEN f.launch_tid END AS conn_tid,
+           f.device AS conn_device, f.stream AS conn_stream,
+           CASE WHEN w.place IS NULL THEN f.correlation END AS conn_correlation
+    FROM item_firsts x
+    JOIN _cp_items f ON f.trace_id = x.trace_id AND f.device = x.device AND f.stream = x.stream AND f.place = x.first_place
+    LEFT JOIN _cp_stream_waits w ON w.trace_id = f.trace_id AND w.device = f.device AND w.stream = f.stream
+         AND w.place = f.place
+    UNION ALL
+    SELECT trace_id, -1, -1, -1, pid, tid, t, NULL, lo_ns, to_end_ns,
+           coalesce(to_device, -1), coalesce(to_stream, -1), coalesce(to_place, -1), coalesce(to_pid, ''),
+           coalesce(to_tid, ''), CASE WHEN via = 'wait' THEN -1 ELSE to_end_ns END, NULL, 'sync_wait',
+           CASE WHEN via = 'wait' THEN name ELSE 'handoff from thread ' || to_tid END, cpu_op_id, tid, NULL, NULL, NULL
+    FROM _cp_links
 ), entry AS (
-    SELECT trace_id, step, from_ns, device, stream, place FROM (
-        SELECT s.trace_id, s.step, s.from_ns, i.device, i.stream, i.place,
+    -- where the step completed: its last GPU item, or the end of its CPU span
+    SELECT trace_id, step, from_ns, device, stream, place, pid, tid, t, hi_op_id FROM (
+        SELECT s.trace_id, s.step, s.from_ns, i.device, i.stream, i.place, '' AS pid, '' AS tid, CAST(-1 AS BIGINT) AS t,
+               CAST(NULL AS BIGINT) AS hi_op_id,
                row_number() OVER (PARTITION BY s.trace_id, s.step ORDER BY i.device, i.stream, i.place) AS nth
         FROM _cp_steps s
         JOIN _cp_items i ON i.trace_id = s.trace_id AND i.step = s.step AND i.end_ns = s.gpu_end_ns
         WHERE NOT s.cpu_ended_last
     ) WHERE nth = 1
     UNION ALL
-    SELECT s.trace_id, s.step, s.from_ns, l.next_device, l.next_stream, l.next_place
-    FROM _cp_steps s JOIN _cp_links l ON l.trace_id = s.trace_id AND l.step = s.step
-    WHERE s.cpu_ended_last AND l.next_place IS NOT NULL AND l.wait_end_ns > s.from_ns
+    SELECT trace_id, step, from_ns, -1, -1, -1, pid, tid, end_ns, NULL FROM _cp_steps WHERE cpu_ended_last
 ), walk AS (
-    SELECT trace_id, step, from_ns, 1 AS hop, device, stream, place FROM entry
+    SELECT trace_id, step, from_ns, 1 AS hop, device, stream, place, pid, tid, t, hi_op_id FROM entry
     UNION ALL
-    SELECT w.trace_id, w.step, w.from_ns, w.hop + 1, n.next_device, n.next_stream, n.next_place
+    SELECT w.trace_id, w.step, w.from_ns, w.hop + 1, e.to_device, e.to_stream, e.to_place, e.to_pid, e.to_tid,
+           e.to_t, e.to_op_id
     FROM walk w
-    JOIN nexts n ON n.trace_id = w.trace_id AND n.device = w.device AND n.stream = w.stream AND n.place = w.place
-    WHERE n.first_ns > w.from_ns AND n.launch_ns > w.from_ns AND n.next_place IS NOT NULL
-      AND n.wait_end_ns > w.from_ns AND w.hop < 100000
+    JOIN edges e ON e.trace_id = w.trace_id AND e.device = w.device AND e.stream = w.stream AND e.place = w.place
+         AND e.pid = w.pid AND e.tid = w.tid AND e.t = w.t
+    WHERE e.to_end_ns > w.from_ns AND w.hop < 100000
 )
-SELECT w.trace_id, w.step, w.from_ns, w.hop, w.device, w.stream, w.place, n.first_place, n.first_ns, n.launch_ns,
-       n.launch_pid, n.launch_tid, n.launch_op_id, n.launch_name, n.first_correlation, n.wait_ns, n.wait_name,
-       n.wait_op_id, n.wait_end_ns, n.item_end_ns,
-       -- the walk goes on from this hop (to the item its launching thread last waited for)
-       coalesce(n.next_place IS NOT NULL AND n.first_ns > w.from_ns AND n.launch_ns > w.from_ns
-                AND n.wait_end_ns > w.from_ns, false) AS goes_on
+SELECT w.trace_id, w.step, w.from_ns, w.hop, w.device, w.stream, w.place, w.pid, w.tid, w.t, w.hi_op_id,
+       e.first_place, e.lo_ns, e.to_end_ns, e.conn_kind, e.conn_name, e.conn_op_id, e.conn_tid, e.conn_device,
+       e.conn_stream, e.conn_correlation
 FROM walk w
-JOIN nexts n ON n.trace_id = w.trace_id AND n.device = w.device AND n.stream = w.stream AND n.place = w.place;
-
--- The stretches of a thread's time on the path: from where the walk arrived on the thread (the
--- launch of a run's first item, or the step's end) back to the end of its last call that waited
--- for the GPU, or to the step's start. hop 0: the step's own thread, where its CPU span ended last.
-CREATE OR REPLACE VIEW _cp_cpu_runs AS
-SELECT h.trace_id, h.step, h.hop, h.launch_pid AS pid, h.launch_tid AS tid,
-       CASE WHEN h.goes_on THEN h.wait_end_ns ELSE h.from_ns END AS lo_ns, h.launch_ns AS hi_ns,
-       h.launch_op_id AS hi_op_id
-FROM _cp_hops h
-WHERE h.launch_ns > h.from_ns
-UNION ALL
-SELECT s.trace_id, s.step, 0, s.pid, s.tid,
-       CASE WHEN l.next_place IS NOT NULL AND l.wait_end_ns > s.from_ns THEN l.wait_end_ns ELSE s.from_ns END,
-       s.end_ns, CAST(NULL AS BIGINT)
-FROM _cp_steps s LEFT JOIN _cp_links l ON l.trace_id = s.trace_id AND l.step = s.step
-WHERE s.cpu_ended_last;
+LEFT JOIN edges e ON e.trace_id = w.trace_id AND e.device = w.device AND e.stream = w.stream AND e.place = w.place
+     AND e.pid = w.pid AND e.tid = w.tid AND e.t = w.t;
 
 -- The path's segments, in no order (critical_path orders them). The walk, the items and the
--- stretches are each computed once (MATERIALIZED: each is read several times), and a call or an
--- item finds its stretch or hop by an ASOF join (the stretches of a thread, and the hops' item
--- ranges on a stream once cut at their step's start, do not overlap), not by a range join.
+-- threads' stretches are each computed once (MATERIALIZED: each is read several times), and a call
+-- or an item finds its stretch or node by an ASOF join (the stretches of a thread, and the nodes'
+-- item ranges on a stream once cut at their step's start, do not overlap), not by a range join.
+-- A thread's stretch runs from its last mark (or the step's start) to the point the walk reached.
 CREATE OR REPLACE VIEW _cp_segments AS
 WITH hops AS MATERIALIZED (
     SELECT * FROM _cp_hops
+), item_hops AS MATERIALIZED (
+    SELECT * FROM hops WHERE place > 0
 ), items AS MATERIALIZED (
     SELECT trace_id, device, stream, place, kind, name, ts_ns, end_ns, prev_end_ns, correlation FROM _cp_items
 ), runs AS MATERIALIZED (
-    SELECT trace_id, step, hop, pid, tid, lo_ns, hi_ns, hi_op_id FROM _cp_cpu_runs
+    SELECT trace_id, step, hop, pid, tid, CASE WHEN lo_ns > from_ns THEN lo_ns ELSE from_ns END AS lo_ns, t AS hi_ns,
+           hi_op_id
+    FROM hops WHERE place < 0 AND t > from_ns
 ), calls AS (
     -- each thread's runtime calls inside a stretch, and the CPU time before each
-    SELECT c.trace_id, c.step, c.hop, c.lo_ns, c.hi_ns, c.hi_op_id, r.name, r.ts_ns, r.ts_ns + r.dur_ns AS end_ns,
+    SELECT c.trace_id, c.step, c.hop, c.tid, c.lo_ns, c.hi_ns, r.name, r.ts_ns, r.ts_ns + r.dur_ns AS end_ns,
            r.cpu_op_id, r.correlation,
            lag(r.ts_ns + r.dur_ns) OVER (PARTITION BY c.trace_id, c.step, c.hop ORDER BY r.ts_ns, r.dur_ns) AS prev_end_ns
     FROM runtime_rows r
@@ -796,49 +885,41 @@ WITH hops AS MATERIALIZED (
     FROM calls c JOIN items i ON i.trace_id = c.trace_id AND i.correlation = c.correlation AND i.kind = 'memcpy'
     WHERE i.ts_ns < c.end_ns AND 2 * (i.end_ns - i.ts_ns) >= c.end_ns - c.ts_ns
 ), on_path AS (
-    -- GPU items of each hop's run: the hop with the first last place at or after the item's
+    -- GPU items of each node's run: the node with the first last place at or after the item's
     SELECT h.trace_id, h.step, h.from_ns, h.first_place, i.*
     FROM items i
-    ASOF JOIN hops h ON h.trace_id = i.trace_id AND h.device = i.device AND h.stream = i.stream AND h.place >= i.place
+    ASOF JOIN item_hops h ON h.trace_id = i.trace_id AND h.device = i.device AND h.stream = i.stream AND h.place >= i.place
     WHERE i.place >= h.first_place AND i.end_ns > h.from_ns
 )
--- GPU items of each hop's run, and the idle time between them
+-- GPU items of each node's run, and the idle time between them
 SELECT trace_id, step, kind, name, greatest(ts_ns, from_ns) AS ts_ns, end_ns, device, stream, correlation,
-       CAST(NULL AS BIGINT) AS cpu_op_id
+       CAST(NULL AS BIGINT) AS cpu_op_id, CAST(NULL AS VARCHAR) AS tid
 FROM on_path
 UNION ALL
-SELECT trace_id, step, 'idle', NULL, greatest(prev_end_ns, from_ns), ts_ns, device, stream, NULL, NULL
+SELECT trace_id, step, 'idle', NULL, greatest(prev_end_ns, from_ns), ts_ns, device, stream, NULL, NULL, NULL
 FROM on_path WHERE place > first_place AND ts_ns > prev_end_ns AND ts_ns > from_ns
 UNION ALL
--- from the launch call's start to the run's first item's start; idle where it has no launch
-SELECT trace_id, step, CASE WHEN launch_ns IS NULL THEN 'idle' ELSE 'launch' END, launch_name,
-       greatest(coalesce(launch_ns, from_ns), from_ns), first_ns, device, stream, first_correlation, launch_op_id
-FROM hops WHERE first_ns > from_ns
-UNION ALL
--- the tail of a wait: from the end of the item it waited for to the call's return
-SELECT trace_id, step, 'sync_wait', wait_name, item_end_ns, wait_end_ns, NULL, NULL, NULL, wait_op_id
-FROM hops WHERE goes_on AND wait_end_ns > item_end_ns
-UNION ALL
-SELECT s.trace_id, s.step, 'sync_wait', l.wait_name, l.item_end_ns, l.wait_end_ns, NULL, NULL, NULL, l.wait_op_id
-FROM _cp_steps s JOIN _cp_links l ON l.trace_id = s.trace_id AND l.step = s.step
-WHERE s.cpu_ended_last AND l.next_place IS NOT NULL AND l.wait_end_ns > s.from_ns
-  AND l.wait_end_ns > l.item_end_ns
+-- each node's connector to the next: a launch (from its call's start to its work's start), a
+-- sync's return, a stream wait, a handoff's wake-up; idle before work nothing in the trace launched
+SELECT trace_id, step, conn_kind, conn_name, greatest(coalesce(to_end_ns, from_ns), from_ns), lo_ns,
+       conn_device, conn_stream, conn_correlation, conn_op_id, conn_tid
+FROM hops WHERE lo_ns > from_ns
 UNION ALL
 -- a thread's calls: launches (of kernels, copies, fills), blocking copies, the rest CPU time
 SELECT c.trace_id, c.step,
        CASE WHEN o.correlation IS NOT NULL THEN 'memcpy'
             WHEN regexp_matches(lower(c.name), 'launch|memcpy|memset|graphlaunch') THEN 'launch' ELSE 'cpu' END,
-       c.name, greatest(c.ts_ns, c.lo_ns), least(c.end_ns, c.hi_ns), NULL, NULL, c.correlation, c.cpu_op_id
+       c.name, greatest(c.ts_ns, c.lo_ns), least(c.end_ns, c.hi_ns), NULL, NULL, c.correlation, c.cpu_op_id, c.tid
 FROM calls c LEFT JOIN own_copies o ON o.trace_id = c.trace_id AND o.correlation = c.correlation
 UNION ALL
 -- and the CPU time between them, named for the op that made the next call
 SELECT c.trace_id, c.step, 'cpu', op.name, greatest(coalesce(c.prev_end_ns, c.lo_ns), c.lo_ns), c.ts_ns, NULL, NULL,
-       NULL, c.cpu_op_id
+       NULL, c.cpu_op_id, c.tid
 FROM calls c LEFT JOIN cpu_op_rows op ON op.trace_id = c.trace_id AND op.op_id = c.cpu_op_id
 WHERE c.ts_ns > greatest(coalesce(c.prev_end_ns, c.lo_ns), c.lo_ns)
 UNION ALL
 SELECT r.trace_id, r.step, 'cpu', op.name, greatest(coalesce(l.end_ns, r.lo_ns), r.lo_ns), r.hi_ns, NULL, NULL, NULL,
-       r.hi_op_id
+       r.hi_op_id, r.tid
 FROM runs r
 LEFT JOIN last_calls l ON l.trace_id = r.trace_id AND l.step = r.step AND l.hop = r.hop
 LEFT JOIN cpu_op_rows op ON op.trace_id = r.trace_id AND op.op_id = r.hi_op_id
@@ -847,26 +928,32 @@ WHERE r.hi_ns > greatest(coalesce(l.end_ns, r.lo_ns), r.lo_ns);
 -- @view critical_path: the critical path of each step: the work its time waited on, one segment
 -- after another, walked back from where the step completed (its CPU span and the GPU work it owns
 -- both ended) to where the step before it completed, so the segments tile the step's time
--- (step_bounds.step_us). GPU work waits for the item before it on its stream, or for its launch
--- where the launch call ended after that item (the stream idle); a thread's calls run one after
--- another, and a call that synchronises (cudaDeviceSynchronize, cudaStreamSynchronize, a blocking
--- copy or free) waits for the GPU item that ended last inside it, within 50 µs of its return.
+-- (step_bounds.step_us). GPU work waits for the item before it on its stream, for its launch where
+-- the launch call ended after that item (the stream idle), or for another stream's work where a
+-- stream wait held it (cudaStreamWaitEvent, in a trace with Kineto's CUDA sync events); a thread's
+-- calls run one after another, a call that synchronises (cudaDeviceSynchronize,
+-- cudaStreamSynchronize, a blocking copy or free) waits for the GPU item that ended last inside it,
+-- within 50 µs of its return, and a thread that waited for another waits for that thread's call
+-- (a call after a gap of at least 50 µs in which another thread's call ended and that thread called
+-- nothing again before it, as the main thread in backward() and autograd's thread do).
 --   trace, step: the trace and its step (steps view)
 --   seq: the segment's place on the path, 1 first in time
 --   kind: cpu (a thread's own time between calls, or a call that is not a launch), launch (a launch
 --         call, and the time from it to its work's start), kernel, comm (a collective's kernel),
 --         memcpy, memset (a copy or fill; a copy call from pageable memory that blocked on it),
---         sync_wait (a sync's return after the work it waited for), idle (a stream waiting for
---         nothing on the path)
+--         sync_wait (a sync's return after the work it waited for; a stream's start after the other
+--         stream's work it waited for; a thread's start after the other thread's call, named
+--         'handoff from thread TID'), idle (a stream waiting for nothing on the path)
 --   name: the kernel, copy, runtime call, or for cpu time the op that made the next call
 --   ts_us, dur_us: the segment's span on the path
 --   device, stream: where GPU work ran; correlation: its launch's (a call's own)
 --   cpu_op_id: the op that made the call (cpu_ops.op_id)
+--   tid: the CPU thread of a call, of CPU time, of a launch or of a thread's wait (NULL for GPU work)
 CREATE OR REPLACE VIEW critical_path AS
 SELECT t.trace, s.step, row_number() OVER (PARTITION BY s.trace_id, s.step ORDER BY s.ts_ns, s.end_ns) AS seq,
        s.kind, s.name, s.ts_ns / 1000.0 AS ts_us, (s.end_ns - s.ts_ns) / 1000.0 AS dur_us,
        CASE WHEN s.device >= 0 THEN s.device END AS device, CASE WHEN s.stream >= 0 THEN s.stream END AS stream,
-       s.correlation, s.cpu_op_id
+       s.correlation, s.cpu_op_id, s.tid
 FROM _cp_segments s JOIN trace_files t ON t.trace_id = s.trace_id
 WHERE s.end_ns > s.ts_ns;
 
