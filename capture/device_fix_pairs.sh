@@ -22,6 +22,8 @@ groups=(
   train_copy_pageable,train_copy_pinned
   infer_sdpa_math,infer_sdpa_flash,train_sdpa_math,train_sdpa_flash
 )
+# FIX_GROUPS (groups separated by spaces, loops in a group by commas) captures those instead
+if [ -n "${FIX_GROUPS:-}" ]; then read -r -a groups <<< "$FIX_GROUPS"; fi
 pairs() { echo "+ fix_pairs $*"; python3 -m tracekit.capture.fix_pairs --out /tmp/fixes "$@"; }
 if [ "$what" != repeats ]; then
   # One process for each kind of fix; before, then after, in it.

@@ -34,6 +34,9 @@ unless said):
   train_copy_pageable, train_copy_pinned    pageable_copy in training: a 64 MiB fp32 batch copied from
                                             pageable memory each step, then from pinned memory with
                                             non_blocking, into 2 Linear(4096) trained with SGD
+  train_copy_prefetch                       the other fix of train_copy_pageable, captured after it
+                                            in its own process: pinned, copied a step ahead on a
+                                            side stream (a prefetcher)
   infer_sdpa_math, infer_sdpa_flash         fused attention: SDPA pinned to the math backend, then to
                                             flash, B=8 H=16 S=1024 D=64 causal
   train_sdpa_math, train_sdpa_flash         the same, forward and backward
@@ -216,6 +219,32 @@ def copy_train_step(device, pinned):
                                  list(model.parameters()), train=True)
 
 
+def copy_prefetch_train_step(device):
+    """The same training step, its batch pinned and copied a step ahead on a side stream (a
+    prefetcher, as NVIDIA's and PyTorch Lightning's): the step waits for the side stream
+    (wait_stream), takes the batch, queues the next batch's copy there, then computes."""
+    _cuda_only(device, "pinned memory and streams")
+    width = 4096
+    host = torch.randn(width, width).pin_memory()
+    model = mlp([width] * 3, device, _dtype(device))
+    side = torch.cuda.Stream()
+    ahead = {}
+
+    def prefetch():
+        with torch.cuda.stream(side):
+            ahead["batch"] = host.to(device, non_blocking=True)
+
+    def forward():
+        torch.cuda.current_stream().wait_stream(side)
+        batch = ahead["batch"]
+        batch.record_stream(torch.cuda.current_stream())  # its memory is the main stream's to free
+        prefetch()
+        return model(batch.to(_dtype(device)))
+
+    prefetch()
+    return inference_or_training(forward, list(model.parameters()), train=True)
+
+
 def sdpa_step(device, train, backend):
     """scaled_dot_product_attention pinned to one backend (MATH or FLASH_ATTENTION), causal."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -251,6 +280,8 @@ PAIRS = {
     "train_tf32": ("train_tf32", "after", lambda d: precision_step(d, True, tf32=True)),
     "train_copy_pageable": ("train_copy", "before", lambda d: copy_train_step(d, pinned=False)),
     "train_copy_pinned": ("train_copy", "after", lambda d: copy_train_step(d, pinned=True)),
+    # captured apart (tests/data/h200/prefetch), after train_copy_pageable in the same process
+    "train_copy_prefetch": ("train_copy", "after", lambda d: copy_prefetch_train_step(d)),
     "infer_sdpa_math": ("infer_sdpa", "before", lambda d: sdpa_step(d, False, "MATH")),
     "infer_sdpa_flash": ("infer_sdpa", "after", lambda d: sdpa_step(d, False, "FLASH_ATTENTION")),
     "train_sdpa_math": ("train_sdpa", "before", lambda d: sdpa_step(d, True, "MATH")),

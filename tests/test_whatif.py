@@ -116,7 +116,8 @@ def test_the_command_prints_each_step_and_the_saving(sample_db):
 
 @pytest.mark.parametrize("args, says", [
     (["--apply", "bogus:1"], "Error: --apply 'bogus:1': a fix is one of drop-copies:OP, drop:REGEX, drop-sync:REGEX, "
-                             "drop-cpu-gaps:US, drop-cpu:REGEX, tensor-cores[:REGEX], pin-copies[:REGEX], cuda-graph[:US], "
+                             "drop-cpu-gaps:US, drop-cpu:REGEX, tensor-cores[:REGEX], pin-copies[:REGEX], "
+                             "prefetch-copies[:REGEX], cuda-graph[:US], "
                              "fuse-attention[:REGEX], no-profiler:US"),
     (["--apply", "cuda-graph:x"], "Error: --apply 'cuda-graph:x': cuda-graph takes a time in microseconds above 0"),
     (["--apply", "drop-cpu-gaps:x"], "Error: --apply 'drop-cpu-gaps:x': drop-cpu-gaps takes a time in microseconds above 0"),
@@ -176,6 +177,20 @@ def test_pinning_the_pageable_copy_predicts_the_pinned_capture(loops_db):
     assert predicted.saving_us / predicted.mean("replayed_us") == pytest.approx(measured_share, rel=0.15)
 
 
+def test_a_prefetch_on_a_side_stream_hides_the_compute_behind_the_copy(loops_db):
+    """prefetch-copies: the 64 MiB copy pinned, on a side stream of its own and issued a step ahead,
+    runs while the step before computes, so the step is the copy at the host link's speed (the
+    H200's PCIe 5.0 x16, 64 GB/s one way: 1,048.6 µs), where pin-copies replays the copy and then
+    the compute on one stream. (No capture checks it yet: capture/fix_pairs.py's train_copy_prefetch.)"""
+    prefetched = whatif(loops_db, "copy_pageable", "prefetch-copies")
+    pinned = whatif(loops_db, "copy_pageable", "pin-copies")
+    link_us = 64 * 2 ** 20 / 64e3
+    assert prefetched.mean("fixed_us") == pytest.approx(link_us, rel=0.05)
+    compute_us = pinned.mean("fixed_us") - link_us  # what follows the copy on its stream, about 450 µs
+    assert pinned.mean("fixed_us") - prefetched.mean("fixed_us") > 0.9 * compute_us
+    assert prefetched.fit_pct == pytest.approx(0, abs=0.1)
+
+
 def test_a_cuda_graph_saves_nothing_where_the_gpu_is_the_bound(loops_db):
     """infer_naive and train_gpt2 keep their GPU busy: launching from a graph cannot shorten them."""
     for trace in ("infer_naive", "train_gpt2"):
@@ -219,6 +234,7 @@ def test_a_stream_waiting_for_another_carries_the_others_saving(side_streams_db)
 @pytest.mark.parametrize("db_name, trace, fix", [
     ("loops_db", "train_gpt2", "cuda-graph"),             # 2 threads, handoffs, syncs
     ("loops_db", "copy_pageable", "pin-copies"),
+    ("loops_db", "copy_pageable", "prefetch-copies"),     # a stream of its own, launched a step ahead
     ("launch_bound_db", "train_naive", "drop-cpu-gaps:1000"),
     ("side_streams_db", "side_stream", "drop:aten::bmm"),   # a wait between streams
 ])
@@ -236,9 +252,10 @@ def test_the_sweep_for_many_links_gives_the_rounds_answer(request, monkeypatch, 
     try:
         graph = read_graph(con, trace)
         for changed in ({}, apply(graph, [parse_fix(fix)], con)):
-            rounds = simulate.replay(graph, **changed)
+            fixed = changed.pop("graph", graph)
+            rounds = simulate.replay(fixed, **changed)
             monkeypatch.setattr(simulate, "MAX_WAITS", -1)
-            swept = simulate.replay(graph, **changed)
+            swept = simulate.replay(fixed, **changed)
             monkeypatch.undo()
             assert all(np.array_equal(a, b) for a, b in zip(rounds, swept))
     finally:

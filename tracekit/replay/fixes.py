@@ -16,6 +16,9 @@
 - `pin-copies[:REGEX]`: copies between pageable host memory and the GPU run from pinned memory:
   at the bandwidth the trace's own pinned copies that way reach (else the host link's,
   host_links.csv), and their calls return at once (non_blocking=True), so the CPU goes on;
+- `prefetch-copies[:REGEX]`: the same copies pinned and on a side stream of their own (a prefetcher:
+  `with torch.cuda.stream(side)`, then `wait_stream` before use): each starts once launched, beside
+  the work queued ahead of it, and the work after it on its old stream waits for it;
 - `cuda-graph[:US]`: each steady step's launches replayed from a CUDA graph: the CPU's work between
   a thread's first launch in the step and its last costs nothing but one launch (the graph's), so
   the GPU runs the step's work back to back; calls that wait for the GPU stay (a graph cannot
@@ -41,13 +44,14 @@ import numpy as np
 from tracekit.errors import TracekitError
 from tracekit.replay.attention_fix import fuse_attention
 from tracekit.replay.graph import calls_inside
+from tracekit.replay.side_stream import issued_a_step_ahead, on_side_stream
 
 # name -> whether the argument is required (False: optional), and what it is
 FIXES = {"drop-copies": (True, "OP"), "drop": (True, "REGEX"), "drop-sync": (True, "REGEX"),
          "drop-cpu-gaps": (True, "US"), "drop-cpu": (True, "REGEX"), "tensor-cores": (False, "REGEX"),
-         "pin-copies": (False, "REGEX"), "cuda-graph": (False, "US"), "fuse-attention": (False, "REGEX"),
-         "no-profiler": (True, "US")}
-_REGEX_FIXES = ("drop", "drop-sync", "drop-cpu", "tensor-cores", "pin-copies", "fuse-attention")
+         "pin-copies": (False, "REGEX"), "prefetch-copies": (False, "REGEX"), "cuda-graph": (False, "US"),
+         "fuse-attention": (False, "REGEX"), "no-profiler": (True, "US")}
+_REGEX_FIXES = ("drop", "drop-sync", "drop-cpu", "tensor-cores", "pin-copies", "prefetch-copies", "fuse-attention")
 _BACKWARD = "autograd::engine::evaluate_function"  # an op chain of autograd's backward starts so
 _PINNED_SAMPLE_BYTES = 1 << 20  # copies this big or bigger show the link's bandwidth, not its latency
 
@@ -78,14 +82,24 @@ def parse_fix(text):
 
 
 def apply(graph, fixes, con=None):
-    """The arrays `fixes` (parsed) change, for simulate.replay(graph, **changed). `con` (the
+    """The arrays `fixes` (parsed) change, for simulate.replay(graph, **changed); and under "graph"
+    the graph they change, where a fix moved work to another stream (prefetch-copies). `con` (the
     graph's database) is needed by the fixes that read more of the trace (drop-cpu, pin-copies,
     fuse-attention)."""
+    original, side_lanes = graph, []
+    for name, argument in fixes:
+        if name == "prefetch-copies":  # first: the other fixes then find the items where they now are
+            graph = on_side_stream(graph, _pageable(graph, argument))
+            side_lanes.append(graph.item_lane.max())
     changed = {"item_dur": graph.item_dur.copy(), "item_gap": graph.item_gap.copy(),
                "call_dur": graph.call_dur.copy(), "call_gap": graph.call_gap.copy(),
                "call_wait": graph.call_wait.copy()}
     for name, argument in fixes:
         _APPLY[name](graph, argument, changed, con)
+    for lane in side_lanes:
+        graph = issued_a_step_ahead(graph, lane)
+    if graph is not original:
+        changed["graph"] = graph
     return changed
 
 
@@ -159,10 +173,16 @@ def _tensor_cores(graph, argument, changed, con):
     changed["item_dur"][chosen] = np.minimum(changed["item_dur"][chosen], graph.item_roofline[chosen])
 
 
-def _pin_copies(graph, argument, changed, con):
+def _pageable(graph, argument):
+    """The copies from or to pageable host memory (Kineto names them so), those REGEX finds."""
     pageable = np.array(["pageable" in (name or "").lower() for name in graph.item_name], dtype=bool)
     if argument:
         pageable &= _matching(re.compile(argument), graph.item_name, graph.item_op_path)
+    return pageable
+
+
+def _pin_copies(graph, argument, changed, con):
+    pageable = _pageable(graph, argument)
     for direction in np.unique(graph.item_copy_kind[pageable]):
         these = pageable & (graph.item_copy_kind == direction) & (graph.item_bytes > 0)
         per_ns = _pinned_bytes_per_ns(graph, con, direction, pageable)
@@ -235,6 +255,6 @@ def _matching(pattern, names, paths):
 _APPLY = {
     "drop-copies": lambda graph, argument, changed, con: _drop_items(graph, argument, changed, con, copies_only=True),
     "drop": _drop_items, "drop-sync": _drop_sync, "drop-cpu-gaps": _drop_cpu_gaps, "drop-cpu": _drop_cpu,
-    "tensor-cores": _tensor_cores, "pin-copies": _pin_copies, "cuda-graph": _cuda_graph,
+    "tensor-cores": _tensor_cores, "pin-copies": _pin_copies, "prefetch-copies": _pin_copies, "cuda-graph": _cuda_graph,
     "fuse-attention": fuse_attention, "no-profiler": _no_profiler,
 }

@@ -63,7 +63,7 @@ class TraceReplay:
 
 
 def _changes_anything(graph, changed):
-    return any(not np.array_equal(getattr(graph, name), values) for name, values in changed.items())
+    return "graph" in changed or any(not np.array_equal(getattr(graph, name), values) for name, values in changed.items())
 
 
 def replay_savings(con, traces_and_fixes):

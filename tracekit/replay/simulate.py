@@ -177,17 +177,29 @@ def _launch_latency(graph):
     back: what the trace shows for an item whose stream was idle, waiting for its launch; for one
     queued behind others (its observed latency mostly the queue), the trace's median of those."""
     idle = graph.item_idle_before & (graph.item_launch >= 0)
-    typical = np.int64(np.median(graph.item_latency[idle])) if idle.any() else np.int64(5_000)
-    return np.where(idle, graph.item_latency, np.minimum(graph.item_latency, typical))
+    return np.where(idle, graph.item_latency, np.minimum(graph.item_latency, typical_launch_latency(graph)))
+
+
+def typical_launch_latency(graph):
+    """The median time from a launch call's start to its work's start, over the items whose stream
+    was idle, waiting for their launch (5 µs where none was)."""
+    idle = graph.item_idle_before & (graph.item_launch >= 0)
+    return np.int64(np.median(graph.item_latency[idle])) if idle.any() else np.int64(5_000)
 
 
 def _queue_gap(graph, item_gap):
     """Each item's gap after the item before it on its stream when queued behind it: as the trace
     shows for a queued item; for one whose stream was idle (its gap the wait for its launch), the
     median gap of the queued ones."""
+    return np.where(graph.item_idle_before, np.minimum(item_gap, typical_queue_gap(graph, item_gap)), item_gap)
+
+
+def typical_queue_gap(graph, item_gap=None):
+    """The median gap between an item and the one it was queued behind on its stream (1 µs where
+    none was queued)."""
+    item_gap = graph.item_gap if item_gap is None else item_gap
     queued = ~graph.item_idle_before & ~_firsts(graph.item_lane)
-    usual = np.int64(np.median(item_gap[queued])) if queued.any() else np.int64(1_000)
-    return np.where(graph.item_idle_before, np.minimum(item_gap, usual), item_gap)
+    return np.int64(np.median(item_gap[queued])) if queued.any() else np.int64(1_000)
 
 
 def _firsts(lane):
