@@ -133,11 +133,12 @@ class Shell:
 
 def ends_statement(text):
     """True when `text` ends with a `;` that is SQL's, not inside a string or a comment."""
+    raw = text.encode()  # DuckDB's tokens start at byte offsets, not characters ('é', 'µ')
     tokens = [(pos, kind) for pos, kind in duckdb.tokenize(text) if kind != duckdb.token_type.comment]
     if not tokens:
         return False
     pos, kind = tokens[-1]
-    return kind == duckdb.token_type.operator and text[pos] == ";"
+    return kind == duckdb.token_type.operator and raw[pos:pos + 1] == b";"
 
 
 def split_statements(text):
