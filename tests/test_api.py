@@ -86,7 +86,7 @@ def test_each_bad_file_is_the_clis_error_in_the_apis_words(corpus_dir, tmp_path,
 
 
 def test_query_errors_name_the_apis_arguments(sample_db):
-    with pytest.raises(QueryError, match=r"^params\['limit'\] must be an integer \(got 'ten'\)$"):
+    with pytest.raises(QueryError, match=r"^params\['limit'\] takes a number \(got 'ten'\)$"):
         tracekit.query("top_kernels", db=sample_db, params={"limit": "ten"})
     with pytest.raises(QueryError, match=r"the SQL uses \$n: give it a value with params=\{'n': VALUE\}"):
         tracekit.query(sql="SELECT * FROM kernels WHERE dur_us > $n", db=sample_db)

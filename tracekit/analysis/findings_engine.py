@@ -18,6 +18,7 @@ from importlib import resources
 
 from tracekit.errors import QueryError
 from tracekit.analysis.named_queries import header_lines, parse_param, run_sql
+from tracekit.analysis.param_values import as_sql_text, checked
 from tracekit.analysis.trace_lookup import trace_row
 
 RULE_COLUMNS = ("trace", "rule", "severity", "title", "detail", "fix", "whatif", "estimate_us_per_step", "evidence")
@@ -89,13 +90,14 @@ def run_findings(con, *, trace=None, rule=None, params=None, replay=True):
     unknown = sorted(set(given) - known)
     if unknown:
         raise QueryError(f"no finding rule takes {', '.join(unknown)} (they take: {', '.join(sorted(known))})")
+    given = {key: checked(key, value) for key, value in given.items()}  # every value before any rule runs
     if given.get("trace") is not None:
         trace_row(con, given["trace"])
     import pandas as pd  # the engine's rows are DataFrames; the CLI's query path must not pay for pandas
 
     frames = []
     for r in selected:
-        bound = {key: given.get(key, default) for key, (default, _) in r.params.items()}
+        bound = {key: as_sql_text(checked(key, given.get(key, default))) for key, (default, _) in r.params.items()}
         frame = run_sql(con, r.sql, bound or None)
         if list(frame.columns) != list(RULE_COLUMNS):
             raise QueryError(f"finding rule {r.rule} returns {', '.join(frame.columns)}, "

@@ -13,10 +13,10 @@ import duckdb
 
 from tracekit.outputs.cells import json_cell
 from tracekit.errors import QueryError
+from tracekit.analysis.param_values import checked
 from tracekit.analysis.sql_sandbox import check_read_only, is_refused_access, refused_access_message
 from tracekit.analysis.trace_lookup import trace_row
 
-_INTEGER = re.compile(r"^-?\d+$")
 _PARAM = re.compile(r"^(\w+)\s*=\s*(.*?):\s*(.*)$")
 _COLUMN = re.compile(r"^(\w+):\s*(.*)$")
 
@@ -92,18 +92,7 @@ def _bind(query, given):
     if unknown:
         accepted = ", ".join(query.params) or "none"
         raise QueryError(f"query {query.name!r} has no parameter {', '.join(unknown)} (it takes: {accepted})")
-    return {key: _typed(key, given.get(key, default), default) for key, (default, _) in query.params.items()}
-
-
-def _typed(key, value, default):
-    """A parameter's value as the type its default has (a whole number, or text)."""
-    if value is None or default is None or not _INTEGER.match(default):
-        return value
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if isinstance(value, str) and _INTEGER.match(value.strip()):
-        return int(value)
-    raise QueryError(f"-p {key} must be an integer (got {value!r})")
+    return {key: checked(key, given.get(key, default)) for key, (default, _) in query.params.items()}
 
 
 def _friendly(exc, sql):
