@@ -49,8 +49,9 @@ WITH per_rank AS (
     GROUP BY job_key, runs_on, group_key, matched_by, call_key
 )
 SELECT s.process_group, s.seq, s.call, s.collective, s.runs_on, s.matched_by, s.step, c.ranks, s.in_bytes, s.rank AS straggler_rank,
-       s.trace AS straggler_trace, s.call_us AS transfer_us, c.max_wait_us, c.total_wait_us, c.start_spread_us,
-       c.end_spread_us, c.first_start_us
+       s.trace AS straggler_trace, round(s.call_us, 1) AS transfer_us, round(c.max_wait_us, 1) AS max_wait_us,
+       round(c.total_wait_us, 1) AS total_wait_us, round(c.start_spread_us, 1) AS start_spread_us,
+       round(c.end_spread_us, 1) AS end_spread_us, round(c.first_start_us, 1) AS first_start_us
 FROM ordered s
 JOIN per_call c ON c.job_key = s.job_key AND c.runs_on = s.runs_on AND c.group_key = s.group_key
      AND c.matched_by = s.matched_by AND c.call_key = s.call_key

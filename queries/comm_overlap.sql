@@ -18,9 +18,9 @@
 --   overlap_pct: overlapped_us over comm_us, percent (two decimals, as HTA gives it)
 -- params:
 --   trace = NULL: only this trace
-SELECT trace, rank, step, kernels AS collective_kernels, comm_us, overlap_us AS overlapped_us,
-       round(comm_us - overlap_us, 3) AS exposed_us,
-       CASE WHEN comm_us > 0 THEN round(100.0 * overlap_us / comm_us, 2) END AS overlap_pct
+SELECT trace, rank, step, CAST(kernels AS BIGINT) AS collective_kernels, round(comm_us, 1) AS comm_us,
+       round(overlap_us, 1) AS overlapped_us, round(comm_us - overlap_us, 1) AS exposed_us,
+       CASE WHEN comm_us > 0 THEN round(100.0 * overlap_us / comm_us, 1) END AS overlap_pct
 FROM _comm_overlap
 WHERE $trace IS NULL OR trace = $trace
 ORDER BY rank NULLS LAST, trace, step NULLS LAST;

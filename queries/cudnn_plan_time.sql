@@ -14,7 +14,8 @@
 --   first_call_step: step of the first call
 -- params:
 --   trace = NULL: only this trace
-SELECT trace, op, calls, first_call_ms, steady_call_ms, plan_ms, first_call_step
+SELECT trace, op, calls, round(first_call_ms, 3) AS first_call_ms, round(steady_call_ms, 3) AS steady_call_ms,
+       round(plan_ms, 3) AS plan_ms, first_call_step
 FROM cudnn_plans
 WHERE $trace IS NULL OR trace = $trace
 ORDER BY trace;

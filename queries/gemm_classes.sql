@@ -15,10 +15,10 @@
 SELECT trace,
        count(*) FILTER (WHERE math_unit = 'tensor_core') AS tensor_core_gemms,
        count(*) FILTER (WHERE math_unit = 'simt') AS simt_gemms,
-       coalesce(sum(dur_us) FILTER (WHERE math_unit = 'tensor_core'), 0.0) AS tensor_core_us,
-       coalesce(sum(dur_us) FILTER (WHERE math_unit = 'simt'), 0.0) AS simt_us,
-       100.0 * coalesce(sum(dur_us) FILTER (WHERE math_unit = 'tensor_core'), 0.0)
-             / sum(dur_us) AS tensor_core_pct,
+       round(coalesce(sum(dur_us) FILTER (WHERE math_unit = 'tensor_core'), 0.0), 1) AS tensor_core_us,
+       round(coalesce(sum(dur_us) FILTER (WHERE math_unit = 'simt'), 0.0), 1) AS simt_us,
+       round(100.0 * coalesce(sum(dur_us) FILTER (WHERE math_unit = 'tensor_core'), 0.0)
+             / sum(dur_us), 1) AS tensor_core_pct,
        string_agg(DISTINCT name, ' | ' ORDER BY name) FILTER (WHERE math_unit = 'simt') AS simt_kernels
 FROM kernels
 WHERE kernel_class = 'gemm' AND ($trace IS NULL OR trace = $trace)

@@ -9,6 +9,7 @@
 --   memcpy_bytes: bytes copied in all, over the copies of known size (NULL when the trace records
 --                 no copy's size, as ROCm traces do not)
 --   unknown_size_copies: copies whose size the trace does not record (left out of the byte figures)
+--   memcpy_mib: the same in MiB
 --   memcpy_us: GPU time of the copies, microseconds
 --   avg_bytes: bytes per copy of known size
 --   steps_with_memcpy: distinct ProfilerStep#N that hold one
@@ -18,8 +19,9 @@ SELECT t.trace, m.kind, m.cpu_op_path AS caused_by,
        count(m.ts_us) AS memcpy_count,
        CAST(CASE WHEN count(m.ts_us) = 0 THEN 0 ELSE sum(m.bytes) END AS BIGINT) AS memcpy_bytes,
        count(m.ts_us) - count(m.bytes) AS unknown_size_copies,
-       coalesce(sum(m.dur_us), 0.0) AS memcpy_us,
-       avg(m.bytes) AS avg_bytes,
+       round(CASE WHEN count(m.ts_us) = 0 THEN 0 ELSE sum(m.bytes) END / 1048576.0, 2) AS memcpy_mib,
+       round(coalesce(sum(m.dur_us), 0.0), 1) AS memcpy_us,
+       CAST(round(avg(m.bytes)) AS BIGINT) AS avg_bytes,
        count(DISTINCT m.step) AS steps_with_memcpy
 FROM traces t
 LEFT JOIN memcpy m ON m.trace = t.trace

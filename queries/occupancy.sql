@@ -16,11 +16,11 @@
 -- params:
 --   trace = NULL: only this trace
 SELECT trace, name AS kernel, any_value(kernel_class) AS kernel_class, count(*) AS calls,
-       sum(dur_us) AS total_us, avg(dur_us) AS avg_dur_us,
-       avg(est_occupancy_pct) AS est_occupancy_pct,
+       round(sum(dur_us), 1) AS total_us, round(avg(dur_us), 1) AS avg_dur_us,
+       round(avg(est_occupancy_pct), 1) AS est_occupancy_pct,
        max(registers_per_thread) AS registers_per_thread,
        max(shared_memory_bytes) AS shared_memory_bytes,
-       avg(blocks_per_sm) AS blocks_per_sm, avg(warps_per_sm) AS warps_per_sm
+       round(avg(blocks_per_sm), 2) AS blocks_per_sm, round(avg(warps_per_sm), 2) AS warps_per_sm
 FROM kernels
 WHERE $trace IS NULL OR trace = $trace
 GROUP BY trace, name

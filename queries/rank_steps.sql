@@ -51,7 +51,9 @@ WITH windows AS (
 ), slowest AS (
     SELECT job, step_key, rank AS slowest_rank, vs_others_us AS slowest_by_us FROM compared WHERE slowness = 1
 )
-SELECT c.trace, c.rank, c.step, c.step_us, c.wait_us, c.work_us, c.vs_others_us, s.slowest_rank, s.slowest_by_us
+SELECT c.trace, c.rank, c.step, round(c.step_us, 1) AS step_us, round(c.wait_us, 1) AS wait_us,
+       round(c.work_us, 1) AS work_us, round(c.vs_others_us, 1) AS vs_others_us, s.slowest_rank,
+       round(s.slowest_by_us, 1) AS slowest_by_us
 FROM compared c JOIN slowest s ON s.job = c.job AND s.step_key = c.step_key
 WHERE ($step IS NULL OR c.step = $step) AND ($trace IS NULL OR c.trace = $trace)
 ORDER BY c.job, c.step NULLS LAST, c.rank, c.trace;

@@ -18,6 +18,7 @@
 --   cpu_us_per_step: CPU time of the ProfilerStep#N span, microseconds
 --   memcpy_per_step: memcpys per step
 --   memcpy_bytes_per_step: bytes copied per step (NULL when the trace records no copy's size)
+--   memcpy_mib_per_step: the same in MiB
 --   tensor_core_pct: share of matrix-math time (GEMM, convolution, attention kernels of known math_unit) on Tensor Cores, percent (NULL: none ran)
 --   top_kernel: the kernel with the most GPU time in the steady steps
 --   top_kernel_occupancy_pct: its mean estimated achieved occupancy, percent
@@ -95,10 +96,14 @@ WITH picked AS (
     SELECT shape, gpu_us_per_step AS naive_gpu_us FROM rows WHERE variant = 'naive'
     QUALIFY row_number() OVER (PARTITION BY shape ORDER BY trace) = 1
 )
-SELECT r.trace, r.variant, r.steps, r.steps_averaged, r.kernels_per_step, r.gpu_us_per_step, r.kernel_sum_us_per_step,
-       r.cpu_us_per_step,
-       r.memcpy_per_step, r.memcpy_bytes_per_step, r.tensor_core_pct, r.top_kernel,
-       r.top_kernel_occupancy_pct, r.plan_ms, n.naive_gpu_us / r.gpu_us_per_step AS speedup_vs_naive
+SELECT r.trace, r.variant, r.steps, r.steps_averaged, round(r.kernels_per_step, 1) AS kernels_per_step,
+       round(r.gpu_us_per_step, 1) AS gpu_us_per_step, round(r.kernel_sum_us_per_step, 1) AS kernel_sum_us_per_step,
+       round(r.cpu_us_per_step, 1) AS cpu_us_per_step, round(r.memcpy_per_step, 1) AS memcpy_per_step,
+       CAST(round(r.memcpy_bytes_per_step) AS BIGINT) AS memcpy_bytes_per_step,
+       round(r.memcpy_bytes_per_step / 1048576.0, 2) AS memcpy_mib_per_step,
+       round(r.tensor_core_pct, 1) AS tensor_core_pct, r.top_kernel,
+       round(r.top_kernel_occupancy_pct, 1) AS top_kernel_occupancy_pct, round(r.plan_ms, 3) AS plan_ms,
+       round(n.naive_gpu_us / r.gpu_us_per_step, 2) AS speedup_vs_naive
 FROM rows r
 LEFT JOIN naive n ON n.shape = r.shape
 WHERE $trace IS NULL OR r.trace = $trace

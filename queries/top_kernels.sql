@@ -25,8 +25,8 @@ WITH per_kernel AS (
            100.0 * total_us / sum(total_us) OVER (PARTITION BY trace) AS pct_of_kernel_time
     FROM per_kernel
 )
-SELECT trace, rank, name AS kernel, kernel_class, gemm_class, math_unit, calls, total_us, avg_us,
-       pct_of_kernel_time
+SELECT trace, rank, name AS kernel, kernel_class, gemm_class, math_unit, calls, round(total_us, 1) AS total_us,
+       round(avg_us, 1) AS avg_us, round(pct_of_kernel_time, 1) AS pct_of_kernel_time
 FROM ranked
 WHERE rank <= CAST($limit AS INTEGER)
 ORDER BY trace, rank;

@@ -19,8 +19,8 @@ WITH picked AS (
     WHERE kernel_class IS NULL
     GROUP BY trace, name
 )
-SELECT name AS kernel, count(*) AS traces, sum(calls) AS calls, sum(total_us) AS total_us,
-       max(pct_of_trace) AS max_pct_of_trace
+SELECT name AS kernel, count(*) AS traces, CAST(sum(calls) AS BIGINT) AS calls, round(sum(total_us), 1) AS total_us,
+       round(max(pct_of_trace), 1) AS max_pct_of_trace
 FROM per_trace
 GROUP BY name
 ORDER BY total_us DESC, kernel;

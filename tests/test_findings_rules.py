@@ -202,7 +202,8 @@ def test_gpu_idle_threshold_is_a_parameter(rules_db, found):
     default = _one(found, "train_train_sdpa_default", "gpu_idle", title="ran Python and ops")["estimate_us_per_step"]
     stricter = _findings(rules_db, "gpu_idle", trace="train_train_sdpa_default", min_gap_us=500)
     gaps, steps = _steady_gaps(rules_db, "train_train_sdpa_default", 500)
-    assert stricter["estimate_us_per_step"].sum() == pytest.approx(sum(gaps) / steps, rel=1e-6)
+    # each row's estimate to 0.1 µs, as findings print it
+    assert stricter["estimate_us_per_step"].sum() == pytest.approx(sum(gaps) / steps, abs=0.05 * len(stricter))
     assert 0 < sum(gaps) / steps < default
 
 
@@ -217,7 +218,7 @@ def test_gpu_idle_names_the_copy_the_cpu_waited_for(found):
 def test_gpu_idle_says_when_the_cpu_was_loading_data(found):
     row = _one(found, "built_loading_loop", "gpu_idle", title="loaded data")
     # Each step: from the last kernel's end to the batch's copy (2 gaps in 3 steady steps).
-    assert row["estimate_us_per_step"] == pytest.approx(2 * 940 / 3)
+    assert row["estimate_us_per_step"] == pytest.approx(2 * 940 / 3, abs=0.05)  # to 0.1 µs
     assert "num_workers" in row["fix"] and "pin_memory=True" in row["fix"]
 
 
@@ -275,7 +276,7 @@ def test_host_sync_caps_a_step_end_sync_at_the_gpus_idle_time(rules_db):
     cpu_us, gpu_us = _query(rules_db, "SELECT cpu_us_per_step, gpu_us_per_step FROM step_totals WHERE trace = 'samples_naive'")[0]
     blocked = _query(rules_db, "SELECT avg(r.dur_us) FROM runtime r JOIN steady_steps s USING (trace, step) "
                                "WHERE trace = 'samples_naive' AND r.name = 'cudaDeviceSynchronize'")[0][0]
-    assert blocked > cpu_us - gpu_us and row["estimate_us_per_step"] == pytest.approx(cpu_us - gpu_us)
+    assert blocked > cpu_us - gpu_us and row["estimate_us_per_step"] == pytest.approx(cpu_us - gpu_us, abs=0.05)
 
 
 # pageable_copy
@@ -325,8 +326,8 @@ def test_per_call_setup_finds_the_math_backends_mask_and_row_checks(rules_db, fo
         FROM kernels k JOIN steady_steps s USING (trace, step)
         WHERE trace = 'samples_sdpa_math' AND cpu_op NOT IN ('aten::_softmax', 'aten::bmm', 'aten::add_', 'aten::mul', 'aten::copy_')
         GROUP BY 1"""))
-    assert checks["estimate_us_per_step"] == pytest.approx(measured["checks"])
-    assert mask["estimate_us_per_step"] == pytest.approx(measured["mask"])
+    assert checks["estimate_us_per_step"] == pytest.approx(measured["checks"], abs=0.05)
+    assert mask["estimate_us_per_step"] == pytest.approx(measured["mask"], abs=0.05)
     assert checks["severity"] == "high" and "fused backend" in checks["fix"] and "is_causal=True" in checks["fix"]
 
 

@@ -15,6 +15,7 @@ import shutil
 from pathlib import Path
 
 import duckdb
+import pandas as pd
 import pytest
 
 import make_bad_corpus as corpus
@@ -38,7 +39,9 @@ def same_rows(left, right):
     for a, b in zip(left, right):
         assert len(a) == len(b)
         for x, y in zip(a, b):
-            if isinstance(x, float) and isinstance(y, float):
+            if x is pd.NA or y is pd.NA:  # a NULL in a column pandas holds as a nullable integer
+                assert x is y, (a, b)
+            elif isinstance(x, float) and isinstance(y, float):
                 assert math.isclose(x, y, rel_tol=1e-12, abs_tol=1e-9) or (math.isnan(x) and math.isnan(y)), (a, b)
             else:
                 assert x == y, (a, b)

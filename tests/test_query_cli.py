@@ -66,8 +66,8 @@ def test_json_format_is_one_array_of_row_objects(sample_db):
     result = invoke("query", "memcpy", "--db", str(sample_db), "-f", "json", "-p", "trace", "naive")
     assert json.loads(result.output) == [{
         "trace": "naive", "kind": "DtoD", "caused_by": "aten::masked_fill → aten::clone → aten::copy_",
-        "memcpy_count": 6, "memcpy_bytes": 3221225472, "unknown_size_copies": 0, "memcpy_us": pytest.approx(1523.922),
-        "avg_bytes": 536870912.0, "steps_with_memcpy": 6}]
+        "memcpy_count": 6, "memcpy_bytes": 3221225472, "unknown_size_copies": 0, "memcpy_mib": 3072.0,
+        "memcpy_us": 1523.9, "avg_bytes": 536870912, "steps_with_memcpy": 6}]
 
 
 def test_list_shows_every_query_with_its_question():
@@ -191,3 +191,37 @@ def test_query_load_and_diff_never_import_torch(sample_db, tmp_path):
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def _rounded_as_people_read_them(column, value):
+    """The rule the named queries keep, by a column's name: µs to 0.1 (a timestamp to the ns), ms
+    to 0.001 (a µs), a share to 0.1 and at most 100, bytes whole."""
+    if not isinstance(value, float):
+        return True
+    if column.endswith("ts_us"):  # a timestamp locates an event: to its nanosecond
+        return round(value, 3) == value
+    if column.endswith("_us") or "_us_" in column or column.endswith("_pct") or column.startswith("pct_"):
+        return round(value, 1) == value and (not column.endswith("_pct") or value <= 100)
+    if column.endswith("_ms"):
+        return round(value, 3) == value
+    if column.endswith("bytes") or "_bytes_" in column:
+        return value.is_integer()
+    return True
+
+
+def test_numbers_people_read_are_rounded_to_what_they_measure(sample_db, foreign_db, launch_bound_db):
+    """Named queries are read by people (issue [16]): summary printed 100.60739999999998 and a
+    tensor_core_pct of 100.00000000000001; --sql stays exact."""
+    checked = set()
+    for db in (sample_db, foreign_db, launch_bound_db):
+        for name in QUERIES:
+            rows = json.loads(invoke("query", name, "--db", str(db), "-f", "json").output)
+            for row in rows:
+                bad = {c: v for c, v in row.items() if not _rounded_as_people_read_them(c, v)}
+                assert not bad, (name, bad)
+                checked |= {(name, c) for c, v in row.items() if isinstance(v, float)}
+    assert {name for name, _ in checked} >= {"summary", "top_kernels", "occupancy", "memcpy", "gemm_classes",
+                                             "cudnn_plan_time", "comm_overlap", "rank_steps"}
+    exact = invoke("query", "--db", str(sample_db), "-f", "json", "--sql",
+                   "SELECT avg(dur_us) AS avg_us FROM kernels WHERE trace = 'flex'").output
+    assert not _rounded_as_people_read_them("avg_us", json.loads(exact)[0]["avg_us"])

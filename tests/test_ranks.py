@@ -195,20 +195,21 @@ def test_collective_skew_names_the_rank_that_arrived_last_on_the_real_pair(rtx_d
     assert k1["ts"] < k0["ts"] and k1["dur"] > k0["dur"]
     [row] = query(rtx_db, "collective_skew")
     assert (row["straggler_rank"], row["collective"], row["ranks"]) == (0, "all_reduce", 2)
-    assert row["max_wait_us"] == pytest.approx(k1["dur"] - k0["dur"], abs=1e-3)
-    assert row["start_spread_us"] == pytest.approx(k0["ts"] - k1["ts"], abs=1e-3)
-    assert row["end_spread_us"] == pytest.approx(abs(k0["ts"] + k0["dur"] - k1["ts"] - k1["dur"]), abs=1e-3)
-    assert row["transfer_us"] == pytest.approx(k0["dur"], abs=1e-3)
+    assert row["max_wait_us"] == pytest.approx(k1["dur"] - k0["dur"], abs=0.05)
+    assert row["start_spread_us"] == pytest.approx(k0["ts"] - k1["ts"], abs=0.05)
+    assert row["end_spread_us"] == pytest.approx(abs(k0["ts"] + k0["dur"] - k1["ts"] - k1["dur"]), abs=0.05)
+    assert row["transfer_us"] == pytest.approx(k0["dur"], abs=0.05)
 
 
 def test_rank_steps_treats_a_trace_without_steps_as_one_step(rtx_db):
     rows = query(rtx_db, "rank_steps")
     assert [(r["trace"], r["step"]) for r in rows] == [(p.name.split(".")[0], None) for p in RTX]
     (k0, _), (k1, _) = nccl_kernel(RTX[0]), nccl_kernel(RTX[1])
-    assert rows[0]["wait_us"] == 0 and rows[1]["wait_us"] == pytest.approx(k1["dur"] - k0["dur"], abs=1e-3)
+    assert rows[0]["wait_us"] == 0 and rows[1]["wait_us"] == pytest.approx(k1["dur"] - k0["dur"], abs=0.1)
     for row in rows:
-        assert row["work_us"] == pytest.approx(row["step_us"] - row["wait_us"], abs=1e-3)
-    assert rows[0]["vs_others_us"] == pytest.approx(rows[0]["work_us"] - rows[1]["work_us"], abs=1e-3)
+        # each figure to 0.1 µs: a difference of two is within 0.1 of the third
+        assert row["work_us"] == pytest.approx(row["step_us"] - row["wait_us"], abs=0.11)
+    assert rows[0]["vs_others_us"] == pytest.approx(rows[0]["work_us"] - rows[1]["work_us"], abs=0.11)
     assert {r["slowest_by_us"] for r in rows} == {max(r["vs_others_us"] for r in rows)}
 
 
@@ -265,11 +266,11 @@ def test_comm_overlap_counts_each_moment_once(rank_job):
         compute = union((k[2], k[3]) for k in kernels if k[0] == trace and not k[4])
         both = sum(max(0.0, min(a[1], b[1]) - max(a[0], b[0])) for a in comm for b in compute)
         rows = query(db, "comm_overlap", ("trace", trace))
-        assert sum(r["comm_us"] for r in rows) == pytest.approx(sum(e - s for s, e in comm), abs=1e-2)
-        assert sum(r["overlapped_us"] for r in rows) == pytest.approx(both, abs=1e-2)
+        assert sum(r["comm_us"] for r in rows) == pytest.approx(sum(e - s for s, e in comm), abs=0.05 * len(rows))  # rows to 0.1 µs
+        assert sum(r["overlapped_us"] for r in rows) == pytest.approx(both, abs=0.05 * len(rows))
         assert both > 0
         for row in rows:
-            assert row["exposed_us"] == pytest.approx(row["comm_us"] - row["overlapped_us"], abs=1e-3)
+            assert row["exposed_us"] == pytest.approx(row["comm_us"] - row["overlapped_us"], abs=0.11)
 
 
 def test_a_replaced_rank_trace_leaves_no_collectives_behind(tmp_path):

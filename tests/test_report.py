@@ -204,7 +204,7 @@ def test_the_articles_findings_are_cards_with_their_fix_and_saving(sample_html):
     copy = cards["hidden_copy", "naive"]
     assert copy["title"] == "1 Memcpy DtoD of 512 MiB per step from aten::masked_fill"
     assert copy["tone"] == "high" and copy["fix"] == "Fix: use masked_fill_ (in place) instead of masked_fill"
-    assert copy["saving"] == "Saves about 255.0 µs per step"  # replayed; the copies took 253.7 µs of GPU time
+    assert copy["saving"] == "Saves about 255 µs per step"  # replayed, to 0.1 µs; the copies took 253.7 µs of GPU time
     simt = cards["simt_gemm", "sdpa_math"]
     # replayed with the math backend's calls fused: what flash saved (4,970.3 µs of GPU time)
     assert simt["saving"] == "Saves about 5,004.6 µs per step" and "fused backend" in simt["fix"]
@@ -292,7 +292,7 @@ def test_markdown_prints_the_table_and_findings(sample_db, engine):
     assert "<svg" not in result.output
     findings = result.output[result.output.index("## Findings"):]
     assert ("- **high · naive: 1 Memcpy DtoD of 512 MiB per step from aten::masked_fill** "
-            "(saves about 255.0 µs per step)\n  - 5 copies in 5 steady step(s)") in findings
+            "(saves about 255 µs per step)\n  - 5 copies in 5 steady step(s)") in findings
     assert "  - Fix: use masked_fill\\_ (in place) instead of masked_fill\n" in findings
     # Rules in the engine's order, each with its count; past the cap, one line names the rest.
     headings = [line for line in lines if line.startswith("### ")]

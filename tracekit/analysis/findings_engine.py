@@ -105,6 +105,7 @@ def run_findings(con, *, trace=None, rule=None, params=None, replay=True):
         frames.append(frame)
     found = pd.concat([f for f in frames if len(f)], ignore_index=True) if any(len(f) for f in frames) \
         else pd.DataFrame({column: [] for column in RULE_COLUMNS})
+    found["estimate_us_per_step"] = found["estimate_us_per_step"].astype("float64").round(1)
     found.insert(list(FINDING_COLUMNS).index("saving_us_per_step"), "saving_us_per_step", float("nan"))
     found["saving_us_per_step"] = found["saving_us_per_step"].astype("float64")
     if not replay or not len(found):
@@ -124,8 +125,8 @@ def _replayed(con, found, together=True):
     savings, details = [], []
     for t, w, detail in zip(found["trace"], found["whatif"], found["detail"]):
         replayed = each.get((t, w)) if isinstance(w, str) else None
-        # The replay counts whole nanoseconds: more digits would be float noise.
-        savings.append(round(replayed.saving_us, 3) if replayed and replayed.saving_us is not None else None)
+        # to the 0.1 µs a person reads (the replay counts whole nanoseconds; the rest is float noise)
+        savings.append(round(replayed.saving_us, 1) if replayed and replayed.saving_us is not None else None)
         details.append(detail if replayed is None or replayed.why is None
                        else f"{detail}; replayed saving unknown: {replayed.why}")
     found = found.assign(saving_us_per_step=pd.array(savings, dtype="Float64").astype("float64"), detail=details)
@@ -151,7 +152,7 @@ def _all_fixes_row(trace, whatif, replayed, found):
                        "and fixes that relieve the same wait share their saving")
     return {"trace": trace, "rule": ALL_FIXES, "severity": "info", "title": title, "detail": detail,
             "fix": "apply the fixes of the findings above", "whatif": whatif,
-            "saving_us_per_step": None if replayed.saving_us is None else round(replayed.saving_us, 3),
+            "saving_us_per_step": None if replayed.saving_us is None else round(replayed.saving_us, 1),
             "estimate_us_per_step": None, "evidence": []}
 
 
