@@ -52,7 +52,8 @@ def run(command, folder):
     env = {key: value for key, value in os.environ.items() if key not in ("COLUMNS", "LINES")}
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")  # this Python's tracekit
     done = subprocess.run(["bash", "-c", command], cwd=folder, env=env, capture_output=True, text=True)
-    text = (done.stdout + done.stderr).replace(str(folder), SHOWN_FOLDER)
+    # the scratch folder, and the repository its links lead to, as one folder wherever it runs
+    text = (done.stdout + done.stderr).replace(str(folder), SHOWN_FOLDER).replace(str(REPO), SHOWN_FOLDER)
     return text.rstrip("\n").split("\n") if text.strip() else []
 
 
