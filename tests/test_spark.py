@@ -512,3 +512,14 @@ def test_duckdb_queries_and_import_tracekit_never_import_spark_or_sqlglot(lake_d
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_spark_leaves_no_warehouse_where_it_ran(spark_session, tmp_path, monkeypatch):
+    """Spark makes a spark-warehouse folder in the working directory unless told where: tracekit
+    keeps no Spark tables, so the session's goes to the temporary folder (none was left in the
+    repository after the tests, issue [16])."""
+    monkeypatch.chdir(tmp_path)
+    spark_session.sql("CREATE TEMPORARY VIEW probe AS SELECT 1 AS one").collect()
+    spark_session.sql("SHOW TABLES").collect()
+    assert not (tmp_path / "spark-warehouse").exists() and not (ROOT / "spark-warehouse").exists()
+    assert spark_session.conf.get("spark.sql.warehouse.dir").rstrip("/").endswith(f"tracekit-spark-warehouse-{os.getpid()}")

@@ -58,7 +58,9 @@ def start_session(master=None, settings=None):
         # on the PATH; on a cluster, its own setting says which Python runs there.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.master(master).appName("tracekit")
-    for key, value in {**SETTINGS, **(settings or {})}.items():
+    # tracekit keeps no Spark tables: without this Spark leaves a spark-warehouse folder wherever it ran
+    warehouse = {"spark.sql.warehouse.dir": os.path.join(tempfile.gettempdir(), f"tracekit-spark-warehouse-{os.getpid()}")}
+    for key, value in {**SETTINGS, **warehouse, **(settings or {})}.items():
         builder = builder.config(key, value)
     with tempfile.TemporaryFile() as log, _quiet_jvm(log):
         try:
