@@ -127,7 +127,9 @@ def rules_db(tmp_path_factory):
 def _findings(db, rule, **params):
     con = connect_for_queries(db)
     try:
-        return run_findings(con, rule=rule, params={k: str(v) for k, v in params.items()})
+        frame = run_findings(con, rule=rule, params={k: str(v) for k, v in params.items()})
+        frame.attrs["loaded"] = {row[0] for row in con.execute("SELECT trace FROM traces").fetchall()}
+        return frame
     finally:
         con.close()
 
@@ -142,10 +144,14 @@ def found(rules_db):
     finally:
         con.close()
     import pandas as pd
-    return pd.concat(frames, ignore_index=True)
+    frame = pd.concat(frames, ignore_index=True)
+    frame.attrs["loaded"] = {row[0] for row in _query(rules_db, "SELECT trace FROM traces")}
+    return frame
 
 
 def _rows(found, trace, rule):
+    # a trace renamed or not loaded would find nothing too: "silent" must mean silent on it
+    assert trace in found.attrs["loaded"], f"{trace} is not loaded"
     return found[(found["trace"] == trace) & (found["rule"] == rule)]
 
 
