@@ -34,12 +34,13 @@ def pytest_collection_modifyitems(config, items):
 TEST_DATA = ROOT / "tests" / "data"
 
 
-def invoke_cli(*args):
-    """Runs the tracekit CLI in-process with each argument as text."""
+def invoke_cli(*args, stdin=None, env=None):
+    """Runs the tracekit CLI in-process with each argument as text, `stdin` as its standard input,
+    COLUMNS unset (tables print whole, wherever the tests run) unless `env` sets it."""
     from click.testing import CliRunner
     from tracekit.cli import cli
 
-    return CliRunner().invoke(cli, [str(a) for a in args])
+    return CliRunner().invoke(cli, [str(a) for a in args], input=stdin, env={"COLUMNS": None, **(env or {})})
 
 
 def db_rows(db, sql):

@@ -8,12 +8,10 @@ import subprocess
 import sys
 
 import pytest
-from click.testing import CliRunner
 
 import make_bad_corpus as corpus
 import tracekit
-from conftest import SAMPLE_TRACES, db_rows
-from tracekit.cli import cli
+from conftest import SAMPLE_TRACES, db_rows, invoke_cli as invoke
 from tracekit.errors import DatabaseLocked, LoadError, QueryError, TraceFileError
 
 BAD = {case.name: case for case, _ in corpus.bad_cases()}
@@ -23,10 +21,6 @@ NAMES_LENIENT = ["bad_json_in_events.json", "bad_utf8_in_event.json", "broken_ta
 WORDED = NAMES_LENIENT + ["no_ph.json", "empty.json"]
 # A command-line flag or option in a message: --lenient, --db, -p NAME, -o.
 CLI_WORDS = re.compile(r"(?<![\w-])(--[a-z][a-z-]*|-[po] )")
-
-
-def invoke(*args):
-    return CliRunner().invoke(cli, [str(a) for a in args])
 
 
 @pytest.fixture(scope="module")

@@ -12,10 +12,8 @@ from types import SimpleNamespace
 
 import duckdb
 import pytest
-from click.testing import CliRunner
 
-from conftest import CPU_TRACE, SAMPLE_TRACES
-from tracekit.cli import cli
+from conftest import CPU_TRACE, SAMPLE_TRACES, invoke_cli as invoke
 
 pytest.importorskip("hta", reason="needs HTA: pip install 'tracekit[hta]'")
 
@@ -25,10 +23,6 @@ HTA_TABLES = ("hta_kernel_breakdown", "hta_kernel_type_breakdown", "hta_temporal
 # HTA's CUDA launch stats look only at these runtime calls: driver launches
 # (cuLaunchKernelEx: nvjet GEMMs, cuDNN, Triton) are not in them.
 HTA_LAUNCH_CALLS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cudaMemcpyAsync", "cudaMemsetAsync")
-
-
-def invoke(*args):
-    return CliRunner().invoke(cli, [str(a) for a in args])
 
 
 def rows(db, sql, params=None):

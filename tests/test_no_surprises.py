@@ -9,18 +9,12 @@ import sys
 import time
 
 import pytest
-from click.testing import CliRunner
 
-from conftest import SAMPLE_TRACES, db_rows
-from tracekit.cli import cli
+from conftest import SAMPLE_TRACES, db_rows, invoke_cli as invoke
 from tracekit.analysis.named_queries import named_queries
 
 LOADED = "flex, naive, naive_inplace, sdpa_cudnn, sdpa_default, sdpa_efficient, sdpa_flash, sdpa_math"
 TRACE_QUERIES = sorted(name for name, query in named_queries().items() if "trace" in query.params)
-
-
-def invoke(*args, stdin=None):
-    return CliRunner().invoke(cli, [str(a) for a in args], input=stdin)
 
 
 def assert_error(result, message, exit_code=1):

@@ -7,17 +7,13 @@ import sys
 
 import duckdb
 import pytest
-from click.testing import CliRunner
 
 from tracekit.cli import cli
 from tracekit.analysis.named_queries import named_queries
+from conftest import invoke_cli as invoke
 
 QUERIES = sorted(named_queries())
 TEXT_FORMATS = ["table", "csv", "json", "markdown"]
-
-
-def invoke(*args):
-    return CliRunner().invoke(cli, list(args))
 
 
 def test_the_named_queries_the_issue_asks_for_exist():

@@ -13,6 +13,7 @@ import duckdb
 import pytest
 
 from tracekit.analysis.named_queries import named_queries, named_sql
+from conftest import invoke_cli as invoke
 
 QUERIES = sorted(named_queries())
 # Every type of value the renderer knows, with the values that used to lose digits or break JSON.
@@ -27,13 +28,6 @@ EVERY_KIND_SQL = (
 # The DOUBLEs of EVERY_KIND_SQL as the exact text every format prints.
 EXACT_TEXT = ["1733221234567890.123", "5405970123456.789", "9007199254740993", str(2 ** 100),
               "10000000000000000.0", "1.5e-07", "0.30000000000000004"]
-
-
-def invoke(*args, env=None):
-    from click.testing import CliRunner
-    from tracekit.cli import cli
-
-    return CliRunner().invoke(cli, [str(a) for a in args], env={"COLUMNS": None, **(env or {})})
 
 
 def duckdb_rows(db, sql, params=None):

@@ -9,10 +9,8 @@ import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 
 import pytest
-from click.testing import CliRunner
 
-from conftest import CPU_TRACE, SAMPLE_TRACES, TEST_DATA
-from tracekit.cli import cli
+from conftest import CPU_TRACE, SAMPLE_TRACES, TEST_DATA, invoke_cli as invoke
 from tracekit.store.database import connect
 from tracekit.ingest.loader import load_file
 from tracekit.analysis.named_queries import run_named
@@ -25,10 +23,6 @@ from tracekit.outputs.report.findings_section import CARDS_PER_RULE
 CHART_IDS = ["chart-gpu-by-class", "chart-timeline", "chart-kernels-per-step", "chart-memcpy-bytes",
              "chart-tensor-core", "chart-cudnn-plan", "chart-occupancy"]
 SVG_NS = "{http://www.w3.org/2000/svg}"
-
-
-def invoke(*args):
-    return CliRunner().invoke(cli, [str(a) for a in args])
 
 
 @pytest.fixture(scope="module")

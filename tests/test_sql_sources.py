@@ -4,16 +4,10 @@
 import json
 
 import pytest
-from click.testing import CliRunner
 
-from conftest import db_rows
-from tracekit.cli import cli
+from conftest import db_rows, invoke_cli as invoke
 
 BIG_KERNELS = "SELECT trace, count(*) AS kernels FROM kernels WHERE dur_us > $min_us GROUP BY ALL ORDER BY trace"
-
-
-def invoke(*args, stdin=None):
-    return CliRunner().invoke(cli, [str(a) for a in args], input=stdin)
 
 
 def rows_of(result):
