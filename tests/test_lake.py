@@ -9,42 +9,17 @@ which follows hash partitions of the trace ids, which differ between a database 
 
 import hashlib
 import json
-import math
 import os
 import shutil
-from pathlib import Path
 
 import duckdb
-import pandas as pd
 import pytest
 
 import make_bad_corpus as corpus
 from conftest import SAMPLE_TRACES, TEST_DATA, invoke_cli
+from lake_checks import PER_TRACE_TABLES, lake_state, same_rows
 
 FOREIGN = TEST_DATA / "foreign"
-PER_TRACE_TABLES = ["trace_files", "collective_rows", "cpu_op_rows", "event_rows", "gpu_busy_rows", "kernel_classes", "kernel_rows",
-                    "runtime_rows", "step_rows", "transfer_rows"]
-
-
-def lake_state(lake):
-    """Every file in the lake with its size, but the writers' lock file (a failed load must leave
-    exactly this as it was)."""
-    return sorted((str(p.relative_to(lake)), p.stat().st_size) for p in Path(lake).rglob("*")
-                  if p.is_file() and p.name != "_lock")
-
-
-def same_rows(left, right):
-    """Rows equal value for value, floats to 1e-12."""
-    assert len(left) == len(right)
-    for a, b in zip(left, right):
-        assert len(a) == len(b)
-        for x, y in zip(a, b):
-            if x is pd.NA or y is pd.NA:  # a NULL in a column pandas holds as a nullable integer
-                assert x is y, (a, b)
-            elif isinstance(x, float) and isinstance(y, float):
-                assert math.isclose(x, y, rel_tol=1e-12, abs_tol=1e-9) or (math.isnan(x) and math.isnan(y)), (a, b)
-            else:
-                assert x == y, (a, b)
 
 
 @pytest.fixture(scope="module")

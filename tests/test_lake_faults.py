@@ -12,20 +12,9 @@ import pytest
 
 from conftest import ROOT, SAMPLE_TRACES, invoke_cli
 from load_runs import TRACEKIT, build_traces, environment, leftovers
-from test_lake import PER_TRACE_TABLES, lake_state, same_rows
+from lake_checks import PER_TRACE_TABLES, lake_state, same_rows, traces_in
 
 INTERRUPT_LAKE = [sys.executable, str(ROOT / "tests" / "interrupt_lake.py")]
-
-
-def traces_in(lake):
-    """{trace: events} of the traces a reader sees in `lake`."""
-    from tracekit.lake import connect_lake
-
-    con = connect_lake(lake)
-    try:
-        return dict(con.execute("SELECT trace, events FROM traces").fetchall())
-    finally:
-        con.close()
 
 
 def stopped_at(point, trace, signal_name, paths, lake, tmp_path):

@@ -17,8 +17,7 @@ import pytest
 
 from conftest import ROOT, SAMPLE_TRACES, invoke_cli
 from load_runs import TRACEKIT, environment
-from test_lake import PER_TRACE_TABLES, lake_state
-from test_lake_faults import traces_in
+from lake_checks import PER_TRACE_TABLES, lake_state, traces_in
 
 INTERRUPT_LAKE = [sys.executable, str(ROOT / "tests" / "interrupt_lake.py")]
 NAIVE_EVENTS, FLEX_EVENTS = 517, 3272

@@ -14,6 +14,7 @@ import pytest
 
 from tracekit.analysis.named_queries import named_queries, named_sql
 from conftest import invoke_cli as invoke
+from table_checks import duckdb_rows, same
 
 QUERIES = sorted(named_queries())
 # Every type of value the renderer knows, with the values that used to lose digits or break JSON.
@@ -28,29 +29,6 @@ EVERY_KIND_SQL = (
 # The DOUBLEs of EVERY_KIND_SQL as the exact text every format prints.
 EXACT_TEXT = ["1733221234567890.123", "5405970123456.789", "9007199254740993", str(2 ** 100),
               "10000000000000000.0", "1.5e-07", "0.30000000000000004"]
-
-
-def duckdb_rows(db, sql, params=None):
-    """(columns, rows) as DuckDB itself returns them, to hold tracekit's output against."""
-    con = duckdb.connect(str(db), read_only=db != ":memory:")
-    try:
-        cursor = con.execute(sql, params) if params else con.execute(sql)
-        return [d[0] for d in cursor.description], cursor.fetchall()
-    finally:
-        con.close()
-
-
-def same(parsed, expected):
-    """A value read back from text or JSON equals DuckDB's, exactly (NaN and NULL as read back)."""
-    if expected is None:
-        return parsed in (None, "")
-    if isinstance(expected, float):
-        return parsed is not None and (float(parsed) == expected or math.isnan(expected) and math.isnan(float(parsed)))
-    if isinstance(expected, int) and not isinstance(expected, bool):
-        return int(parsed) == expected
-    if isinstance(expected, Decimal):
-        return Decimal(str(parsed)) == expected
-    return parsed == expected
 
 
 def parse(fmt, output, path=None):

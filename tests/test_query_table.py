@@ -13,7 +13,8 @@ import termios
 
 import pytest
 
-from test_query_formats import duckdb_rows, invoke, same
+from conftest import invoke_cli as invoke
+from table_checks import duckdb_rows, same
 from tracekit.outputs.cells import text
 from tracekit.analysis.named_queries import named_queries, named_sql
 

@@ -12,7 +12,7 @@ import pytest
 
 import make_big_timeline
 from conftest import SAMPLE_TRACES, TEST_DATA, db_rows, invoke_cli
-from test_report import CHROMIUM, CHART_IDS, SVG_NS, needs_chromium, svg, table_rows
+from report_checks import CHROMIUM, CHART_IDS, SVG_NS, needs_chromium, svg, table_rows
 from tracekit.ingest.loader import load_file
 from tracekit.outputs.report import build_report, render, timeline
 from tracekit.outputs.report.data import load, steps_wording
