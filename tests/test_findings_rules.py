@@ -8,107 +8,18 @@ import json
 import pytest
 
 import trace_builder as tb
-from conftest import SAMPLE_TRACES, TEST_DATA, read_trace
+from built_traces import BUILT
+from conftest import SAMPLE_TRACES, TEST_DATA
 from tracekit.store.database import connect, connect_for_queries
 from tracekit.analysis.findings_engine import run_findings
 from tracekit.ingest.loader import load_file
 
 FOREIGN = TEST_DATA / "foreign"
-GRAPH_REPLAY = FOREIGN / "rtx5080_cuda_graph_replay_manual_capture.json.gz"
 REAL = ([("samples", p) for p in sorted(SAMPLE_TRACES.glob("*.json.gz"))]
         + [("train", TEST_DATA / "h200" / "train_fp32" / "train_sdpa_default.json.gz")]
         + [("foreign", FOREIGN / f"{name}.json.gz") for name in (
             "l4_square_memcpy_two_steps", "v100_dgxs_mlp_train_step", "t4_resnet50_train",
             "rtx5080_cuda_graph_replay_manual_capture")])
-LOADING = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
-
-
-def _item_loop():
-    """Each step: a kernel, then `.item()` (a 4-byte copy to pageable memory and a stream sync) and
-    more work after it: the CPU waits for the kernel before it can launch the next one."""
-    events = []
-    for n in range(4):
-        t, c = n * 1000, n * 10
-        events += [tb.step(n, t, 900),
-                   tb.op("aten::mul", t + 10, 20), tb.launch(t + 15, c + 1), tb.kernel("mul_kernel", t + 30, 200, c + 1),
-                   tb.op("aten::item", t + 40, 210), tb.op("aten::_local_scalar_dense", t + 45, 200),
-                   tb.launch(t + 50, c + 2, name="cudaMemcpyAsync", dur=188),
-                   tb.memcpy(t + 232, 3, c + 2, kind="DtoH", nbytes=4, host="Pageable"),
-                   tb.launch(t + 240, c + 3, name="cudaStreamSynchronize", dur=3),
-                   tb.op("aten::add", t + 300, 20), tb.launch(t + 305, c + 4), tb.kernel("add_kernel", t + 330, 300, c + 4)]
-    return tb.trace(events)
-
-
-def _loading_loop():
-    """Each step loads its batch on the CPU (800 us) after the GPU has finished the last one."""
-    events = []
-    for n in range(4):
-        t, c = n * 2000, n * 10
-        events += [tb.step(n, t, 1990), tb.annotation(LOADING, t + 10, 800),
-                   tb.op("aten::to", t + 820, 30), tb.launch(t + 825, c + 1, name="cudaMemcpyAsync", dur=10),
-                   tb.memcpy(t + 840, 50, c + 1, kind="HtoD", nbytes=1 << 20),
-                   tb.op("aten::linear", t + 860, 40), tb.launch(t + 870, c + 2), tb.kernel("gemm", t + 900, 1000, c + 2)]
-    return tb.trace(events)
-
-
-def _pageable_readback():
-    """Each step reads a 64 MiB result back to pageable memory."""
-    events = []
-    for n in range(3):
-        t, c = n * 10_000, n * 10
-        events += [tb.step(n, t, 9000), tb.op("aten::relu", t + 10, 20), tb.launch(t + 15, c + 1),
-                   tb.kernel("relu_kernel", t + 40, 1000, c + 1),
-                   tb.op("aten::to", t + 100, 6000), tb.op("aten::_to_copy", t + 105, 5990),
-                   tb.op("aten::copy_", t + 110, 5980), tb.launch(t + 120, c + 2, name="cudaMemcpyAsync", dur=5900),
-                   tb.memcpy(t + 1050, 4900, c + 2, kind="DtoH", nbytes=64 << 20, host="Pageable")]
-    return tb.trace(events)
-
-
-def _mask_loop(rebuilt_in):
-    """A forward that builds a causal mask from aten::ones and aten::tril in the steps `rebuilt_in`
-    (a cache that keeps it elsewhere), then applies it."""
-    events = []
-    for n in range(4):
-        t, c = n * 1000, n * 10
-        events += [tb.step(n, t, 900)]
-        if n in rebuilt_in:
-            events += [tb.op("aten::ones", t + 10, 30), tb.op("aten::fill_", t + 15, 20), tb.launch(t + 20, c + 1),
-                       tb.kernel("fill_kernel", t + 40, 4, c + 1),
-                       tb.op("aten::tril", t + 50, 30), tb.launch(t + 55, c + 2), tb.kernel("tril_kernel", t + 70, 12, c + 2)]
-        events += [tb.op("aten::masked_fill", t + 100, 30), tb.launch(t + 105, c + 3),
-                   tb.kernel("masked_fill_kernel", t + 120, 200, c + 3)]
-    return tb.trace(events)
-
-
-def _graph_loop(launch_name):
-    """Each step replays a graph whose kernels the profiler did not record, then runs one kernel."""
-    events = []
-    for n in range(4):
-        t, c = n * 1000, n * 10
-        events += [tb.step(n, t, 900), tb.annotation("## graph.replay ##", t + 10, 100),
-                   tb.launch(t + 20, c + 1, name=launch_name, dur=30),
-                   tb.op("aten::add", t + 200, 20), tb.launch(t + 205, c + 2), tb.kernel("add_kernel", t + 230, 50, c + 2)]
-    return tb.trace(events)
-
-
-def _graph_replay_without_graph_kernels():
-    """The public RTX 5080 graph-replay trace with the GPU ops of its cudaGraphLaunch calls taken out,
-    as a profiler that does not record graph kernels writes it."""
-    content = read_trace(GRAPH_REPLAY)
-    graphs = {e["args"]["correlation"] for e in content["traceEvents"]
-              if e.get("name") == "cudaGraphLaunch" and "correlation" in e.get("args", {})}
-    content["traceEvents"] = [e for e in content["traceEvents"]
-                              if not (e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset", "ac2g")
-                                      and (e.get("args", {}).get("correlation") in graphs or e.get("id") in graphs))]
-    return content
-
-
-BUILT = {"item_loop": _item_loop, "loading_loop": _loading_loop, "pageable_readback": _pageable_readback,
-         "mask_every_step": lambda: _mask_loop({0, 1, 2, 3}), "mask_cached": lambda: _mask_loop({0, 2}),
-         "cuda_graph_loop": lambda: _graph_loop("cudaGraphLaunch"), "hip_graph_loop": lambda: _graph_loop("hipGraphLaunch"),
-         "rtx5080_graph_kernels_left_out": _graph_replay_without_graph_kernels}
-
-
 @pytest.fixture(scope="module")
 def rules_db(tmp_path_factory):
     """The sample traces, an H200 training capture, four public traces and the built ones, each

@@ -4,7 +4,7 @@ that make DuckDB's SQL Spark's give DuckDB's values on edge cases; the CLI's opt
 
 One Spark (local[2]) serves the module; its lake, exported from a database by tracekit.lake's
 writer, holds the sample traces, the foreign traces, the CPU trace, the H200 training and fp32
-captures, the finding rules' built traces (test_findings_rules.BUILT), a 3-rank job with a
+captures, the finding rules' built traces (built_traces.BUILT), a 3-rank job with a
 straggler (conftest.rank_job) and a trace whose name needs escaping. The tests of a way in (the
 CLI, the Python API, a lake's folder read by its path and its URI) and of damaged lakes read a
 lake of two of those traces (small_lake): each of them opens a SparkLake of its own, and opening
@@ -54,7 +54,7 @@ def lake_db(tmp_path_factory, launch_bound_db, rank_job):
     odd = folder / f"{ODD_NAME}.json"
     # Another trace's content with one more newline: a trace of its own (its sha256 differs).
     odd.write_bytes(gzip.decompress((TEST_DATA / "foreign" / "l4_square_memcpy_two_steps.json.gz").read_bytes()) + b"\n")
-    from test_findings_rules import BUILT
+    from built_traces import BUILT
     import trace_builder
 
     built = [trace_builder.write(folder, f"built_{name}", make()) for name, make in BUILT.items()]
