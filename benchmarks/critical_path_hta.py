@@ -7,7 +7,8 @@ that length by HTA's `bound_by` (`CPGraph.get_critical_path_breakdown()`), the s
 category of the event each edge is attributed to, and the window HTA clipped the step to.
 benchmarks/critical_path_hta.md holds a run on the sample and H200 traces and what the categories mean.
 
-    python benchmarks/critical_path_hta.py TRACE... [--annotation ProfilerStep] [--hta-python PY] [--json OUT]
+    python benchmarks/critical_path_hta.py TRACE... [--annotation ProfilerStep] [--max-steps N] [--hta-python PY] \\
+        [--json OUT]
 
 HTA runs in a child process of a Python that has it: HTA 0.5.0's critical path needs pandas < 3 (under
 pandas 3 `CPGraph._create_event_nodes` raises "Cannot specify both 'axis' and 'index'/'columns'", and its
@@ -23,7 +24,6 @@ import argparse
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -63,20 +63,23 @@ def find_hta_python(asked=None):
                     f"python -m venv /tmp/hta-venv && /tmp/hta-venv/bin/pip install holistictraceanalysis==0.5.0 'pandas<3'")
 
 
-def run_hta(trace_path, annotation="ProfilerStep", hta_python=None, timeout=1800):
-    """HTA's critical path on every instance of `annotation` in one trace, in a child process.
+def run_hta(trace_path, annotation="ProfilerStep", hta_python=None, timeout=1800, max_steps=None):
+    """HTA's critical path on every instance of `annotation` in one trace (or on `max_steps` CPU instances,
+    see pick_instances), in a child process.
 
     Returns {"steps": [step dicts, see analyse_step], "load_s", "cpa_s", "wall_s", "cuda_sync_events",
-    "hta_warnings": {message: count}, "python", "pandas"}. Raises HtaFailed with HTA's one-line reason."""
+    "instances", "cpu_instances", "peak_rss_load", "peak_rss" (bytes), "hta_warnings": {message: count},
+    "python", "pandas"}. Raises HtaFailed with HTA's one-line reason, or on a timeout with how far it got."""
     if not Path(trace_path).is_file():
         raise HtaFailed(f"{trace_path}: no such file")
     python = find_hta_python(hta_python)
+    cmd = [python, __file__, "--child", str(trace_path), "--annotation", annotation]
+    cmd += ["--max-steps", str(max_steps)] if max_steps else []
     started = time.perf_counter()
     try:
-        child = subprocess.run([python, __file__, "--child", str(trace_path), "--annotation", annotation],
-                               capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise HtaFailed(f"HTA ran past {timeout} s") from None
+        child = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as stopped:
+        raise HtaFailed(f"HTA ran past {timeout} s{_progress(stopped.stdout)}") from None
     wall = time.perf_counter() - started
     lines = child.stdout.strip().splitlines()
     if child.returncode != 0 or not lines:
@@ -86,6 +89,15 @@ def run_hta(trace_path, annotation="ProfilerStep", hta_python=None, timeout=1800
     if "error" in result:
         raise HtaFailed(result["error"])
     return {**result, "wall_s": round(wall, 2), "python": python}
+
+
+def _progress(stdout):
+    """The child's last progress line, for a run stopped before its result: on a big trace, whether HTA
+    was still parsing or on which step."""
+    if isinstance(stdout, bytes):
+        stdout = stdout.decode(errors="replace")
+    said = [json.loads(line)["progress"] for line in (stdout or "").splitlines() if line.startswith('{"progress"')]
+    return f" (its last word: {said[-1]})" if said else " (still parsing the trace)"
 
 
 def hta_critical_path(trace_path, annotation="ProfilerStep", hta_python=None, gpu_copies=False):
@@ -114,11 +126,13 @@ def _one_line(err):
 
 
 def _load(trace_path, folder):
-    """TraceAnalysis on a copy of the trace alone in `folder` (HTA reads every trace in a directory);
-    include_last_profiler_step=True, or HTA drops every CPU event from the last ProfilerStep's start on."""
+    """TraceAnalysis on the trace alone in `folder` (HTA reads every trace in a directory), linked, not
+    copied: a copy of the 1 GB benchmark trace would cost a second of the timed load and a GB of /tmp,
+    left behind when a timeout kills the child; include_last_profiler_step=True, or HTA drops every CPU
+    event from the last ProfilerStep's start on."""
     from hta.trace_analysis import TraceAnalysis
     suffix = ".json.gz" if str(trace_path).endswith(".gz") else ".json"
-    shutil.copy(trace_path, Path(folder) / f"rank_0{suffix}")
+    (Path(folder) / f"rank_0{suffix}").symlink_to(Path(trace_path).resolve())
     return TraceAnalysis(trace_dir=str(folder), include_last_profiler_step=True)
 
 
@@ -133,6 +147,26 @@ def _instances(t, rank, annotation):
     ids = [v for k, v in t.symbol_table.get_sym_id_map().items() if annotation in k]
     found = df[df.name.isin(ids)]
     return [(i, names[r.name], names[r.cat], int(r.ts), int(r.ts + r.dur)) for i, r in enumerate(found.itertuples())]
+
+
+def pick_instances(instances, count):
+    """`count` CPU instances (the GPU's copies of ProfilerStep left out, as hta_critical_path does) evenly
+    spread between the first and the last, both left out where there are enough: the first ProfilerStep
+    is usually the cold one, and the last may be cut short, so neither stands for a step of the trace."""
+    cpu = [inst for inst in instances if inst[2] != "gpu_user_annotation"]
+    if count >= len(cpu):
+        return cpu
+    return [cpu[round((i + 1) * (len(cpu) - 1) / (count + 1))] for i in range(count)]
+
+
+def _peak_rss():
+    import resource
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux gives KiB
+
+
+def _say(progress):
+    """A progress line on stdout, which the parent reads back when it stops a run that ran too long."""
+    print(json.dumps({"progress": progress}), flush=True)
 
 
 def _sum_by(frame, column):
@@ -199,7 +233,7 @@ class _Tally:
         return counts
 
 
-def child_main(trace_path, annotation):
+def child_main(trace_path, annotation, max_steps=None):
     import logging
     import pandas
     tally = _Tally()
@@ -210,14 +244,23 @@ def child_main(trace_path, annotation):
             began = time.perf_counter()
             ta = _load(trace_path, folder)
             out["load_s"] = round(time.perf_counter() - began, 3)
+            out["peak_rss_load"] = _peak_rss()
             out["hta_warnings"] = tally.take()
+            _say(f"parsed in {out['load_s']:.1f} s")
             rank = ta.t.get_ranks()[0]
             out["cuda_sync_events"] = "cuda_sync" in ta.t.symbol_table.get_sym_id_map()
             instances = _instances(ta.t, rank, annotation)
             if not instances:
                 raise HtaFailed(f"no event named like {annotation!r} in the trace")
-            out["steps"] = [analyse_step(ta, rank, annotation, inst, tally) for inst in instances]
+            out["instances"] = len(instances)
+            out["cpu_instances"] = sum(inst[2] != "gpu_user_annotation" for inst in instances)
+            chosen = pick_instances(instances, max_steps) if max_steps else instances
+            out["steps"] = []
+            for number, inst in enumerate(chosen, 1):
+                _say(f"parsed in {out['load_s']:.1f} s; on {inst[1]}, step {number} of {len(chosen)}")
+                out["steps"].append(analyse_step(ta, rank, annotation, inst, tally))
             out["cpa_s"] = round(sum(s["seconds"] or 0 for s in out["steps"]), 3)
+            out["peak_rss"] = _peak_rss()
     except Exception as err:  # noqa: BLE001 - the parent records the reason for this trace
         out["error"] = _one_line(err)
         out["hta_warnings"] = tally.take()
@@ -267,7 +310,7 @@ def markdown(results):
 
 
 def timings(results):
-    lines = ["| trace | load s | critical path s (all steps) | steps | wall s (child process) | cuda_sync events |",
+    lines = ["| trace | load s | critical path s (the steps run) | steps | wall s (child process) | cuda_sync events |",
              "|---|---:|---:|---:|---:|---|"]
     for trace, r in results:
         if "error" not in r:
@@ -280,17 +323,19 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("traces", nargs="+", type=Path)
     parser.add_argument("--annotation", default="ProfilerStep", help="HTA's annotation; '' for the whole trace")
+    parser.add_argument("--max-steps", type=int, help="only this many CPU instances, spread over the trace "
+                        "(pick_instances): HTA takes long on a big trace")
     parser.add_argument("--hta-python", help="a Python with holistictraceanalysis and pandas < 3")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--json", type=Path, help="also write every result, HTA's warnings included, here")
     args = parser.parse_args(argv)
     if args.child:
-        return child_main(args.traces[0], args.annotation)
+        return child_main(args.traces[0], args.annotation, args.max_steps)
     results = []
     for trace in args.traces:
         label = f"{trace.parent.name}/{trace.name.removesuffix('.gz').removesuffix('.json')}"
         try:
-            results.append((label, run_hta(trace, args.annotation, args.hta_python)))
+            results.append((label, run_hta(trace, args.annotation, args.hta_python, max_steps=args.max_steps)))
         except HtaFailed as err:
             results.append((label, {"error": str(err)}))
     print(markdown(results) + "\n\n" + timings(results))
