@@ -12,7 +12,7 @@ Exit status 1 and a diff when a block differs: the README no longer says what tr
 import argparse
 import difflib
 import os
-import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -57,23 +57,28 @@ def run(command, folder):
     return text.rstrip("\n").split("\n") if text.strip() else []
 
 
-def scratch_folder(root):
+def scratch_folder(root, samples_db=None):
+    """The folder the examples run in; `samples_db`: a database of sample_traces loaded already
+    (the tests'), copied rather than loaded again."""
     folder = Path(root) / "readme"
     folder.mkdir()
     for name in ("sample_traces", "tests"):
         (folder / name).symlink_to(REPO / name)
-    subprocess.run([sys.executable, "-m", "tracekit", "load", "sample_traces"], cwd=folder, check=True,
-                   capture_output=True)
+    if samples_db:
+        shutil.copyfile(samples_db, folder / "tracekit.duckdb")
+    else:
+        subprocess.run([sys.executable, "-m", "tracekit", "load", "sample_traces"], cwd=folder, check=True,
+                       capture_output=True)
     return folder
 
 
-def check(path, write=False):
+def check(path, write=False, samples_db=None):
     """The differences (unified diff lines) between `path`'s marked blocks and what their commands
     print now; with `write`, the file is rewritten with what they print."""
     lines = path.read_text(encoding="utf-8").split("\n")
     differences, rewritten, last = [], [], 0
     with tempfile.TemporaryDirectory() as root:
-        folder = scratch_folder(root)
+        folder = scratch_folder(root, samples_db)
         for start, end in blocks(lines):
             fresh = []
             for command, shown, blanks in commands(lines[start:end]):
