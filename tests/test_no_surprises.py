@@ -260,3 +260,13 @@ def test_open_trace_without_a_database_uses_the_samples_and_says_what_it_served(
     assert served == naive.read_bytes()
     assert out.splitlines()[-1] == (f"Served {naive.resolve()} (11.1 KiB) to ui.perfetto.dev and stopped; "
                                     "refused 1 request that was not the UI's.")
+
+
+def test_open_refuses_the_rows_a_query_wrote_as_json(sample_db, tmp_path):
+    """`query -f json` writes a JSON array of objects, as a bare-array Chrome trace is: its first
+    object has no phase (ph), so it is no trace (issue [16] item 7)."""
+    rows = tmp_path / "rows.json"
+    assert invoke("query", "memcpy", "--db", sample_db, "-o", rows).exit_code == 0
+    assert_error(invoke("open", rows, "--no-browser"),
+                 f"{rows}: not a trace: its array's first object has no ph (every Chrome trace event has a phase), "
+                 "keys trace, kind, caused_by, memcpy_count, memcpy_bytes")

@@ -233,6 +233,27 @@ def _read_header(stream, path):
     return header
 
 
+def check_first_event(path, handle):
+    """Raises TraceFileError when the first element of a bare event array (a file `[{...}, ...]`)
+    is no trace event: every Chrome trace event has a phase, `ph`. A JSON array of other objects
+    (`tracekit query -f json`'s rows) is not a trace. What the first MB cannot tell is let be."""
+    handle.seek(0)
+    text = gunzipped(handle, path)[0].read(_FIRST_EVENT_BYTES).decode("utf-8", errors="replace")
+    start = text.find("[") + 1
+    while start < len(text) and text[start].isspace():
+        start += 1
+    try:
+        first, _ = json.JSONDecoder().raw_decode(text, start)
+    except ValueError:
+        return
+    if not (isinstance(first, dict) and "ph" in first):
+        raise TraceFileError(path, "not a trace: its array's first object has no ph (every Chrome trace event has "
+                                   f"a phase), keys {', '.join(list(first)[:5]) if isinstance(first, dict) else '-'}")
+
+
+_FIRST_EVENT_BYTES = 1 << 20
+
+
 _EVENT_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from tracekit.analysis.trace_lookup import trace_row
 from tracekit.errors import TraceFileError
 from tracekit.ingest.raw_file import open_regular
-from tracekit.ingest.tracefile import read_header
+from tracekit.ingest.tracefile import check_first_event, read_header
 from tracekit.ingest.scratch import scratch_prefix
 
 _BLOCK = 1 << 20
@@ -48,7 +48,8 @@ def open_trace_file(path):
     """`path` opened once and checked to be a Chrome/Kineto trace on that same handle."""
     handle = open_regular(path)
     try:
-        read_header(path, handle)
+        if read_header(path, handle) == {}:  # a bare array of events: are they events?
+            check_first_event(path, handle)
         return ServedTrace(handle, Path(path).name, str(path), os.fstat(handle.fileno()).st_size)
     except BaseException:
         handle.close()
