@@ -270,3 +270,12 @@ def test_open_refuses_the_rows_a_query_wrote_as_json(sample_db, tmp_path):
     assert_error(invoke("open", rows, "--no-browser"),
                  f"{rows}: not a trace: its array's first object has no ph (every Chrome trace event has a phase), "
                  "keys trace, kind, caused_by, memcpy_count, memcpy_bytes")
+
+
+def test_an_event_error_shows_the_event_as_written(tmp_path):
+    """The keys the event has, not its parsed columns with a null for each it lacks (issue [16]
+    item 9: `an event has no ph: {"ph":null,"ts":null,...}`)."""
+    trace = tmp_path / "no_ph.json"
+    trace.write_text('{"traceEvents": [{"name": "k", "ts": 5, "dur": 1, "pid": 1, "tid": 1, "cat": "kernel"}]}')
+    assert_error(invoke("load", trace, "--db", tmp_path / "t.duckdb"),
+                 f'{trace}: an event has no ph: {{"ts":5,"dur":1,"cat":"kernel","pid":"1","tid":"1","name":"k"}}')

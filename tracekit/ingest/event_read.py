@@ -172,11 +172,23 @@ _CONVERTED = ("$trace_id, {cat}, json_extract_string(name, '$'), json_extract_st
               "tk_exact_ns(ts, ts_exact), tk_exact_ns(dur, dur_exact), pid, tid, id, bp, s, args")
 
 
-# A bad event as shown in its error: the short keys first and the name cut short (kernel names
-# run to kilobytes), so the key at fault is in view. Evaluated only for the event that fails.
-_EXCERPT = ("left(to_json(struct_pack(ph := e.ph, ts := e.ts, dur := e.dur, cat := e.cat, pid := e.pid, tid := e.tid,"
-            " name := CASE WHEN json_type(e.name) = 'VARCHAR' THEN to_json(left(json_extract_string(e.name, '$'), 60))"
-            " ELSE e.name END, args := e.args))::VARCHAR, 200)")
+# A bad event as shown in its error: the keys it has (a key it lacks is not shown as null), the
+# short ones first and the name cut short (kernel names run to kilobytes), so the key at fault is
+# in view. Evaluated only for the event that fails.
+_SHOWN_KEYS = ("ph", "ts", "dur", "cat", "pid", "tid", "name", "args")
+_SHOWN_NAME = ("CASE WHEN json_type(e.name) = 'VARCHAR' THEN to_json(left(json_extract_string(e.name, '$'), 60))"
+               " ELSE e.name END")
+
+
+def _shown_value(key):
+    # a JSON column holds the value's own JSON text; a VARCHAR one (cat, pid, tid) is quoted as JSON
+    return f"e.{key}" if f'"{key}": "JSON"' in EVENT_COLUMNS else f"to_json(e.{key})"
+
+
+_EXCERPT = ("left('{' || concat_ws(',', "
+            + ", ".join(f"""'"{key}":' || ({_SHOWN_NAME if key == "name" else _shown_value(key)})::VARCHAR"""
+                        for key in _SHOWN_KEYS)
+            + ") || '}', 200)")
 
 
 def _source(lines):
