@@ -3,7 +3,9 @@
 -- and category, with how many events and the earliest one as an example. Negative durations come
 -- from clock skew or a hand-edited trace and make sums of time wrong; zero durations are events too
 -- short for the clock or never closed; an unknown category is one Kineto does not write, which no
--- view picks up; 'dropped on load' counts what `tracekit load --lenient` left out, and why;
+-- view picks up; 'a device tracekit does not read' counts the events Kineto writes for devices and
+-- runtimes no view reads (MTIA, HPU, XPU, GCU, PrivateUse1, Glow: their kernels are in no GPU figure);
+-- 'dropped on load' counts what `tracekit load --lenient` left out, and why;
 -- 'launches but no GPU events' is a trace whose kernel launches CUPTI did not record (the GPU
 -- side is missing: every GPU figure is unknown, not zero), 'GPU events but no CPU ops' one
 -- whose kernels no op can be blamed for (profiled without CPU activities), 'GPU events without
@@ -12,7 +14,8 @@
 -- span their start falls in (none when the trace has no such spans).
 -- columns:
 --   trace: trace name
---   oddity: negative duration, zero duration, no duration, unknown category, dropped on load,
+--   oddity: negative duration, zero duration, no duration, unknown category, a device tracekit does
+--           not read, dropped on load,
 --           launches but no GPU events, GPU events but no CPU ops, GPU events without their launch
 --   cat: the events' category (NULL for dropped on load)
 --   events: how many events have it
@@ -40,6 +43,13 @@ WITH odd AS (
         'mtia_ccp_events', 'glow_runtime', 'hpu_op', 'xpu_runtime', 'xpu_driver',
         'privateuse1_runtime', 'privateuse1_driver', 'hip_runtime', 'hip_driver', 'ac2g', 'fwdbwd',
         'trace', 'operator', 'runtime', 'memcpy', 'memset', 'async')
+      AND NOT regexp_matches(lower(cat), '^(mtia|hpu|xpu|privateuse1|glow|gcu)_')
+    UNION ALL
+    SELECT trace, cat, name, ts_ns, dur_ns, 'a device tracekit does not read' AS oddity
+    FROM events
+    -- Kineto's categories of devices other than CUDA and ROCm GPUs (libkineto's ActivityType names:
+    -- mtia_ccp_events, mtia_runtime, hpu_op, xpu_runtime, gcu_runtime, ...): loaded, in no view
+    WHERE regexp_matches(lower(cat), '^(mtia|hpu|xpu|privateuse1|glow|gcu)_')
 ), ranked AS (
     SELECT *, count(*) OVER (PARTITION BY trace, oddity, cat) AS events,
            row_number() OVER (PARTITION BY trace, oddity, cat ORDER BY ts_ns, name, dur_ns) AS nth

@@ -241,6 +241,12 @@ def _recategorize(event):
         event["cat"] = "mystery_category"
 
 
+def _as_another_device(event):
+    # libkineto's category of MTIA's on-device events (ActivityType MTIA_CCP_EVENTS)
+    if event.get("cat") == "overhead":
+        event["cat"] = "mtia_ccp_events"
+
+
 # Microseconds since 1970 (Chrome's clock, older Kineto): 16 digits before the point, too many for
 # a DOUBLE to keep the nanoseconds.
 EPOCH_OFFSET_US = 1_727_815_261_000_000
@@ -349,6 +355,7 @@ def odd_cases():
         (Case("huge_kernel_name.json.gz", ""),
          _gzip(_with_event(lambda e: e.update(name="k" * (1 << 20))))),
         (Case("unknown_category.json", ""), _all_events(_recategorize)),
+        (Case("other_device.json", ""), _all_events(_as_another_device)),
         (Case("string_pids.json", ""), _all_events(_stringify_ids)),
         # A number in a string is read as the number, as Perfetto reads it.
         (Case("numeric_string_ts.json", ""), _with_event(_set("ts", "5405975738135.723"))),
