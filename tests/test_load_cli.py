@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from conftest import CPU_TRACE, SAMPLE_TRACES, db_rows, invoke_cli, read_trace
+from conftest import CPU_TRACE, SAMPLE_TRACES, TEST_DATA, db_rows, invoke_cli, read_trace
 
 
 invoke = invoke_cli
@@ -162,3 +162,40 @@ def test_a_load_reports_its_progress_to_the_end_of_the_commit(fresh_db):
     assert seen.read and max(seen.read) <= path.stat().st_size
     done, total = zip(*seen.steps)
     assert list(done) == list(range(1, total[0] + 1)) and set(total) == {total[0]}
+
+
+def test_the_progress_bar_fits_a_narrow_terminal(tmp_path):
+    """In a 50-column terminal each redraw of the bar fits one line: a line that filled or passed the
+    width wrapped, and every redraw left a stale line behind (issue [16] item 5). A pseudo-terminal
+    as standard error; the H200 loops take longer than the second before the bar shows."""
+    import fcntl
+    import os
+    import pty
+    import re
+    import struct
+    import subprocess
+    import sys
+    import termios
+
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 50, 0, 0))
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    process = subprocess.Popen([sys.executable, "-m", "tracekit", "load", str(TEST_DATA / "h200" / "loops"),
+                                "--db", str(tmp_path / "t.duckdb"), "--jobs", "1"],
+                               stdout=subprocess.DEVNULL, stderr=follower, env=env)
+    os.close(follower)
+    output = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        output += chunk
+    os.close(leader)
+    assert process.wait(timeout=300) == 0
+    drawn = [re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", part) for part in re.split(r"[\r\n]", output.decode())]
+    bars = [part for part in drawn if "loading " in part and "[" in part]
+    assert bars, output.decode()[-500:]
+    assert max(len(part) for part in drawn) < 50, max(drawn, key=len)

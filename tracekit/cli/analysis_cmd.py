@@ -1,6 +1,7 @@
 """`tracekit load`, `query` and `schema`: traces into DuckDB, answers out."""
 
 import dataclasses
+import os
 import sys
 import threading
 import time
@@ -120,7 +121,8 @@ class _Progress:
                 self.bar.__enter__()
             if self.bar is not None:
                 position = int(sum(self.done.values()))
-                self.bar.label = f"loading {self.finished}/{len(self.sizes)} done, {Path(path).name}"
+                self.bar.label, self.bar.width = _fitted(f"loading {self.finished}/{len(self.sizes)} done, ",
+                                                         Path(path).name)
                 self.bar.update(position - self.shown)
                 self.shown = position
 
@@ -143,6 +145,34 @@ class _Progress:
             return
         self.bar.update(self.total - self.shown)
         self.bar.__exit__(None, None, None)
+
+
+# What click's bar line holds besides its label and bar: "  [", "]  " and "100%  00:00:05", and the
+# terminal's last column left free (a line that fills it wraps, and each redraw leaves a line behind).
+_BAR_LINE_EXTRA = 21
+_BAR_WIDTH = (10, 36)  # the bar's least and most
+
+
+def _fitted(label, name):
+    """(label, bar width) for a bar line that fits the terminal of standard error: the file name
+    whole, else cut with …, else left out; then the bar as wide as the rest leaves room for."""
+    columns = _stderr_columns()
+    room = columns - _BAR_LINE_EXTRA - _BAR_WIDTH[0]
+    cut = name if len(name) <= room - len(label) else name[:max(room - len(label) - 1, 0)] + "…"
+    label = label + cut if len(cut) >= 8 else label.rstrip(", ")
+    return label, max(1, min(_BAR_WIDTH[1], columns - _BAR_LINE_EXTRA - len(label)))
+
+
+def _stderr_columns():
+    """The width of the terminal the bar is drawn on (standard error), COLUMNS first as click does."""
+    try:
+        return int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        pass
+    try:
+        return os.get_terminal_size(sys.stderr.fileno()).columns
+    except (OSError, ValueError):
+        return 80
 
 
 class _FileProgress:
