@@ -43,6 +43,23 @@ def invoke_cli(*args, stdin=None, env=None):
     return CliRunner().invoke(cli, [str(a) for a in args], input=stdin, env={"COLUMNS": None, **(env or {})})
 
 
+def read_until_closed(fd):
+    """Everything a pseudo-terminal's leader `fd` gives until the process on its other end is gone."""
+    import os
+
+    output = b""
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:
+            break  # the terminal closed with the process
+        if not chunk:
+            break
+        output += chunk
+    os.close(fd)
+    return output
+
+
 def db_rows(db, sql):
     """The rows of `sql` on database file `db`, opened read-only for just this call."""
     import duckdb

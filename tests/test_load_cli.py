@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from conftest import CPU_TRACE, SAMPLE_TRACES, TEST_DATA, db_rows, invoke_cli, read_trace
+from conftest import CPU_TRACE, SAMPLE_TRACES, TEST_DATA, db_rows, invoke_cli, read_trace, read_until_closed
 
 
 invoke = invoke_cli
@@ -184,16 +184,7 @@ def test_the_progress_bar_fits_a_narrow_terminal(tmp_path):
                                 "--db", str(tmp_path / "t.duckdb"), "--jobs", "1"],
                                stdout=subprocess.DEVNULL, stderr=follower, env=env)
     os.close(follower)
-    output = b""
-    while True:
-        try:
-            chunk = os.read(leader, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        output += chunk
-    os.close(leader)
+    output = read_until_closed(leader)
     assert process.wait(timeout=300) == 0
     drawn = [re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", part) for part in re.split(r"[\r\n]", output.decode())]
     bars = [part for part in drawn if "loading " in part and "[" in part]

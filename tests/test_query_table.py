@@ -13,7 +13,7 @@ import termios
 
 import pytest
 
-from conftest import invoke_cli as invoke
+from conftest import invoke_cli as invoke, read_until_closed
 from table_checks import duckdb_rows, same
 from tracekit.outputs.cells import text
 from tracekit.analysis.named_queries import named_queries, named_sql
@@ -80,16 +80,7 @@ def test_a_terminal_is_measured_when_columns_is_unset(sample_db):
     process = subprocess.Popen([sys.executable, "-m", "tracekit", "query", "occupancy", "--db", str(sample_db)],
                                stdout=follower, stderr=subprocess.PIPE, env=env)
     os.close(follower)
-    output = b""
-    while True:
-        try:
-            chunk = os.read(leader, 65536)
-        except OSError:
-            break  # the terminal closed with the process
-        if not chunk:
-            break
-        output += chunk
-    os.close(leader)
+    output = read_until_closed(leader)
     assert process.wait(timeout=60) == 0, process.stderr.read()
     lines = output.decode().replace("\r\n", "\n").splitlines()
     assert lines[-1].startswith("(28 rows;") and "to fit 70 columns" in lines[-1]
