@@ -89,6 +89,21 @@ def test_a_trace_against_itself_is_no_change(db):
     assert out["findings_appeared"] == [] and out["findings_gone"] == []
 
 
+def test_sides_of_another_device_or_shape_are_said_to_differ(db, tmp_path):
+    """An H200 bf16 S=2048 capture against a CPU fp32 S=128 one: the change is mostly the device's
+    and the shape's, and the diff says so; the H200 captures of one shape differ in neither
+    (issue [16] item 8)."""
+    _, same = _json(db, "naive", "naive_inplace")
+    assert same["unlike_because"] == []
+    result = invoke_cli("diff", SAMPLE_TRACES / "naive.json.gz", TEST_DATA / "cpu" / "naive_cpu.json.gz")
+    assert result.exit_code == 0, result.output
+    warnings = [line for line in result.output.splitlines() if line.startswith("Warning: ")]
+    assert warnings == [
+        "Warning: the sides ran on different devices: NVIDIA H200 against no GPU, so a change may be theirs, not the code's",
+        "Warning: the sides ran on different shapes: 4x16x2048x64 bf16 against 1x2x128x32 fp32, so a change may be "
+        "theirs, not the code's"]
+
+
 def test_markdown_is_a_pull_request_comment(db):
     result = invoke_cli("diff", "naive_inplace", "naive", "--db", db, "-f", "markdown", "--fail-on", "gpu_us_per_step>+3%")
     assert result.exit_code == 1

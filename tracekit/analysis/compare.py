@@ -72,12 +72,37 @@ def diff(con, a, b, *, by="class", fail_on=(), top=10, findings=True, labels=Non
     label_a, label_b = labels or (_label(a), _label(b))
     result = DiffResult(label_a, label_b, steps, figures, attribution, by, appeared, gone, runs=runs,
                         untrusted_because=run_noise.untrusted_because(
-                            runs, [[len(run) for run in side] for side in series], devices))
+                            runs, [[len(run) for run in side] for side in series], devices),
+                        unlike_because=_unlike_because(con, runs))
     for condition in conditions:
         outcome = check(condition, result)
         if outcome is not None:
             (result.failed if outcome[0] == "fail" else result.undecided).append(outcome[1])
     return result
+
+
+# What a capture records of its shape (tracekit capture's metadata); a foreign trace has none.
+_SIDE_SETUP = """
+SELECT coalesce(device_name, 'no GPU') AS device,
+       CASE WHEN json_extract_string(metadata, '$.seq_len') IS NOT NULL THEN
+            concat_ws('x', json_extract_string(metadata, '$.batch'), json_extract_string(metadata, '$.heads'),
+                      json_extract_string(metadata, '$.seq_len'), json_extract_string(metadata, '$.head_dim'))
+            || ' ' || coalesce(json_extract_string(metadata, '$.dtype'), '') END AS shape
+FROM traces WHERE trace = $t
+"""
+
+
+def _unlike_because(con, runs):
+    """How the two sides differ besides their code: the device they ran on, the shape they ran at
+    (where both sides' captures record one). A change between them may be that, not the code's."""
+    sides = [[con.execute(_SIDE_SETUP, {"t": trace}).fetchone() for trace in side] for side in runs]
+    reasons = []
+    for what, index in (("devices", 0), ("shapes", 1)):
+        a, b = (sorted({row[index] for row in side if row and row[index]}) for side in sides)
+        if a and b and a != b:
+            reasons.append(f"the sides ran on different {what}: {', '.join(a)} against {', '.join(b)}, "
+                           "so a change may be theirs, not the code's")
+    return reasons
 
 
 def _label(side):

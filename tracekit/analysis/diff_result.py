@@ -26,6 +26,7 @@ class DiffResult:
     undecided: list = field(default_factory=list)  # (condition text, why): the interval cannot tell
     runs: tuple = ((), ())  # the trace names of each side's runs
     untrusted_because: list = field(default_factory=list)  # why the intervals cannot be fully trusted
+    unlike_because: list = field(default_factory=list)  # how the sides differ besides the code: device, shape
 
     @property
     def verdict(self):

@@ -19,7 +19,8 @@ from tracekit.errors import TracekitError
               help="Exit 1 when this holds beyond noise: METRIC>+N% (relative change), METRIC>+N (absolute "
                    "change), METRIC>N (B's value), finding:RULE (the finding appears in B). Repeatable. A change "
                    "condition whose interval holds both no change and N is undecided: said so, exit 0.")
-@click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="Attribution rows shown.")
+@click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="Attribution rows shown: the N largest changes, and beyond them every row that appeared or "
+                   "went away.")
 @click.option("-f", "--format", "fmt", type=click.Choice(["table", "markdown", "json"]), default="table",
               show_default=True, help="table for a terminal, markdown for a pull-request comment, json for scripts.")
 def diff(a, b, db, by, fail_on, top, fmt):

@@ -46,7 +46,8 @@ def _header(result):
 
 
 def _trust_lines(result):
-    return [f"Intervals cannot be trusted: {reason}" for reason in result.untrusted_because]
+    return ([f"Warning: {reason}" for reason in result.unlike_because]
+            + [f"Intervals cannot be trusted: {reason}" for reason in result.untrusted_because])
 
 
 def _findings_lines(result):
@@ -96,6 +97,7 @@ def as_json(result):
                "failed": [{"condition": text, "why": why} for text, why in result.failed],
                "undecided": [{"condition": text, "why": why} for text, why in result.undecided],
                "interval_trusted": result.interval_trusted, "untrusted_because": result.untrusted_because,
+               "unlike_because": result.unlike_because,
                "figures": [dict(f, meaning=METRICS[f["metric"]]) for f in result.figures],
                "by": result.by, "attribution": result.attribution,
                "findings_appeared": [{"rule": r, "title": t} for r, t in result.findings_appeared],
