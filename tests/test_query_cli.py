@@ -221,3 +221,27 @@ def test_numbers_people_read_are_rounded_to_what_they_measure(sample_db, foreign
     exact = invoke("query", "--db", str(sample_db), "-f", "json", "--sql",
                    "SELECT avg(dur_us) AS avg_us FROM kernels WHERE trace = 'flex'").output
     assert not _rounded_as_people_read_them("avg_us", json.loads(exact)[0]["avg_us"])
+
+
+def test_tables_lists_every_relation_a_line_each_with_its_rows(sample_db):
+    """`tracekit tables` (sqlite-utils' habit, issue [16] item 12): every table and view `schema`
+    knows, a one-line description each, a table's row count; a view's with --counts."""
+    from tracekit.analysis.schema_listing import relation_names
+    from tracekit.store.database import connect_for_queries
+
+    listed = json.loads(invoke("tables", "--db", str(sample_db), "-f", "json").output)
+    con = connect_for_queries(sample_db)
+    try:
+        names = relation_names(con)
+        counts = {n: con.execute(f'SELECT count(*) FROM "{n}"').fetchone()[0] for n in ("kernels", "kernel_rows")}
+    finally:
+        con.close()
+    assert sorted(row["name"] for row in listed) == names
+    by_name = {row["name"]: row for row in listed}
+    assert by_name["kernel_rows"] == {"name": "kernel_rows", "kind": "table", "rows": counts["kernel_rows"],
+                                      "about": "storage: query the views, whose columns are the contract"}
+    assert by_name["kernels"] == {"name": "kernels", "kind": "view", "rows": None, "about": "one row per GPU kernel execution"}
+    assert [row["name"] for row in listed][:2] == ["traces", "events"]  # the documented views first, as schema has them
+    counted = {row["name"]: row["rows"] for row in json.loads(
+        invoke("tables", "--db", str(sample_db), "--counts", "-f", "json").output)}
+    assert counted["kernels"] == counts["kernels"] == 210

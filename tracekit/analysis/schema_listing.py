@@ -1,9 +1,11 @@
-"""What `tracekit schema` prints: every table and view of a database that a query can read.
+"""What `tracekit schema` and `tracekit tables` print: every table and view of a database that a
+query can read (`tables`: a line each, with its row count).
 
 First the documented views (the contract, from views.sql), then the tables `tracekit hta`
 stored, then the storage tables the views read. A name starting with `_` is tracekit's own.
 """
 
+import re
 import textwrap
 
 from tracekit.store.database import schema_doc
@@ -76,3 +78,44 @@ def schema_text(con):
                                    subsequent_indent="# "))
         parts += [_block(name, "", relations[name]) for name in storage]
     return "\n\n".join(parts) + "\n"
+
+
+def table_rows(con, count_views=False):
+    """(name, kind, rows, about) of every relation a query can read: the documented views first
+    (in the order schema_doc gives them), then the tables `tracekit hta` stored, then the storage
+    tables. rows: a table's row count; a view's only with `count_views` (a view runs its query to
+    be counted: critical_path and findings take seconds on a big trace), else None."""
+    doc = schema_doc()
+    kinds = dict(con.execute(
+        "SELECT table_name, CASE WHEN table_type = 'VIEW' THEN 'view' ELSE 'table' END FROM information_schema.tables "
+        "WHERE table_catalog = current_database() AND table_schema = 'main'").fetchall())
+    about = {}
+    for block in doc.split("\n\n"):
+        name = block.split(":")[0].split(" ")[0]
+        about[name] = _first_sentence(block)
+    names = [n for n in relation_names(con)]
+    documented = [n for n in about if n in names]
+    hta = sorted(n for n in names if n not in about and n.startswith("hta_"))
+    storage = sorted(n for n in names if n not in about and not n.startswith("hta_"))
+    rows = []
+    for name in documented + hta + storage:
+        kind = kinds.get(name, "view")
+        count = None
+        if kind == "table" or count_views:
+            count = con.execute(f'SELECT count(*) FROM "{name}"').fetchone()[0]
+        what = about.get(name) or TABLE_DOCS.get(name, "") or "storage: query the views, whose columns are the contract"
+        rows.append((name, kind, count, what))
+    return rows
+
+
+def _first_sentence(block):
+    """The first sentence of a documented view's description (its lines before the columns')."""
+    lines = block.split("\n")
+    text = lines[0].split(":", 1)[1] if ":" in lines[0] else ""
+    for line in lines[1:]:
+        if re.match(r"^  \w+(, \w+)*:", line):
+            break
+        text += " " + line.strip()
+    text = " ".join(text.split())
+    end = re.search(r"(?<!e\.g)(?<!i\.e)\.(\s|$)", text)
+    return text[:end.start()] if end else text

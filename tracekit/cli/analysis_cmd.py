@@ -428,4 +428,30 @@ def schema(db, lake):
         con.close()
 
 
-COMMANDS = [load, query, schema]
+@click.command()
+@click.option("--db", type=click.Path(dir_okay=False),
+              help="Database [default: ./tracekit.duckdb, else the bundled sample traces].")
+@lake_option
+@click.option("--counts", is_flag=True,
+              help="Count the views' rows too (each runs its query: seconds on a big trace).")
+@output_options
+@wait_option
+def tables(db, lake, counts, fmt, force, output, columns, escape_formulas):
+    """List every table and view a query can read, a line each: its kind, its rows (tables; views
+    with --counts) and what it holds. `tracekit schema` gives each one's columns."""
+    from tracekit.cli import connect_source, source_to_read
+    from tracekit.analysis.schema_listing import table_rows
+    from tracekit.outputs.rows import Rows
+
+    fmt = output_format(fmt, output)
+    path = source_to_read(db, lake, "listing")
+    check_output_file(output, fmt, force, database=None if lake else path, lake=lake)
+    con = connect_source(path, lake)
+    try:
+        rows = Rows(["name", "kind", "rows", "about"], table_rows(con, count_views=counts))
+    finally:
+        con.close()
+    emit(rows, fmt, output, columns, escape_formulas)
+
+
+COMMANDS = [load, query, schema, tables]
