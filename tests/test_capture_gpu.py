@@ -6,7 +6,7 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import read_trace
-from tracekit.analysis.classify import classify
+from tracekit.store.classify import classify
 from tracekit.cli import cli
 
 pytestmark = pytest.mark.gpu

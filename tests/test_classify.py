@@ -10,7 +10,7 @@ import duckdb
 import pytest
 
 from conftest import SAMPLE_TRACES, TEST_DATA, read_trace
-from tracekit.analysis.classify import (KERNEL_CLASSES, MATH_CLASSES, MATH_UNITS, RULES, class_rows, classify,
+from tracekit.store.classify import (KERNEL_CLASSES, MATH_CLASSES, MATH_UNITS, RULES, class_rows, classify,
                                classify_many, rule_rows, rules_table)
 
 TC, SIMT = "tensor_core", "simt"
@@ -566,5 +566,5 @@ def test_unclassified_lists_the_rest_with_its_share_of_each_trace():
 
 def test_classify_does_not_import_torch():
     import subprocess
-    code = "import sys, tracekit.analysis.classify; assert 'torch' not in sys.modules"
+    code = "import sys, tracekit.store.classify; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)

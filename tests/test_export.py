@@ -15,7 +15,7 @@ from tracekit.outputs.trace_export import export
 from tracekit.analysis.findings_engine import run_findings
 from tracekit.outputs.findings_track import FINDINGS_PID
 from tracekit.ingest.loader import load_file
-from tracekit.outputs.track_layout import OVERLAP_TRACKS_KEY
+from tracekit.ingest.track_layout import OVERLAP_TRACKS_KEY
 
 VARIANTS = sorted(p.name[: -len(".json.gz")] for p in SAMPLE_TRACES.glob("*.json.gz"))
 ROW_SQL = ("SELECT e.cat, e.name, e.ph, e.ts_ns, e.dur_ns, e.pid, e.tid, e.id, e.bp, e.s, e.args "

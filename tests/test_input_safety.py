@@ -15,7 +15,7 @@ import make_bad_corpus as corpus
 from conftest import SAMPLE_TRACES, db_rows, invoke_cli
 import trace_builder as tb
 from tracekit.ingest import array_end, loader, tracefile
-from tracekit.analysis.classify import MAX_CLASSIFIED_CHARS, classify
+from tracekit.store.classify import MAX_CLASSIFIED_CHARS, classify
 from tracekit.store.database import connect
 from tracekit.errors import LoadInterrupted
 from tracekit.ingest.load_stop import LoadStop

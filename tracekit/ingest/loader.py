@@ -25,7 +25,7 @@ from tracekit.ingest.load_publish import (LoadResult, Publisher, already_loaded,
 from tracekit.ingest.load_stop import LoadStop, disk_full_folder
 from tracekit.ingest.raw_file import check_trace_file, expected_size, file_sha256
 from tracekit.ingest.scratch import remove_stale_scratch, remove_stale_spill
-from tracekit.outputs.track_layout import restore_tracks
+from tracekit.ingest.track_layout import restore_tracks
 
 TRACE_SUFFIXES = (".json.gz", ".json", ".gz")
 # `tracekit capture` writes this beside its traces; a folder load passes over it.

@@ -6,7 +6,7 @@ the square of it: `gemm\\w*_ffma` on `gemmgemmgemm...`), and only a name's first
 MAX_CLASSIFIED_CHARS are looked at, as classify() does, so a 100 MB name costs what a short one does.
 """
 
-from tracekit.analysis.classify import MAX_CLASSIFIED_CHARS, RULES, rule_rows
+from tracekit.store.classify import MAX_CLASSIFIED_CHARS, RULES, rule_rows
 
 _CLASS_COLUMNS = "(name, kernel_class, gemm_class, math_unit, rule, trace_id)"
 

@@ -214,7 +214,7 @@ def _attach_for_queries(path, allow_files):
 def connect_scratch():
     """An in-memory database with tracekit's tables and the macros a load uses, and no views: a
     lake's writer (tracekit.lake) loads each file into one of these and keeps only its tables."""
-    from tracekit.analysis.classify import rule_rows
+    from tracekit.store.classify import rule_rows
 
     con = duckdb.connect(":memory:")
     for statement in split_statements(sql_resource("tables.sql")):

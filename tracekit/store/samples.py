@@ -50,8 +50,7 @@ def _fingerprint():
         digest.update(str(path.stat().st_size).encode())
     # Everything that decides what a load writes: the ingest and store code and the schema files.
     package = Path(resources.files("tracekit"))
-    sources = sorted([*package.glob("ingest/*.py"), *package.glob("store/**/*.*"),
-                      package / "analysis" / "classify.py", package / "outputs" / "track_layout.py"])
+    sources = sorted([*package.glob("ingest/*.py"), *package.glob("store/**/*.*")])
     for source in sources:
         if source.suffix in (".py", ".sql", ".csv"):
             digest.update(source.relative_to(package).as_posix().encode())
