@@ -212,9 +212,9 @@ def test_tracekits_own_sql_calls_only_allowed_functions():
     from tracekit.lake.layout import per_trace_tables, shared_tables
     from tracekit.spark.dialect import spark_tree, view_selects
     from tracekit.spark.sandbox import check_reach
-    from tracekit.store.database import sql_resource
+    from tracekit.store.database import views_sql
 
-    views = [name for name, _ in view_selects(sql_resource("views.sql"))]
+    views = [name for name, _ in view_selects(views_sql())]
     tables = [*per_trace_tables(), *shared_tables(), *views]
     for sql in [named_sql(name)[0] for name in named_queries()] + [rule.sql for rule in rules().values()]:
         check_reach(spark_tree(sql), tables)

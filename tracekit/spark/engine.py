@@ -112,8 +112,8 @@ def _register_format(session):
 
 
 def _views_sql():
-    from tracekit.store.database import sql_resource
-    return sql_resource("views.sql")
+    from tracekit.store.database import views_sql
+    return views_sql()
 
 
 def _query_error(exc, sql):

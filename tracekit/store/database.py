@@ -55,6 +55,15 @@ def sql_resource(name):
     return resources.files("tracekit.store").joinpath("sql", name).read_text(encoding="utf-8")
 
 
+def views_sql():
+    """The SQL of every view users query: views.sql, then each views_<topic>.sql in name order (a
+    topic's views may read views.sql's, never the other way round)."""
+    folder = resources.files("tracekit.store").joinpath("sql")
+    topics = sorted(entry.name for entry in folder.iterdir()
+                    if entry.name.startswith("views_") and entry.name.endswith(".sql"))
+    return "\n".join(sql_resource(name) for name in ["views.sql", *topics])
+
+
 def split_statements(sql):
     """Splits a tracekit SQL file on the `;` that ends a line (our files never put one elsewhere)."""
     body = "\n".join(line for line in sql.splitlines() if not line.lstrip().startswith("--"))
@@ -257,7 +266,7 @@ def create_views(con, temporary=False):
 def _view_statements():
     from tracekit.analysis.findings_engine import view_sql
 
-    return split_statements(sql_resource("views.sql")) + [f"CREATE OR REPLACE VIEW findings AS {view_sql()}"]
+    return split_statements(views_sql()) + [f"CREATE OR REPLACE VIEW findings AS {view_sql()}"]
 
 
 def views_digest():
@@ -268,7 +277,7 @@ def views_digest():
 
     # and what binds them: the tables, the macros, tracekit's and DuckDB's versions
     digest = hashlib.sha256("\0".join([__version__, duckdb.__version__, sql_resource("tables.sql"), _MACROS,
-                                         sql_resource("views.sql")]).encode())
+                                         views_sql()]).encode())
     rules = resources.files("tracekit.queries").joinpath("findings")
     for entry in sorted(rules.iterdir(), key=lambda e: e.name):
         if entry.name.endswith(".sql"):
@@ -363,9 +372,9 @@ def ensure_schema(con, path=None):
 
 
 def schema_doc():
-    """The documented views, as text: each view's comment block from views.sql."""
+    """The documented views, as text: each view's comment block from the views' SQL files."""
     blocks, current = [], None
-    for line in sql_resource("views.sql").splitlines():
+    for line in views_sql().splitlines():
         if line.startswith("-- @view "):
             current = [line[len("-- @view "):]]
             blocks.append(current)
