@@ -12,13 +12,15 @@ def as_text(result):
              round(s.fixed_us, 1), round(s.replayed_us - s.fixed_us, 1)) for s in result.steps]
     table = as_table(Rows(["step", "steady", "trace_us", "replayed_us", "fixed_us", "saving_us"], rows))
     fixes = ", ".join(result.fixes) if result.fixes else "no fix"
-    lines = [printable(f"{result.trace}: replayed with {fixes}"), table.rstrip("\n"), _summary(result)]
+    job = (f", beside its job's other {len(result.ranks) - 1} rank(s), each with the fixes"
+           if len(result.ranks) > 1 else "")
+    lines = [printable(f"{result.trace}: replayed with {fixes}{job}"), table.rstrip("\n"), _summary(result)]
     return "\n".join(lines) + "\n"
 
 
 def as_json(result):
     return json.dumps({
-        "trace": result.trace, "fixes": result.fixes, "steady_steps": result.steady,
+        "trace": result.trace, "fixes": result.fixes, "steady_steps": result.steady, "replayed_with": result.ranks,
         "steps": [{"step": s.step, "trace_us": round(s.trace_us, 3), "replayed_us": round(s.replayed_us, 3),
                    "fixed_us": round(s.fixed_us, 3), "saving_us": round(s.replayed_us - s.fixed_us, 3)}
                   for s in result.steps],

@@ -43,10 +43,13 @@ SELECT i.lane, i.kind, i.name, coalesce(i.op_path, '') AS op_path, i.end_ns - i.
        coalesce(CAST(round(greatest(i.flops / (CASE i.flops_dtype WHEN 'float' THEN coalesce(sp.tf32_tflops, sp.bf16_tflops, sp.fp16_tflops)
                                                                   WHEN 'c10::BFloat16' THEN sp.bf16_tflops
                                                                   WHEN 'c10::Half' THEN sp.fp16_tflops END * 1e3),
-                                    i.bytes / (sp.memory_tb_s * 1e3))) AS BIGINT), -1) AS roofline
+                                    i.bytes / (sp.memory_tb_s * 1e3))) AS BIGINT), -1) AS roofline,
+       coalesce(w.call_key, '') AS call_key, coalesce(w.transfer_ns, -1) AS transfer
 FROM _replay_items i
 LEFT JOIN _replay_calls c ON c.correlation = i.correlation
 LEFT JOIN _trace_specs sp ON sp.trace_id = i.trace_id
+LEFT JOIN _cp_rank_waits w ON w.trace_id = i.trace_id AND w.device = i.device AND w.stream = i.stream
+     AND w.correlation = i.correlation
 QUALIFY row_number() OVER (PARTITION BY i.n ORDER BY c.n) = 1
 ORDER BY i.n
 """
@@ -141,6 +144,10 @@ class Graph:
     item_bytes: np.ndarray     # a copy's or GEMM's bytes, -1: unknown
     item_after: np.ndarray     # a stream wait: the item on another stream it waited for (-1: none)
     item_lag: np.ndarray       # and its start after that item's end
+    item_call_key: np.ndarray  # a collective's kernel matched across the job's ranks: the call's key ('' none)
+    item_transfer: np.ndarray  # and its own time, after the last rank arrived (-1: none)
+    item_collective: np.ndarray  # in a job's graph (replay.job): the call's number, -1: none (a rank alone: all -1)
+    item_clock: np.ndarray     # in a job's graph: what puts its rank's times on the first rank's clock
     call_lane: np.ndarray      # the call's thread, numbered 0..; calls sorted by lane, then time
     call_name: np.ndarray
     call_ts: np.ndarray
@@ -189,7 +196,10 @@ def read_graph(con, trace):
         item_latency=items["latency"].astype(np.int64), item_idle_before=items["idle_before"].astype(bool),
         item_math_unit=items["math_unit"].astype(object), item_roofline=items["roofline"].astype(np.int64),
         item_copy_kind=items["copy_kind"].astype(object), item_bytes=items["bytes"].astype(np.int64),
-        item_after=item_after, item_lag=item_lag,
+        item_after=item_after, item_lag=item_lag, item_call_key=items["call_key"].astype(object),
+        item_transfer=items["transfer"].astype(np.int64),
+        item_collective=np.full(len(items["lane"]), -1, dtype=np.int64),
+        item_clock=np.zeros(len(items["lane"]), dtype=np.int64),
         call_lane=calls["lane"].astype(np.int64), call_name=calls["name"].astype(object),
         call_ts=calls["ts"].astype(np.int64), call_dur=calls["dur"].astype(np.int64),
         call_gap=calls["gap"].astype(np.int64), call_wait=calls["wait"].astype(np.int64),

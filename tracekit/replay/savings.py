@@ -10,9 +10,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from tracekit.errors import TracekitError
-from tracekit.replay.fixes import apply, parse_fix
-from tracekit.replay.graph import read_graph
-from tracekit.replay.whatif import completions, step_times
+from tracekit.replay.fixes import parse_fix
+from tracekit.replay.job import Job, ranks_of
+from tracekit.replay.whatif import Replayer
 
 FIX_SEPARATOR = "; "  # between the fixes of one whatif
 
@@ -28,16 +28,22 @@ class Replayed:
 
 
 class TraceReplay:
-    """One trace's graph and its replay without change, to replay fixes against."""
+    """One trace's graph (with its job's other ranks where loaded) and its replay without change,
+    to replay fixes against."""
 
-    def __init__(self, con, trace):
+    def __init__(self, con, trace, jobs=None):
         self.con, self.trace, self.problem = con, trace, None
         try:
-            self.graph = read_graph(con, trace)
+            traces = tuple(ranks_of(con, trace))
+            jobs = {} if jobs is None else jobs
+            if traces not in jobs:
+                jobs[traces] = Job(con, traces)
+            self.replayer = Replayer(jobs[traces], trace)
+            self.graph = self.replayer.graph
             if not self.graph.steps:
                 self.problem = "the trace has no steps to replay"
             else:
-                self.as_is = completions(self.graph)
+                self.replayer.as_is()
         except TracekitError as exc:
             self.problem = str(exc)
 
@@ -47,13 +53,13 @@ class TraceReplay:
             return Replayed(why=self.problem)
         try:
             fixes = [parse_fix(text) for text in whatif.split(FIX_SEPARATOR)]
-            changed = apply(self.graph, fixes, self.con)
+            changed = self.replayer.apply(fixes, self.con)
         except TracekitError as exc:
             return Replayed(why=str(exc))
-        if not _changes_anything(self.graph, changed):
+        if not any(_changes_anything(self.replayer.job.graphs[trace], arrays) for trace, arrays in changed.items()):
             return Replayed(why="the fix changes nothing the trace shows")
         try:
-            steps = step_times(self.graph, changed, self.as_is)
+            steps = self.replayer.step_times(changed)
         except TracekitError as exc:
             return Replayed(why=str(exc))
         chosen = [s for s in steps if s.step in self.graph.steady] or steps
@@ -73,8 +79,9 @@ def replay_savings(con, traces_and_fixes):
     by_trace = {}
     for trace, whatif in traces_and_fixes:
         by_trace.setdefault(trace, []).append(whatif)
+    jobs = {}  # a job's ranks are read once for all of them
     for trace, fixes in by_trace.items():
-        replayer = TraceReplay(con, trace)
+        replayer = TraceReplay(con, trace, jobs)
         for whatif in dict.fromkeys(fixes):
             each[(trace, whatif)] = replayer.saving(whatif)
         # in one order whatever order the rules' rows came in (a database's or a lake's)

@@ -7,6 +7,10 @@ duration): E[k] = max(E[k-1] + x[k], B[k]). Its solution is E[k] = P[k] + max ov
 Calls wait for items (a sync) and items for calls (their launch), so the two are solved in turn,
 each from the other's last answer, until neither moves: from waits that hold nothing back, the
 ends only grow, to the least answer, the replay.
+
+In a job's graph (replay.job: its ranks' graphs side by side), a collective's kernels, one a rank,
+end together: each its own time (the transfer) after the last rank's kernel was ready to start, on
+a clock the ranks share.
 """
 
 import numpy as np
@@ -30,6 +34,9 @@ def replay(graph, item_dur=None, item_gap=None, call_dur=None, call_gap=None, ca
     call_gap = graph.call_gap if call_gap is None else call_gap
     call_wait = graph.call_wait if call_wait is None else call_wait
 
+    collective = graph.item_collective >= 0
+    # a collective's kernel lasts its transfer; its wait for the last rank is the replay's to find
+    item_dur = np.where(collective, np.minimum(np.maximum(graph.item_transfer, 0), item_dur), item_dur)
     latency = _launch_latency(graph)
     item_gap = _queue_gap(graph, item_gap)
     # An item a stream wait held back: its idle before it was that wait; its own gap the lag after.
@@ -48,7 +55,7 @@ def replay(graph, item_dur=None, item_gap=None, call_dur=None, call_gap=None, ca
     call_x = np.where(call_first, graph.call_ts + call_own, call_gap + call_own)
     item_x = np.where(item_first & ~launched, graph.item_ts + item_dur, item_gap + item_dur)
 
-    links = int(waits.sum()) + int(handoff.sum()) + int(stream_wait.sum())
+    links = int(waits.sum()) + int(handoff.sum()) + int(stream_wait.sum()) + int(collective.sum())
     if links > MAX_WAITS:
         return _sweep(graph, item_dur, item_x, latency, call_x, call_own, call_gap, call_wait, call_first,
                       item_first, launched)
@@ -71,6 +78,8 @@ def replay(graph, item_dur=None, item_gap=None, call_dur=None, call_gap=None, ca
             other_end = item_end[np.maximum(graph.item_after, 0)]
             launch_at = np.maximum(launch_at, np.where(stream_wait & (other_end != NEVER),
                                                        other_end + graph.item_lag + item_dur, NEVER))
+        if collective.any():
+            launch_at = np.maximum(launch_at, _last_rank_in(graph, collective, item_end, item_dur))
         new_item_end = _lane_scan(graph.item_lane, item_x, launch_at)
         if call_end is not None and np.array_equal(new_call_end, call_end) and np.array_equal(new_item_end, item_end):
             break
@@ -102,7 +111,19 @@ def _sweep(graph, item_dur, item_x, latency, call_x, call_own, call_gap, call_wa
             needs.append((1, c_wait[k]))
         return needs
 
+    i_call, i_clock = graph.item_collective.tolist(), graph.item_clock.tolist()
+    kernels_of_call = {}
+    for i, call in enumerate(i_call):
+        if call >= 0:
+            kernels_of_call.setdefault(call, []).append(i)
+
     def item_needs(i):
+        # a collective's kernels are solved together: each needs what all of them wait for
+        if i_call[i] >= 0:
+            return [need for k in kernels_of_call[i_call[i]] for need in own_needs(k)]
+        return own_needs(i)
+
+    def own_needs(i):
         needs = []
         if not i_first[i] and i_end[i - 1] is None:
             needs.append((1, i - 1))
@@ -140,6 +161,15 @@ def _sweep(graph, item_dur, item_x, latency, call_x, call_own, call_gap, call_wa
             c_start[k] = c_ts[k] if c_first[k] else (c_end[k - 1] + c_gap[k] if c_wait[k] >= 0 else c_end[k] - c_own[k])
 
     def solve_item(i):
+        if i_call[i] < 0:
+            i_end[i] = own_end(i)
+            return
+        kernels = kernels_of_call[i_call[i]]
+        latest = max(own_end(k) + i_clock[k] - i_dur[k] for k in kernels)
+        for k in kernels:
+            i_end[k] = latest - i_clock[k] + i_dur[k]
+
+    def own_end(i):
         at = never
         if i_launch[i] >= 0:
             at = c_start[i_launch[i]] + i_latency[i] + i_dur[i]
@@ -147,7 +177,7 @@ def _sweep(graph, item_dur, item_x, latency, call_x, call_own, call_gap, call_wa
             at = i_x[i]
         if i_after[i] >= 0:
             at = max(at, i_end[i_after[i]] + i_lag[i] + i_dur[i])
-        i_end[i] = at if i_first[i] else max(i_end[i - 1] + i_x[i], at)
+        return at if i_first[i] else max(i_end[i - 1] + i_x[i], at)
 
     kinds = ((call_needs, solve_call, c_end), (item_needs, solve_item, i_end), (start_needs, solve_start, c_start))
     # Observed start order visits most nodes after their inputs; the stack takes the rest first.
@@ -170,6 +200,16 @@ def _sweep(graph, item_dur, item_x, latency, call_x, call_own, call_gap, call_wa
                 stack.pop()
     item_end = np.array(i_end, dtype=np.int64)
     return np.array(c_start, dtype=np.int64), np.array(c_end, dtype=np.int64), item_end - item_dur, item_end
+
+
+def _last_rank_in(graph, collective, item_end, item_dur):
+    """Each collective kernel's least end: the latest its call's kernels (one a rank) were ready to
+    start, on the ranks' shared clock, plus its own transfer (NEVER for other items)."""
+    ready = np.where(collective & (item_end != NEVER), item_end + graph.item_clock - item_dur, NEVER)
+    latest = pd.Series(ready[collective]).groupby(graph.item_collective[collective]).transform("max").to_numpy()
+    bound = np.full(len(item_end), NEVER, dtype=np.int64)
+    bound[collective] = np.where(latest != NEVER, latest - graph.item_clock[collective] + item_dur[collective], NEVER)
+    return bound
 
 
 def _launch_latency(graph):

@@ -3,7 +3,8 @@
 A step completes when its CPU span and the GPU work it owns have both ended (as in view
 step_bounds); its time runs from the step before's completion. Replayed, the CPU span's end moves
 as its thread's last call before it moved; the GPU work's end is the replayed end of the latest
-item the step owns.
+item the step owns. A trace whose job's other ranks are loaded is replayed with them (replay.job),
+the fixes applied to every rank.
 """
 
 from dataclasses import dataclass, field
@@ -12,8 +13,9 @@ import numpy as np
 
 from tracekit.errors import TracekitError
 from tracekit.replay.fixes import apply
-from tracekit.replay.graph import read_graph
+from tracekit.replay.job import Job, ranks_of
 from tracekit.replay.simulate import replay
+from tracekit.replay.steps import completions_of
 
 
 @dataclass
@@ -32,6 +34,7 @@ class WhatIf:
     fixes: list                       # the fixes, as given
     steps: list                       # [StepTimes]
     steady: list = field(default_factory=list)  # the steps averaged (view steady_steps)
+    ranks: list = field(default_factory=list)   # the job's traces replayed with it (replay.job), itself included
 
     def mean(self, attribute):
         """The mean of a StepTimes field over the steady steps (all steps where none are steady)."""
@@ -54,20 +57,54 @@ def whatif(con, trace, fixes, fix_texts=()):
     """The WhatIf of `trace` on `con` (DuckDB, a database or a lake) with `fixes` (parsed)."""
     if not con.execute("SELECT 1 FROM trace_files WHERE trace = ?", [trace]).fetchone():
         raise TracekitError(f"no trace named {trace!r} is loaded")
-    graph = read_graph(con, trace)
+    replayer = Replayer(Job(con, ranks_of(con, trace)), trace)
+    graph = replayer.graph
     if not graph.steps:
         raise TracekitError(f"{trace}: no steps to replay (no ProfilerStep#N and no marked iterations)")
     try:
-        return WhatIf(trace, list(fix_texts), step_times(graph, apply(graph, fixes, con)), graph.steady)
+        return WhatIf(trace, list(fix_texts), replayer.step_times(replayer.apply(fixes, con)), graph.steady,
+                      replayer.job.traces)
     except TracekitError as exc:
         raise TracekitError(f"whatif {trace}: {exc}") from None
+
+
+class Replayer:
+    """One trace's replay, alone or with its job's other ranks (replay.job.Job)."""
+
+    def __init__(self, job, trace):
+        self.job, self.trace, self.graph = job, trace, job.graphs[trace]
+        self._as_is = None
+
+    def apply(self, fixes, con):
+        """{trace: the arrays the fixes change} for each rank (fixes.apply)."""
+        return {trace: apply(graph, fixes, con) for trace, graph in self.job.graphs.items()}
+
+    def completions(self, changed_by_trace=None):
+        """[(start, completion)] of each of the trace's steps, replayed with those changes."""
+        if len(self.job.traces) == 1:
+            return completions(self.graph, (changed_by_trace or {}).get(self.trace))
+        return self.job.completions(changed_by_trace)[self.trace]
+
+    def as_is(self):
+        """completions() without change (kept: every fix is measured against it)."""
+        if self._as_is is None:
+            self._as_is = self.completions()
+        return self._as_is
+
+    def step_times(self, changed_by_trace):
+        """[StepTimes] of each step, with the changes of `changed_by_trace` (apply)."""
+        return times_of(self.graph, self.as_is(), self.completions(changed_by_trace))
 
 
 def step_times(graph, fixed, as_is=None):
     """[StepTimes] of each step of `graph`, `fixed` the arrays a fix changes (fixes.apply);
     `as_is`: completions(graph) where the caller has them already."""
     as_is = completions(graph) if as_is is None else as_is
-    with_fixes = completions(graph, fixed)
+    return times_of(graph, as_is, completions(graph, fixed))
+
+
+def times_of(graph, as_is, with_fixes):
+    """[StepTimes] of each step of `graph` from its completions as is and with fixes."""
     return [StepTimes(step["step"], (step["done_ns"] - step["from_ns"]) / 1000.0,
                       _length(as_is, n) / 1000.0, _length(with_fixes, n) / 1000.0)
             for n, step in enumerate(graph.steps)]
@@ -84,29 +121,4 @@ def completions(graph, changed=None):
     """[(start, completion)] of each step, in ns, replayed with the arrays `changed` (fixes.apply)."""
     changed = dict(changed or {})
     graph = changed.pop("graph", graph)  # a fix that moved work to another stream replays its own graph
-    return _completions(graph, *replay(graph, **changed))
-
-
-def _completions(graph, call_start, call_end, item_start, item_end):
-    owned_end = {}
-    for step in np.unique(graph.item_step[graph.item_step >= 0]):
-        owned_end[int(step)] = int(item_end[graph.item_step == step].max())
-    result = []
-    for step in graph.steps:
-        moved_start = step["ts_ns"] + _shift(graph, call_end, step["lane"], step["ts_ns"])
-        moved_end = step["end_ns"] + _shift(graph, call_end, step["lane"], step["end_ns"])
-        result.append((moved_start, max(moved_end, owned_end.get(step["step"], moved_end))))
-    return result
-
-
-def _shift(graph, call_end, lane, at_ns):
-    """How far the replay moved a thread's time at `at_ns`: as far as its last call returning by then."""
-    if lane < 0:
-        return 0
-    on_lane = np.flatnonzero(graph.call_lane == lane)
-    observed_end = graph.call_ts[on_lane] + graph.call_dur[on_lane]
-    before = on_lane[observed_end <= at_ns]
-    if not len(before):
-        return 0
-    last = before[np.argmax(graph.call_ts[before] + graph.call_dur[before])]
-    return int(call_end[last] - (graph.call_ts[last] + graph.call_dur[last]))
+    return completions_of(graph, *replay(graph, **changed))

@@ -56,7 +56,7 @@ def spark_tree(sql):
 # which Spark runs a job per hop and took over 10 minutes on a lake of 11 small traces where
 # DuckDB takes a tenth of a second; a query naming them on Spark is refused (engine.py).
 NOT_ON_SPARK = frozenset({"_cp_waits", "_cp_handoffs", "_cp_stream_waits", "_cp_links", "_cp_hops", "_cp_segments",
-                          "critical_path", "step_bounds"})
+                          "_cp_rank_waits", "_cp_path", "critical_path", "step_bounds"})
 
 
 def view_selects(sql_text):

@@ -925,6 +925,53 @@ LEFT JOIN last_calls l ON l.trace_id = r.trace_id AND l.step = r.step AND l.hop 
 LEFT JOIN cpu_op_rows op ON op.trace_id = r.trace_id AND op.op_id = r.hi_op_id
 WHERE r.hi_ns > greatest(coalesce(l.end_ns, r.lo_ns), r.lo_ns);
 
+-- A collective's kernel waits on each rank for the last rank to arrive (view collectives.wait_us,
+-- from the kernels' durations, as no clock is shared across hosts): that first stretch of the kernel
+-- is the other rank's time, not the network's. Per kernel of a call matched across the job's
+-- ranks (its first kernel on this rank, where it took several): the wait, the rank it waited for
+-- (the last to arrive: the shortest kernel, ties to the later start, then the lower rank), and the
+-- call's identity across ranks (call_key), which the replay links the ranks' kernels by.
+CREATE OR REPLACE VIEW _cp_rank_waits AS
+WITH matched AS (
+    SELECT c.*, f.trace_id,
+           concat_ws('|', coalesce(c.job, c.trace), c.runs_on, coalesce(c.process_group, ''), c.matched_by,
+                     CAST(c.match_key AS VARCHAR)) AS call_key
+    FROM collectives c JOIN trace_files f ON f.trace = c.trace
+    WHERE c.runs_on = 'gpu' AND c.ranks_matched > 1 AND c.wait_us IS NOT NULL
+), kernels_of_call AS (
+    SELECT *, count(*) OVER (PARTITION BY call_key, trace_id) AS kernels_here FROM matched
+), last_in AS (
+    SELECT call_key, arg_min(rank, struct_pack(w := wait_us, l := -coalesce(start_lag_us, 0), r := rank)) AS last_rank,
+           count(DISTINCT trace_id) AS ranks
+    FROM kernels_of_call WHERE kernels_here = 1
+    GROUP BY call_key
+)
+SELECT k.trace_id, k.device, k.stream, k.correlation, CAST(round(k.ts_us * 1000) AS BIGINT) AS ts_ns,
+       CAST(round(k.wait_us * 1000) AS BIGINT) AS wait_ns, CAST(round((k.dur_us - k.wait_us) * 1000) AS BIGINT) AS transfer_ns,
+       l.last_rank, k.collective, k.call_key
+FROM kernels_of_call k JOIN last_in l USING (call_key)
+WHERE k.kernels_here = 1 AND l.ranks > 1;
+
+-- The critical path's segments with a collective's wait for a later rank apart: a comm segment
+-- over the start of a kernel that waited (_cp_rank_waits) is, for that stretch, kind rank_wait.
+CREATE OR REPLACE VIEW _cp_path AS
+WITH split AS (
+    SELECT s.*, w.wait_ns, w.last_rank, w.collective AS waited_in,
+           least(greatest(w.ts_ns + w.wait_ns, s.ts_ns), s.end_ns) AS waited_until
+    FROM _cp_segments s
+    LEFT JOIN _cp_rank_waits w ON s.kind = 'comm' AND w.trace_id = s.trace_id AND w.device = s.device
+         AND w.stream = s.stream AND w.correlation = s.correlation AND w.wait_ns > 0
+)
+SELECT trace_id, step, ts_ns, end_ns, kind, name, device, stream, correlation, cpu_op_id, tid
+FROM split WHERE waited_until IS NULL
+UNION ALL
+SELECT trace_id, step, ts_ns, waited_until, 'rank_wait', concat('waiting for rank ', last_rank, ' in ', waited_in),
+       device, stream, correlation, cpu_op_id, tid
+FROM split WHERE waited_until IS NOT NULL AND waited_until > ts_ns
+UNION ALL
+SELECT trace_id, step, waited_until, end_ns, kind, name, device, stream, correlation, cpu_op_id, tid
+FROM split WHERE waited_until IS NOT NULL AND end_ns > waited_until;
+
 -- @view critical_path: the critical path of each step: the work its time waited on, one segment
 -- after another, walked back from where the step completed (its CPU span and the GPU work it owns
 -- both ended) to where the step before it completed, so the segments tile the step's time
@@ -939,7 +986,10 @@ WHERE r.hi_ns > greatest(coalesce(l.end_ns, r.lo_ns), r.lo_ns);
 --   trace, step: the trace and its step (steps view)
 --   seq: the segment's place on the path, 1 first in time
 --   kind: cpu (a thread's own time between calls, or a call that is not a launch), launch (a launch
---         call, and the time from it to its work's start), kernel, comm (a collective's kernel),
+--         call, and the time from it to its work's start), kernel, comm (a collective's kernel,
+--         its own transfer), rank_wait (the start of a collective's kernel that waited for a later
+--         rank of the job, named 'waiting for rank R in all_reduce': that rank's path holds why;
+--         only where the job's other ranks are loaded),
 --         memcpy, memset (a copy or fill; a copy call from pageable memory that blocked on it),
 --         sync_wait (a sync's return after the work it waited for; a stream's start after the other
 --         stream's work it waited for; a thread's start after the other thread's call, named
@@ -954,7 +1004,7 @@ SELECT t.trace, s.step, row_number() OVER (PARTITION BY s.trace_id, s.step ORDER
        s.kind, s.name, s.ts_ns / 1000.0 AS ts_us, (s.end_ns - s.ts_ns) / 1000.0 AS dur_us,
        CASE WHEN s.device >= 0 THEN s.device END AS device, CASE WHEN s.stream >= 0 THEN s.stream END AS stream,
        s.correlation, s.cpu_op_id, s.tid
-FROM _cp_segments s JOIN trace_files t ON t.trace_id = s.trace_id
+FROM _cp_path s JOIN trace_files t ON t.trace_id = s.trace_id
 WHERE s.end_ns > s.ts_ns;
 
 -- @view step_bounds: what bounds each step: its time, and its critical path's time by kind.
@@ -962,10 +1012,11 @@ WHERE s.end_ns > s.ts_ns;
 --   step_us: from the previous step's completion to its own (the first step: from its CPU span's
 --            start), a step completing when its CPU span and the GPU work it owns have both ended:
 --            in a loop where the GPU runs behind, the GPU's pace, not the CPU's span
---   cpu_us, launch_us, kernel_us, comm_us, memcpy_us, memset_us, sync_wait_us, idle_us: the
---            critical path's time of each kind (critical_path), which add up to step_us
+--   cpu_us, launch_us, kernel_us, comm_us, rank_wait_us, memcpy_us, memset_us, sync_wait_us, idle_us:
+--            the critical path's time of each kind (critical_path), which add up to step_us
 --   bound: what most of the path is: cpu-bound (cpu), launch-bound (launch), gpu-bound (kernel),
---          copy-bound (memcpy, memset), comm-bound (comm); NULL for a step with no time
+--          copy-bound (memcpy, memset), comm-bound (comm), rank-bound (rank_wait: the step waited
+--          for a later rank: see critical_path's names for which); NULL for a step with no time
 --   bound_pct: that kind's share of step_us, percent
 CREATE OR REPLACE VIEW step_bounds AS
 WITH kinds AS (
@@ -974,27 +1025,29 @@ WITH kinds AS (
            sum(CASE WHEN kind = 'launch' THEN end_ns - ts_ns ELSE 0 END) AS launch_ns,
            sum(CASE WHEN kind = 'kernel' THEN end_ns - ts_ns ELSE 0 END) AS kernel_ns,
            sum(CASE WHEN kind = 'comm' THEN end_ns - ts_ns ELSE 0 END) AS comm_ns,
+           sum(CASE WHEN kind = 'rank_wait' THEN end_ns - ts_ns ELSE 0 END) AS rank_wait_ns,
            sum(CASE WHEN kind = 'memcpy' THEN end_ns - ts_ns ELSE 0 END) AS memcpy_ns,
            sum(CASE WHEN kind = 'memset' THEN end_ns - ts_ns ELSE 0 END) AS memset_ns,
            sum(CASE WHEN kind = 'sync_wait' THEN end_ns - ts_ns ELSE 0 END) AS sync_wait_ns,
            sum(CASE WHEN kind = 'idle' THEN end_ns - ts_ns ELSE 0 END) AS idle_ns
-    FROM _cp_segments WHERE end_ns > ts_ns
+    FROM _cp_path WHERE end_ns > ts_ns
     GROUP BY trace_id, step
 ), bounds AS (
     SELECT s.trace_id, s.step, s.done_ns - s.from_ns AS step_ns, coalesce(k.cpu_ns, 0) AS cpu_ns,
            coalesce(k.launch_ns, 0) AS launch_ns, coalesce(k.kernel_ns, 0) AS kernel_ns, coalesce(k.comm_ns, 0) AS comm_ns,
-           coalesce(k.memcpy_ns, 0) AS memcpy_ns, coalesce(k.memset_ns, 0) AS memset_ns,
+           coalesce(k.rank_wait_ns, 0) AS rank_wait_ns, coalesce(k.memcpy_ns, 0) AS memcpy_ns, coalesce(k.memset_ns, 0) AS memset_ns,
            coalesce(k.sync_wait_ns, 0) AS sync_wait_ns, coalesce(k.idle_ns, 0) AS idle_ns
     FROM _cp_steps s LEFT JOIN kinds k ON k.trace_id = s.trace_id AND k.step = s.step
 ), ranked AS (
-    SELECT *, greatest(cpu_ns, launch_ns, kernel_ns, memcpy_ns + memset_ns, comm_ns) AS top_ns FROM bounds
+    SELECT *, greatest(cpu_ns, launch_ns, kernel_ns, memcpy_ns + memset_ns, comm_ns, rank_wait_ns) AS top_ns FROM bounds
 )
 SELECT t.trace, r.step, r.step_ns / 1000.0 AS step_us, r.cpu_ns / 1000.0 AS cpu_us, r.launch_ns / 1000.0 AS launch_us,
-       r.kernel_ns / 1000.0 AS kernel_us, r.comm_ns / 1000.0 AS comm_us, r.memcpy_ns / 1000.0 AS memcpy_us,
+       r.kernel_ns / 1000.0 AS kernel_us, r.comm_ns / 1000.0 AS comm_us, r.rank_wait_ns / 1000.0 AS rank_wait_us,
+       r.memcpy_ns / 1000.0 AS memcpy_us,
        r.memset_ns / 1000.0 AS memset_us, r.sync_wait_ns / 1000.0 AS sync_wait_us, r.idle_ns / 1000.0 AS idle_us,
        CASE WHEN r.step_ns <= 0 OR r.top_ns <= 0 THEN NULL
             WHEN r.top_ns = r.kernel_ns THEN 'gpu-bound' WHEN r.top_ns = r.memcpy_ns + r.memset_ns THEN 'copy-bound'
-            WHEN r.top_ns = r.comm_ns THEN 'comm-bound' WHEN r.top_ns = r.launch_ns THEN 'launch-bound'
+            WHEN r.top_ns = r.comm_ns THEN 'comm-bound' WHEN r.top_ns = r.rank_wait_ns THEN 'rank-bound' WHEN r.top_ns = r.launch_ns THEN 'launch-bound'
             ELSE 'cpu-bound' END AS bound,
        CASE WHEN r.step_ns > 0 AND r.top_ns > 0 THEN round(100.0 * r.top_ns / r.step_ns, 1) END AS bound_pct
 FROM ranked r JOIN trace_files t ON t.trace_id = r.trace_id;
