@@ -14,7 +14,8 @@ from tracekit.errors import TracekitError
                    "drop-sync:REGEX (runtime calls, by name or op chain, that stop waiting), drop-cpu-gaps:US "
                    "(a thread's own time of at least US µs between two calls), drop-cpu:REGEX (CPU ops that take "
                    "no time), tensor-cores[:REGEX] (SIMT GEMMs at their Tensor Core roofline), pin-copies[:REGEX] "
-                   "(pageable copies from pinned memory, non_blocking), cuda-graph[:US] (each step's launches as one "
+                   "(pageable copies from pinned memory, non_blocking), prefetch-copies[:REGEX] (the same copies on a "
+                   "side stream, issued a step ahead), cuda-graph[:US] (each step's launches as one "
                    "graph), fuse-attention[:REGEX] (an attention op's calls as one fused kernel), no-profiler:US "
                    "(the loop without the profiler: each recorded op's cost of US µs taken out).")
 @click.option("--db", type=click.Path(dir_okay=False),
@@ -27,7 +28,9 @@ def whatif(trace, fixes, db, lake, fmt):
     with the fixes applied, and say what the fixes save a steady step.
 
     The replay without change is the trace's own time (its fit is printed); each fix changes the
-    graph and the replay says when each step would complete. Example:
+    graph and the replay says when each step would complete. Where the other ranks of TRACE's job
+    are loaded, they are replayed with it, each with the fixes: a collective ends only once the
+    last rank has arrived, so a rank that waited for another saves what the other saves. Example:
     tracekit whatif naive --apply drop-copies:aten::masked_fill
     """
     from tracekit.api import whatif as run_whatif

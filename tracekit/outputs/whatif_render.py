@@ -12,8 +12,9 @@ def as_text(result):
              round(s.fixed_us, 1), round(s.replayed_us - s.fixed_us, 1)) for s in result.steps]
     table = as_table(Rows(["step", "steady", "trace_us", "replayed_us", "fixed_us", "saving_us"], rows))
     fixes = ", ".join(result.fixes) if result.fixes else "no fix"
-    job = (f", beside its job's other {len(result.ranks) - 1} rank(s), each with the fixes"
-           if len(result.ranks) > 1 else "")
+    job = ""
+    if len(result.ranks) > 1:
+        job = f", together with its job's {len(result.ranks)} loaded ranks" + (" (the fixes on each)" if result.fixes else "")
     lines = [printable(f"{result.trace}: replayed with {fixes}{job}"), table.rstrip("\n"), _summary(result)]
     return "\n".join(lines) + "\n"
 
