@@ -194,3 +194,47 @@ def test_a_database_loaded_before_interconnects_still_answers(bw_db, tmp_path):
     con.close()
     rows = _rows(old, "SELECT DISTINCT link FROM collective_bandwidth WHERE trace LIKE 'a100%'")
     assert rows == [{"link": "NVLink 3"}]
+
+
+def _collective_kernel(name, ts, dur, correlation, collective, in_nelems, out_nelems, group_size):
+    import trace_builder as tb
+
+    event = tb.kernel(name, ts, dur, correlation, stream=20)
+    event["args"].update({"Collective name": collective, "In msg nelems": in_nelems, "Out msg nelems": out_nelems,
+                          "Group size": group_size, "dtype": "BFloat16", "Process Group Name": str(group_size),
+                          "Process Group Ranks": str(list(range(group_size)))})
+    return event
+
+
+def test_factors_and_sizes_of_the_collectives_no_real_trace_here_holds(tmp_path):
+    # No public trace at hand runs all_gather, reduce_scatter or all_to_all with sizes, nor a
+    # group larger than its host: a built one (tests/trace_builder.py) on a host of 4 H200s.
+    import trace_builder as tb
+
+    events = [tb.step(1, 0, 10000),
+              # 4 ranks each give 1,048,576 bf16 elements (2 MiB); the gathered whole is 8 MiB
+              _collective_kernel("ncclDevKernel_AllGather_RING_LL(ncclDevComm*)", 100, 100.0, 1,
+                                 "_allgather_base", 1048576, 4194304, 4),
+              # the whole (8 MiB) goes in, each rank keeps a quarter
+              _collective_kernel("ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL(ncclDevComm*)", 300, 100.0, 2,
+                                 "_reduce_scatter_base", 4194304, 1048576, 4),
+              _collective_kernel("ncclDevKernel_SendRecv(ncclDevComm*)", 500, 100.0, 3, "all_to_allv", 4194304, 4194304, 4),
+              # a group of 16 on a host that shows 4 GPUs spans hosts: no link to compare with
+              _collective_kernel("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevComm*)", 700, 100.0, 4,
+                                 "allreduce", 4194304, 4194304, 16)]
+    devices = [dict(tb.H200, id=i) for i in range(4)]
+    path = tb.write(tmp_path, "built_collectives", tb.trace(events, devices=devices))
+    con = connect(tmp_path / "built.duckdb")
+    assert load_file(con, path).status == "loaded"
+    con.close()
+    rows = _rows(tmp_path / "built.duckdb", "SELECT collective, message_bytes, busbw_factor, algbw_gbps, busbw_gbps, "
+                                            "link, link_gb_s FROM collective_bandwidth ORDER BY ts_us")
+    eight_mib = 4194304 * 2
+    # 8,388,608 B in 100 µs: algbw 83.886 GB/s
+    assert [r["collective"] for r in rows] == ["all_gather", "reduce_scatter", "all_to_all", "all_reduce"]
+    for row, factor in zip(rows, (3 / 4, 3 / 4, 3 / 4, 2 * 15 / 16)):
+        assert row["message_bytes"] == eight_mib
+        assert row["algbw_gbps"] == pytest.approx(eight_mib / 100e-6 / 1e9) == pytest.approx(83.886, rel=1e-4)
+        assert row["busbw_factor"] == pytest.approx(factor)
+        assert row["busbw_gbps"] == pytest.approx(83.886 * factor, rel=1e-4)
+    assert [(r["link"], r["link_gb_s"]) for r in rows] == [("NVLink 4", 450.0)] * 3 + [(None, None)]

@@ -8,7 +8,7 @@ CREATE OR REPLACE VIEW _trace_links AS
 SELECT f.trace_id, f.trace, i.name_pattern, i.gpu, i.link, i.per_direction_gb_s, i.per_peer_gb_s, i.assumption,
        i.source,
        CASE WHEN json_type(json_extract(f.header, '$.deviceProperties')) = 'ARRAY'
-            THEN len(CAST(json_extract(f.header, '$.deviceProperties') AS JSON[])) END AS host_gpus
+            THEN json_array_length(json_extract(f.header, '$.deviceProperties')) END AS host_gpus
 FROM trace_files f JOIN interconnects i ON regexp_matches(f.device_name, i.name_pattern)
 QUALIFY row_number() OVER (PARTITION BY f.trace_id ORDER BY length(i.name_pattern) DESC, i.name_pattern) = 1;
 
