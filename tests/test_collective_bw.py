@@ -1,7 +1,7 @@
 """Collective bandwidth (view collective_bandwidth, query collective_bw, rule slow_collective) on
-real rank traces: the 2-rank RTX 4090 pair, HTA's A100 rank with large all-reduces, HTA's rank of
-128 whose kernels carry no sizes (tests/data/foreign/README.md), and the gloo job (tests/data/cpu).
-The figures are worked out by hand from the traces' own events, as nccl-tests' formulas say."""
+real rank traces: the 2-rank RTX 4090 pair (tests/data/foreign), HTA's A100 rank with large
+all-reduces and HTA's rank of 128 whose kernels carry no sizes (tests/data/nccl), and the gloo job
+(tests/data/cpu). The figures are worked out by hand from the traces' own events, as nccl-tests' formulas say."""
 
 import gzip
 import json
@@ -15,8 +15,8 @@ from tracekit.store.database import connect, connect_for_queries
 
 FOREIGN = TEST_DATA / "foreign"
 RTX = [FOREIGN / f"rtx4090_tp2_rank{r}_nccl_allreduce.json.gz" for r in (0, 1)]
-A100 = FOREIGN / "a100_pg509_rank0_of2_nccl_allreduce_broadcast.json.gz"
-NO_ARGS = FOREIGN / "rank0_of128_sendrecv_without_comms_args.json.gz"
+A100 = TEST_DATA / "nccl" / "a100_pg509_rank0_of2_nccl_allreduce_broadcast.json.gz"
+NO_ARGS = TEST_DATA / "nccl" / "rank0_of128_sendrecv_without_comms_args.json.gz"
 GLOO = sorted((TEST_DATA / "cpu" / "gloo_job").glob("*.json.gz"))
 FILES = [*RTX, A100, NO_ARGS, *GLOO]
 
