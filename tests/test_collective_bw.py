@@ -238,3 +238,19 @@ def test_factors_and_sizes_of_the_collectives_no_real_trace_here_holds(tmp_path)
         assert row["busbw_factor"] == pytest.approx(factor)
         assert row["busbw_gbps"] == pytest.approx(83.886 * factor, rel=1e-4)
     assert [(r["link"], r["link_gb_s"]) for r in rows] == [("NVLink 4", 450.0)] * 3 + [(None, None)]
+
+
+def test_a_lake_written_before_interconnects_still_answers(tmp_path):
+    import shutil
+
+    from tracekit.lake.reader import connect_lake
+
+    lake = tmp_path / "lake"
+    assert invoke_cli("load", *RTX, "--lake", lake).exit_code == 0
+    shutil.rmtree(lake / "interconnects")  # as a lake of the tracekit before it has none
+    con = connect_lake(lake)
+    try:
+        rows = con.execute("SELECT DISTINCT link, link_gb_s FROM collective_bandwidth").fetchall()
+    finally:
+        con.close()
+    assert rows == [("PCIe 4.0 x16", 31.5)]
