@@ -1,6 +1,16 @@
 -- Collective bandwidth: each collective call's message, its algorithm and bus bandwidth by
 -- nccl-tests' formulas (NVIDIA/nccl-tests, doc/PERFORMANCE.md), and the link it is measured against.
 
+-- @view interconnects (a table): the link the GPUs of one host are taken to talk over, one row per
+-- GPU with the assumption it rests on and its source (a trace names its GPU, not its wiring).
+--   name_pattern: regular expression matched against traces.device_name (the longest match wins)
+--   gpu, link: the GPU and its link, e.g. NVLink 4, PCIe 4.0 x16
+--   per_direction_gb_s: the link's peak in one direction, decimal GB/s: what busbw compares with
+--   bidirectional_gb_s: both directions, the figure datasheets print
+--   per_peer_gb_s: where each peer has wires of its own (V100, MI300X), one peer's share: a group
+--                  of n reaches (n - 1) of them at most; NULL for a switched or shared link
+--   assumption, source: why this link, and where the figure comes from
+
 -- Each trace's row of interconnects (the longest name_pattern that matches its device's name),
 -- with the GPUs its host shows (deviceProperties lists every GPU the process could see: a group
 -- of more ranks than that spans hosts, and its bottleneck is the network, which no trace records).
@@ -12,8 +22,9 @@ SELECT f.trace_id, f.trace, i.name_pattern, i.gpu, i.link, i.per_direction_gb_s,
 FROM trace_files f JOIN interconnects i ON regexp_matches(f.device_name, i.name_pattern)
 QUALIFY row_number() OVER (PARTITION BY f.trace_id ORDER BY length(i.name_pattern) DESC, i.name_pattern) = 1;
 
--- @view collective_bandwidth: every row of collectives with its message size and bandwidths as
--- nccl-tests defines them: algbw = S / t, busbw = algbw × a factor of the collective and the group
+-- @view collective_bandwidth: every row of collectives with the bytes it moved, the rate it moved
+-- them at (nccl-tests' algbw and busbw, decimal GB/s) and the link that rate is compared with.
+-- As nccl-tests defines them: algbw = S / t, busbw = algbw × a factor of the collective and the group
 -- size n (all_reduce 2(n-1)/n; all_gather, reduce_scatter, all_to_all (n-1)/n; broadcast, reduce,
 -- send_recv 1), S the collective's whole size in bytes (elements × the dtype's size; for
 -- all_gather its output, the gathered whole; for reduce_scatter its input, the whole before the
@@ -25,7 +36,7 @@ QUALIFY row_number() OVER (PARTITION BY f.trace_id ORDER BY length(i.name_patter
 -- bandwidths are then lower bounds. GB/s are decimal (10^9 bytes a second), as nccl-tests prints
 -- them (TraceLens divides by 1024^3: its figures are 7.4% lower). busbw is what compares with a
 -- link's speed in one direction, whatever n is.
---   (every column of collectives, then:)
+-- Its columns: every column of collectives, then these.
 --   message_bytes: S, the bytes the bandwidths use; NULL where the trace gives no size or dtype
 --                  (older Kineto), for barrier, gather and scatter, for a call that ran as several
 --                  kernels on this rank (the size is the call's, not each kernel's), and for 0
