@@ -304,6 +304,9 @@ def test_a_trace_name_that_needs_escaping_reads_back_as_loaded(spark_lake):
     # jobs found across traces, and collectives matched and checked (the gloo job's on the CPU)
     "SELECT trace, rank, job FROM traces",
     "SELECT trace, rank, runs_on, collective, matched_by, match_key, ranks_matched, wait_us FROM collectives",
+    # nccl-tests' bandwidths and the link each trace's GPU is taken to use (the knowledge table interconnects)
+    "SELECT trace, rank, collective, message_bytes, bw_us, timed_from, algbw_gbps, busbw_factor, busbw_gbps, link, "
+    "link_gb_s, link_pct FROM collective_bandwidth",
     "SELECT trace, cat, name, ts_us, dur_us, ts_ns FROM events WHERE ph = 'X' AND cat = 'kernel'",
 ])
 def test_the_views_give_duckdbs_rows_on_spark(spark_lake, duck, sql):

@@ -14,6 +14,7 @@ import duckdb
 
 from tracekit.lake.layout import (SHARED_PART, LakeError, own_folder, partition, per_trace_tables, read_meta, shared_tables,
                                   table_columns, whole_traces)
+from tracekit.store.knowledge import TABLES as KNOWLEDGE_TABLES, add_missing
 
 
 # A trace taken out of the lake while a connection opens (another --replace's) loses its
@@ -90,7 +91,11 @@ def _create_tables(con, lake):
         kind = "TABLE" if table in IN_MEMORY else "VIEW"
         con.execute(f"CREATE {kind} {_identifier(table)} AS SELECT {selected} "
                     f"FROM read_parquet({_list(files)}{hive})")
+    present = {entry.name for entry in lake.iterdir()}
+    add_missing(con, present)  # knowledge tables added since the lake was written
     for table in shared_tables():
+        if table not in present and table in KNOWLEDGE_TABLES:
+            continue
         own_folder(lake / table)
         part = lake / table / SHARED_PART
         if not part.is_file():

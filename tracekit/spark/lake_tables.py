@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 
 from tracekit.errors import TracekitError
+from tracekit.store import knowledge
 from tracekit.lake.layout import (META_FILE, LakeError, check_meta, encode_name, part_generation, per_trace_tables,
                                   read_meta,
                                   shared_tables, table_columns, whole_traces)
@@ -143,6 +144,8 @@ def _shared(spark, uri, lake, table, columns):
     except Exception as exc:
         if "PATH_NOT_FOUND" not in str(exc):
             raise TracekitError(f"{lake}: Spark cannot read its {table} ({spark_error_text(exc)})") from None
+        if table in knowledge.TABLES:  # a knowledge table added since the lake was written: this tracekit's rows
+            return spark.createDataFrame(knowledge.rows(table), _ddl(columns))
         raise LakeError(f"{lake}: a lake without its {table} table (was it copied in part?)") from None
 
 

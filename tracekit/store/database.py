@@ -212,8 +212,13 @@ def _attach_for_queries(path, allow_files):
         _check_schema(con, path)
         _prepare(con)
         # A database loaded by another tracekit of the same schema keeps that one's views: this
-        # connection makes its own, which a read-only database cannot store.
+        # connection makes its own, which a read-only database cannot store (nor the knowledge
+        # tables added since: temporary ones stand in).
         if not _views_are_current(con):
+            from tracekit.store.knowledge import add_missing
+
+            add_missing(con, {row[0] for row in con.execute("SELECT table_name FROM duckdb_tables() "
+                                                            "WHERE database_name = 'tracekit'").fetchall()})
             create_views(con, temporary=True)
         lock_down(con, allow_files=allow_files)
 

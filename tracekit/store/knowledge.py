@@ -14,6 +14,9 @@ TABLES = {
         "arch": "VARCHAR", "max_blocks_per_sm": "INTEGER", "max_warps_per_sm": "INTEGER",
         "registers_per_sm": "INTEGER", "register_alloc_unit": "INTEGER", "max_registers_per_thread": "INTEGER",
         "shared_memory_per_sm": "INTEGER", "reserved_shared_memory_per_block": "INTEGER", "source": "VARCHAR"}),
+    "interconnects": ("interconnects.csv", {
+        "name_pattern": "VARCHAR", "gpu": "VARCHAR", "link": "VARCHAR", "per_direction_gb_s": "DOUBLE",
+        "bidirectional_gb_s": "DOUBLE", "per_peer_gb_s": "DOUBLE", "assumption": "VARCHAR", "source": "VARCHAR"}),
 }
 _CASTS = {"DOUBLE": float, "INTEGER": int, "VARCHAR": str}
 
@@ -29,6 +32,16 @@ def rows(table):
 def create_statements():
     return [f"CREATE TABLE IF NOT EXISTS {table} ({', '.join(f'{c} {t}' for c, t in columns.items())})"
             for table, (_, columns) in TABLES.items()]
+
+
+def add_missing(con, present):
+    """Makes each knowledge table that `present` (the names the store has) lacks a temporary table
+    of this tracekit's rows: a store written before the table existed (a read-only database, a
+    lake) still answers the views that read it."""
+    for table, (_, columns) in TABLES.items():
+        if table not in present:
+            con.execute(f"CREATE TEMP TABLE {table} ({', '.join(f'{c} {t}' for c, t in columns.items())})")
+            con.executemany(f"INSERT INTO {table} VALUES ({', '.join('?' * len(columns))})", rows(table))
 
 
 def sync_knowledge(con):
