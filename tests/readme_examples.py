@@ -184,7 +184,7 @@ def scratch_folder(root, samples_db=None):
         shutil.copyfile(samples_db, folder / "tracekit.duckdb")
     else:
         subprocess.run([sys.executable, "-m", "tracekit", "load", "sample_traces"], cwd=folder, check=True,
-                       capture_output=True)
+                       capture_output=True, env={**os.environ, "PYTHONPATH": str(REPO)})
     return folder
 
 
@@ -212,7 +212,11 @@ def main():
     parser.add_argument("files", nargs="*", type=Path, default=pages())
     args = parser.parse_args()
     files = [path.resolve() for path in args.files]
-    differences = [line for path in files for line in check(path, args.write)]
+    with tempfile.TemporaryDirectory() as root:  # the sample traces loaded once, for every page
+        samples_db = Path(root) / "samples.duckdb"
+        subprocess.run([sys.executable, "-m", "tracekit", "load", str(REPO / "sample_traces"), "--db", str(samples_db)],
+                       check=True, capture_output=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+        differences = [line for path in files for line in check(path, args.write, samples_db)]
     unmarked = [f"{path.relative_to(REPO) if path.is_relative_to(REPO) else path}:{line}: a block of commands "
                 "neither marked <!-- example --> nor saying why not (<!-- unchecked: ... -->)"
                 for path in files for line in unchecked_blocks(path.read_text(encoding="utf-8").split("\n"))]
