@@ -1,17 +1,29 @@
-"""The README's example outputs, run again: each fenced block marked `<!-- example -->` holds
-commands (`$ ...` lines), each followed by what it prints. This runs every marked block's
-commands in order, in one scratch folder that holds `sample_traces` and `tests` (links to the
-repository's) and a `tracekit.duckdb` of the sample traces (the README's first command), with
-COLUMNS unset and output piped, and compares (or, with --write, replaces) each output.
+"""The README's and docs' example outputs, run again: each fenced block marked `<!-- example -->`
+holds commands (`$ ...` lines), each followed by what it prints. This runs every marked block's
+commands in order, one page at a time, each page in a scratch folder of its own that holds
+`sample_traces` and `tests` (links to the repository's) and a `tracekit.duckdb` of the sample traces
+(the README's first command), with COLUMNS unset and output piped, and compares (or, with --write,
+replaces) each output.
 
-    python tests/readme_examples.py [--write] [FILE ...]     (default: README.md)
+    python tests/readme_examples.py [--write] [FILE ...]     (default: README.md and docs/*.md)
 
-Exit status 1 and a diff when a block differs: the README no longer says what tracekit prints.
+A marker may carry options, each `name="value"`:
+- `vary="REGEX"` (repeatable): text the regex matches may differ (a load's seconds, a PID);
+- `needs="MODULE"`: the block is passed over where MODULE is not installed (`hta`);
+- `file="NAME"`: the block is not run but written to NAME in the scratch folder, for the blocks
+  after it (a `.sql` file the page shows, then runs).
+An output line that is `...` stands for any lines, none included (the page shows a long output's
+head and tail). A fenced block with `$ ` commands that is not checked says why in a comment before
+it, `<!-- unchecked: why, and what made it -->`; `unchecked_blocks` finds those without one.
+
+Exit status 1 and a diff when a block differs: the page no longer says what tracekit prints.
 """
 
 import argparse
 import difflib
+import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -19,18 +31,55 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-MARKER = "<!-- example -->"
-SHOWN_FOLDER = "/tmp/readme"  # the scratch folder's path as the README shows it
+MARKER = re.compile(r'^<!-- example((?:\s+[a-z]+="[^"]*")*)\s*-->$')
+OPTION = re.compile(r'([a-z]+)="([^"]*)"')
+UNCHECKED = re.compile(r"^<!-- unchecked: .+ -->$")
+ELLIPSIS = "..."
+SHOWN_FOLDER = "/tmp/readme"  # the scratch folder's path as the pages show it
+
+
+def pages():
+    """The pages whose examples are checked: the README, then docs/ in name order."""
+    return [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+
+
+def _fence_end(lines, start):
+    return next(j for j in range(start + 1, len(lines)) if lines[j].startswith("```"))
+
+
+def marked_blocks(lines):
+    """(first line, end line, options) of each marked fenced block's content, as indices into
+    `lines`; options maps a name to its values."""
+    found = []
+    for i, line in enumerate(lines):
+        marker = MARKER.match(line.strip())
+        if marker and i + 1 < len(lines) and lines[i + 1].startswith("```"):
+            options = {}
+            for name, value in OPTION.findall(marker.group(1)):
+                options.setdefault(name, []).append(value)
+            found.append((i + 2, _fence_end(lines, i + 1), options))
+    return found
 
 
 def blocks(lines):
-    """(first line, end line) of each marked fenced block's content, as indices into `lines`."""
-    found = []
-    for i, line in enumerate(lines):
-        if line.strip() == MARKER and i + 1 < len(lines) and lines[i + 1].startswith("```"):
-            end = next(j for j in range(i + 2, len(lines)) if lines[j].startswith("```"))
-            found.append((i + 2, end))
-    return found
+    """(first line, end line) of each marked fenced block's content."""
+    return [(start, end) for start, end, _ in marked_blocks(lines)]
+
+
+def unchecked_blocks(lines):
+    """Line numbers (1-based) of fenced blocks that show `$ ` commands but are neither marked as an
+    example nor say why not."""
+    missing, i = [], 0
+    while i < len(lines):
+        if lines[i].startswith("```"):
+            end = _fence_end(lines, i)
+            before = lines[i - 1].strip() if i else ""
+            shows_commands = any(line.startswith("$ ") for line in lines[i + 1:end])
+            if shows_commands and not (MARKER.match(before) or UNCHECKED.match(before)):
+                missing.append(i + 1)
+            i = end
+        i += 1
+    return missing
 
 
 def commands(content):
@@ -51,10 +100,77 @@ def commands(content):
 def run(command, folder):
     env = {key: value for key, value in os.environ.items() if key not in ("COLUMNS", "LINES")}
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")  # this Python's tracekit
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))  # of this checkout
     done = subprocess.run(["bash", "-c", command], cwd=folder, env=env, capture_output=True, text=True)
     # the scratch folder, and the repository its links lead to, as one folder wherever it runs
     text = (done.stdout + done.stderr).replace(str(folder), SHOWN_FOLDER).replace(str(REPO), SHOWN_FOLDER)
     return text.rstrip("\n").split("\n") if text.strip() else []
+
+
+def _segments(shown):
+    segments = [[]]
+    for line in shown:
+        if line == ELLIPSIS:
+            segments.append([])
+        else:
+            segments[-1].append(line)
+    return segments
+
+
+def fits(shown, printed):
+    """Whether `printed` is what `shown` shows, where a `...` line of `shown` stands for any lines."""
+    if ELLIPSIS not in shown:
+        return shown == printed
+    head, *middle, tail = _segments(shown)
+    end = len(printed) - len(tail)
+    if end < len(head) or printed[:len(head)] != head or printed[end:] != tail:
+        return False
+    at = len(head)
+    for segment in middle:  # the leftmost place of each segment in turn leaves the most room after it
+        at = next((i + len(segment) for i in range(at, end - len(segment) + 1)
+                   if printed[i:i + len(segment)] == segment), None)
+        if at is None:
+            return False
+    return True
+
+
+def elided(shown, printed):
+    """`printed` shown as `shown` shows it: with its head and tail where `shown` has a `...`
+    (the lines between them kept as written)."""
+    if ELLIPSIS not in shown:
+        return printed
+    head, *middle, tail = _segments(shown)
+    lines = printed[:len(head)] + [ELLIPSIS]
+    for segment in middle:
+        lines += segment + [ELLIPSIS]
+    return lines + (printed[len(printed) - len(tail):] if tail else [])
+
+
+def _masked(lines, patterns):
+    return [line if line == ELLIPSIS else re.sub("|".join(patterns), "\x00", line) if patterns else line
+            for line in lines]
+
+
+def _check_block(content, options, folder, label):
+    """(differences, the block's lines as they print now) of one marked block."""
+    if "file" in options:
+        (folder / options["file"][0]).write_text("\n".join(content) + "\n", encoding="utf-8")
+        return [], content
+    if any(importlib.util.find_spec(module) is None for module in options.get("needs", [])):
+        return [], content
+    differences, fresh = [], []
+    for command, shown, blanks in commands(content):
+        printed = run(command, folder)
+        patterns = options.get("vary", [])
+        if not fits(_masked(shown, patterns), _masked(printed, patterns)):
+            # a line that differs only where it may vary keeps the page's text
+            kept = dict(zip(_masked(shown, patterns), shown))
+            now = elided(shown, [kept.get(masked, line) for masked, line in zip(_masked(printed, patterns), printed)])
+            now = printed if now == shown else now
+            differences += difflib.unified_diff(shown, now, f"{label}: $ {command}", "now", lineterm="")
+            shown = now
+        fresh += [f"$ {command}", *shown, *[""] * blanks]
+    return differences, fresh
 
 
 def scratch_folder(root, samples_db=None):
@@ -68,7 +184,7 @@ def scratch_folder(root, samples_db=None):
         shutil.copyfile(samples_db, folder / "tracekit.duckdb")
     else:
         subprocess.run([sys.executable, "-m", "tracekit", "load", "sample_traces"], cwd=folder, check=True,
-                       capture_output=True)
+                       capture_output=True, env={**os.environ, "PYTHONPATH": str(REPO)})
     return folder
 
 
@@ -76,16 +192,13 @@ def check(path, write=False, samples_db=None):
     """The differences (unified diff lines) between `path`'s marked blocks and what their commands
     print now; with `write`, the file is rewritten with what they print."""
     lines = path.read_text(encoding="utf-8").split("\n")
+    label = path.relative_to(REPO) if path.is_relative_to(REPO) else path.name
     differences, rewritten, last = [], [], 0
     with tempfile.TemporaryDirectory() as root:
         folder = scratch_folder(root, samples_db)
-        for start, end in blocks(lines):
-            fresh = []
-            for command, shown, blanks in commands(lines[start:end]):
-                printed = run(command, folder)
-                if printed != shown:
-                    differences += difflib.unified_diff(shown, printed, f"{path.name}: $ {command}", "now", lineterm="")
-                fresh += [f"$ {command}", *printed, *[""] * blanks]
+        for start, end, options in marked_blocks(lines):
+            found, fresh = _check_block(lines[start:end], options, folder, label)
+            differences += found
             rewritten += lines[last:start] + fresh
             last = end
     if write and differences:
@@ -96,11 +209,20 @@ def check(path, write=False, samples_db=None):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--write", action="store_true", help="replace each output with what the command prints now")
-    parser.add_argument("files", nargs="*", type=Path, default=[REPO / "README.md"])
+    parser.add_argument("files", nargs="*", type=Path, default=pages())
     args = parser.parse_args()
-    differences = [line for path in args.files for line in check(path, args.write)]
-    print("\n".join(differences) if differences else "every example prints what the README shows")
-    return 1 if differences and not args.write else 0
+    files = [path.resolve() for path in args.files]
+    with tempfile.TemporaryDirectory() as root:  # the sample traces loaded once, for every page
+        samples_db = Path(root) / "samples.duckdb"
+        subprocess.run([sys.executable, "-m", "tracekit", "load", str(REPO / "sample_traces"), "--db", str(samples_db)],
+                       check=True, capture_output=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+        differences = [line for path in files for line in check(path, args.write, samples_db)]
+    unmarked = [f"{path.relative_to(REPO) if path.is_relative_to(REPO) else path}:{line}: a block of commands "
+                "neither marked <!-- example --> nor saying why not (<!-- unchecked: ... -->)"
+                for path in files for line in unchecked_blocks(path.read_text(encoding="utf-8").split("\n"))]
+    print("\n".join(differences + unmarked) if differences or unmarked
+          else f"every example prints what its page shows ({len(files)} pages)")
+    return 1 if (differences and not args.write) or unmarked else 0
 
 
 if __name__ == "__main__":

@@ -443,7 +443,7 @@ def test_a_folder_that_is_no_lake(tmp_path, spark_lake):
 
 
 def test_a_spark_job_loads_a_jobs_ranks_on_its_workers(spark_lake, rank_job, tmp_path):
-    """tracekit.lake.load_many mapped over the rank files by Spark's workers, as the README's
+    """tracekit.lake.load_many mapped over the rank files by Spark's workers, as docs/lake.md's
     example does: the lake holds the ranks `tracekit load FOLDER` put in the database."""
     from tracekit.lake import connect_lake, load_many
     from tracekit.store.database import connect_for_queries

@@ -1,5 +1,5 @@
 """A query on Spark reaches the lake's tables and views through pure functions, and nothing else
-(tracekit.spark.sandbox; README: What a query can reach); and Spark's format() is DuckDB's, not
+(tracekit.spark.sandbox; docs/query.md: What a query can reach); and Spark's format() is DuckDB's, not
 Python's str.format (tracekit.spark.format_udf).
 
 Each attack runs for real: a listener on 127.0.0.1 records every request it gets, a DTD file
@@ -100,7 +100,7 @@ def test_tracekit_refuses_a_call_that_reaches_out_before_spark_reads_it(sandboxe
     with pytest.raises(QueryError) as refused:
         sandboxed.rows(sql)
     assert str(refused.value) == (f"{name} is not allowed on Spark: a query may call only pure functions "
-                                  "(see README: What a query can reach)")
+                                  "(see docs/query.md: What a query can reach)")
     assert listener[1] == []
 
 
@@ -186,7 +186,7 @@ def test_the_cli_says_one_line(sandboxed, listener):
     result = invoke_cli("query", "--lake", sandboxed.folder / "lake", "--engine", "spark", "--sql", sql)
     assert result.exit_code == 1 and listener[1] == []
     assert result.output == ("Error: xpath_string is not allowed on Spark: a query may call only pure functions "
-                             "(see README: What a query can reach)\n")
+                             "(see docs/query.md: What a query can reach)\n")
 
 
 def test_every_allowed_function_is_one_of_sparks(sandboxed):

@@ -1,5 +1,5 @@
 """What a query may reach on Spark: the lake's tables and views, through pure functions, and
-nothing else, as on DuckDB (tracekit.analysis.sql_sandbox; README: What a query can reach).
+nothing else, as on DuckDB (tracekit.analysis.sql_sandbox; docs/query.md: What a query can reach).
 
 Spark has no switch like DuckDB's enable_external_access: its functions reach out on their own
 (xpath_string fetches the DTD a document names, reflect calls any Java method), and a path may
@@ -26,7 +26,7 @@ from tracekit.spark.allowed_functions import ALLOWED
 from tracekit.spark.format_udf import UDF_NAME
 
 WRITE = "spark"
-REACH = "see README: What a query can reach"
+REACH = "see docs/query.md: What a query can reach"
 # Functions that Spark's SQL writes as operators, not calls: nothing is looked up by name for them.
 _OPERATORS = (exp.And, exp.Or, exp.Xor, exp.Case, exp.RegexpLike)
 _CALL = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\(")
