@@ -4,10 +4,10 @@ roofline that kernels.roofline_us, bound and pct_of_roofline draw from it."""
 
 import pytest
 
-from conftest import SAMPLE_TRACES, TEST_DATA
+from conftest import ROOT, SAMPLE_TRACES, TEST_DATA
 from tracekit.ingest.loader import load_file
 from tracekit.store.database import connect, connect_for_queries
-from tracekit.store.work_models import FAMILIES, rules, to_sql
+from tracekit.store.work_models import FAMILIES, formulas_markdown, rules, to_sql
 
 H200 = TEST_DATA / "h200"
 TRACES = {
@@ -219,3 +219,7 @@ def test_the_formulas_file_is_well_formed():
         "wm_item(json_extract_string(conc, '$[2]'), 0) + wm_item(json_extract_string(conc, '$[2]'), 1) "
         "+ wm_bool(json_extract_string(conc, '$[4]'))")
     assert to_sql("") == "NULL"
+
+
+def test_the_docs_show_every_formula_as_the_file_has_it():
+    assert formulas_markdown() in (ROOT / "docs" / "work-models.md").read_text(encoding="utf-8")

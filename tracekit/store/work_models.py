@@ -91,3 +91,17 @@ def render(statement):
             .replace("/*work_flops*/", _case("flops"))
             .replace("/*work_bytes*/", _case("bytes"))
             .replace("/*work_model_flops*/", _case("model_flops", otherwise="flops")))
+
+
+def formulas_markdown():
+    """The formulas as a markdown table, a row per op pattern (docs/work-models.md holds it)."""
+    def cell(text):
+        return text.replace("|", "\\|")
+
+    lines = ["| op (regex) | family | FLOPs | bytes | model FLOPs | source |", "|---|---|---|---|---|---|"]
+    for row in rules():
+        model = f"`{cell(row['model_flops'])}`" if row["model_flops"] else "= FLOPs"
+        nbytes = f"`{cell(row['bytes'])}`" if row["bytes"] else "NULL"
+        lines.append(f"| `{cell(row['op'])}` | {row['family']} | `{cell(row['flops'])}` | {nbytes} | {model} | "
+                     f"{cell(row['source'])} |")
+    return "\n".join(lines) + "\n"
