@@ -249,7 +249,7 @@ SELECT *, least(by_registers, by_shared_memory, by_threads, max_blocks_per_sm) A
 --   model_flops: the FLOPs of the math it does, without recompute (attention's backward counts
 --                four matmuls, not five); equal to flops for every other family
 --   work_family: the formula's family (gemm, convolution, attention, softmax, norm, loss,
---                embedding, copy, elementwise, reduction, optimizer); NULL: no formula knows its op
+--                embedding, copy, elementwise, reduction, optimizer); NULL where no formula knows its op
 --   flops_dtype: the dtype of the op's input that picks peak_tflops (float, c10::BFloat16, ...)
 --   roofline_us: the least time the device could take: flops at peak_tflops or bytes at its
 --                memory bandwidth (gpu_specs.memory_tb_s), whichever is slower; NULL when either
