@@ -87,7 +87,9 @@ def render(statement):
     values = ",\n           ".join(
         f"({number}, '{row['op']}', '{row['family']}', {int(row['dtype_of'])})"
         for number, row in enumerate(rules(), start=1))
-    return (statement.replace("/*work_rules*/", values)
+    match = "CASE " + " ".join(f"WHEN regexp_full_match(name, '{row['op']}') THEN {number}"
+                               for number, row in enumerate(rules(), start=1)) + " END"
+    return (statement.replace("/*work_rules*/", values).replace("/*work_match*/", match)
             .replace("/*work_flops*/", _case("flops"))
             .replace("/*work_bytes*/", _case("bytes"))
             .replace("/*work_model_flops*/", _case("model_flops", otherwise="flops")))

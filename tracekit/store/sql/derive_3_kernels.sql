@@ -59,10 +59,6 @@ CREATE OR REPLACE TEMP MACRO wm_scalar_type_bytes(code, otherwise) AS
 CREATE OR REPLACE TEMP TABLE _op_work AS
 WITH rules(rule, pattern, family, dtype_of) AS (
     VALUES /*work_rules*/
-), named AS (
-    SELECT n.name, min(r.rule) AS rule
-    FROM (SELECT DISTINCT name FROM _tree) n JOIN rules r ON regexp_full_match(n.name, r.pattern)
-    GROUP BY n.name
 ), launchers AS (
     SELECT DISTINCT cpu_op_id AS op_id FROM _gpu_ops WHERE op = 'kernel' AND cpu_op_id IS NOT NULL
 ), chain AS (
@@ -70,6 +66,12 @@ WITH rules(rule, pattern, family, dtype_of) AS (
     UNION ALL SELECT l.op_id, t.parent_id, 1 FROM launchers l JOIN _tree t ON t.op_id = l.op_id
     UNION ALL SELECT l.op_id, p.parent_id, 2 FROM launchers l JOIN _tree t ON t.op_id = l.op_id
                                                               JOIN _tree p ON p.op_id = t.parent_id
+), named AS (
+    -- The first rule whose pattern matches, for each name in the chains: constant patterns in a
+    -- CASE, compiled once (a join on the patterns compiled one per name and pattern: 8 s for a
+    -- trace of 5,000 op names).
+    SELECT name, /*work_match*/ AS rule
+    FROM (SELECT DISTINCT t.name FROM chain c JOIN _tree t ON t.op_id = c.op_id)
 ), chosen AS (
     -- Up the tree only to an attention call: elsewhere an ancestor's formula would claim kernels
     -- its work does not cover (aten::embedding's arange, a composite's fills).
@@ -78,27 +80,29 @@ WITH rules(rule, pattern, family, dtype_of) AS (
     JOIN rules r ON r.rule = n.rule
     WHERE c.level = 0 OR r.family = 'attention'
     QUALIFY row_number() OVER (PARTITION BY c.launcher ORDER BY c.level) = 1
-), concrete AS (
-    -- Concrete Inputs only for the chosen ops: reading them for every op would cost every load.
-    SELECT rowid AS op_id, json_extract(args, '$."Concrete Inputs"') AS conc
-    FROM event_rows WHERE trace_id = $trace_id AND rowid IN (SELECT op_id FROM chosen)
 ), kernel_hints AS (
     -- the element size ATen's copy kernels name (OpaqueType<4u>): a tensor list's dtype, unwritten
     SELECT c.op_id, max(TRY_CAST(regexp_extract(g.name, 'OpaqueType<(\d+)u?>', 1) AS INTEGER)) AS kernel_elem_bytes
     FROM chosen c JOIN _gpu_ops g ON g.cpu_op_id = c.launcher AND g.op = 'kernel'
     WHERE g.name LIKE '%OpaqueType<%'
     GROUP BY c.op_id
-), inputs AS (
-    SELECT o.op_id, o.name, ch.rule, h.kernel_elem_bytes, r.family, r.dtype_of, o.input_dims AS dims, o.input_types AS types, c.conc,
-           list_transform(range(CAST(coalesce(json_array_length(o.input_dims), 0) AS BIGINT)), lambda i: {
-               'n': wm_numel(json_extract(o.input_dims, '$[' || i || ']'), json_extract_string(o.input_types, '$[' || i || ']')),
-               's': wm_elem_bytes(json_extract_string(o.input_types, '$[' || i || ']')),
-               'r': json_array_length(json_extract(o.input_dims, '$[' || i || ']'))}) AS ins
+), calls AS (
+    -- Each op with what its work depends on; `shape` names it, so that the many calls of one
+    -- shape (every layer, every step) are worked out once.
+    SELECT ch.op_id, ch.rule, o.input_dims AS dims, o.input_types AS types, c.a[4] AS conc, h.kernel_elem_bytes,
+           concat_ws('|', ch.rule, o.input_dims, o.input_types, c.a[4], h.kernel_elem_bytes) AS shape
     FROM (SELECT DISTINCT op_id, rule FROM chosen) ch
     JOIN cpu_op_rows o ON o.trace_id = $trace_id AND o.op_id = ch.op_id
-    JOIN rules r ON r.rule = ch.rule
-    LEFT JOIN concrete c ON c.op_id = ch.op_id
+    LEFT JOIN _ops c ON c.op_id = ch.op_id
     LEFT JOIN kernel_hints h ON h.op_id = ch.op_id
+), inputs AS (
+    SELECT s.*, r.family, r.dtype_of,
+           list_transform(CAST(s.dims AS JSON[]), lambda x, i: {
+               'n': wm_numel(x, CAST(s.types AS VARCHAR[])[i]),
+               's': wm_elem_bytes(CAST(s.types AS VARCHAR[])[i]),
+               'r': json_array_length(x)}) AS ins
+    FROM (SELECT DISTINCT ON (shape) shape, rule, dims, types, conc, kernel_elem_bytes FROM calls) s
+    JOIN rules r ON r.rule = s.rule
 ), sized AS (
     -- nmax: the broadcast output's elements; smax: the widest dtype among inputs that are not
     -- 0-dim (a Python scalar does not promote a tensor: x * 0.5 stays bf16); in_bytes: all inputs.
@@ -107,13 +111,14 @@ WITH rules(rule, pattern, family, dtype_of) AS (
            list_sum(list_transform(ins, lambda x: x.n * x.s)) AS in_bytes
     FROM inputs
 ), work AS (
-    SELECT op_id, family, json_extract_string(types, '$[' || dtype_of || ']') AS dtype,
+    SELECT shape, family, json_extract_string(types, '$[' || dtype_of || ']') AS dtype,
            CAST(/*work_flops*/ AS DOUBLE) AS flops,
            CAST(/*work_bytes*/ AS DOUBLE) AS bytes,
            CAST(/*work_model_flops*/ AS DOUBLE) AS model_flops
     FROM sized
 )
-SELECT c.launcher, w.* FROM chosen c JOIN work w USING (op_id);
+SELECT c.launcher, k.op_id, w.family, w.dtype, w.flops, w.bytes, w.model_flops
+FROM chosen c JOIN calls k USING (op_id) JOIN work w USING (shape);
 
 -- Each kernel's share of its op's work: the op's FLOPs and bytes split over the kernels it (and
 -- the ops under it up to two levels) launched, by their time (a split-K GEMM and its reduction,
