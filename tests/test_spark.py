@@ -298,6 +298,8 @@ def test_a_trace_name_that_needs_escaping_reads_back_as_loaded(spark_lake):
     "SELECT * FROM device_limits",
     "SELECT trace, name, flops, achieved_tflops, peak_tflops, pct_of_peak, theoretical_occupancy_pct, "
     "occupancy_limiter FROM kernels",
+    "SELECT trace, name, flops, bytes, model_flops, work_family, flops_dtype, roofline_us, bound, pct_of_roofline "
+    "FROM kernels",
     "SELECT * FROM gemm_math",
     "SELECT * FROM step_totals",
     "SELECT * FROM cudnn_attention_calls",

@@ -17,6 +17,7 @@ import duckdb
 
 from tracekit.store.class_tables import store_classes
 from tracekit.store.database import split_statements, sql_resource, worker_connection
+from tracekit.store.work_models import render as render_work_models
 from tracekit.errors import DiskFullError, LoadInterrupted, TraceFileError, TracekitError
 from tracekit.ingest.event_read import TRUNCATED, FastReadRefused, lenient_insert, read_exact, read_fast, read_lenient
 # LoadResult, what load_file returns, is imported from here too.
@@ -326,4 +327,5 @@ DERIVE_STAGES = ("derive_1_ops.sql", "derive_2_launches.sql", "derive_3_kernels.
 
 @functools.lru_cache(maxsize=None)
 def _derive_statements():
-    return tuple(statement for name in DERIVE_STAGES for statement in split_statements(sql_resource(name)))
+    return tuple(render_work_models(statement)
+                 for name in DERIVE_STAGES for statement in split_statements(sql_resource(name)))

@@ -9,7 +9,8 @@ from importlib import resources
 TABLES = {
     "gpu_specs": ("gpu_specs.csv", {
         "name_pattern": "VARCHAR", "gpu": "VARCHAR", "arch": "VARCHAR", "tf32_tflops": "DOUBLE",
-        "bf16_tflops": "DOUBLE", "fp16_tflops": "DOUBLE", "memory_tb_s": "DOUBLE", "source": "VARCHAR"}),
+        "bf16_tflops": "DOUBLE", "fp16_tflops": "DOUBLE", "fp8_tflops": "DOUBLE", "vector_tflops": "DOUBLE",
+        "memory_tb_s": "DOUBLE", "source": "VARCHAR"}),
     "gpu_arch_limits": ("gpu_arch_limits.csv", {
         "arch": "VARCHAR", "max_blocks_per_sm": "INTEGER", "max_warps_per_sm": "INTEGER",
         "registers_per_sm": "INTEGER", "register_alloc_unit": "INTEGER", "max_registers_per_thread": "INTEGER",

@@ -1,100 +1,142 @@
--- Stage 3: kernel rows, with the FLOPs of the GEMMs and fused attention calls their ops record.
+-- Stage 3: kernel rows, with the work (FLOPs, bytes) their ops' recorded shapes say they did.
 
--- The FLOPs of each GEMM op whose input shapes the trace records (record_shapes): 2 * batch * m
--- * n * k from `Input Dims` (addmm and baddbmm take the bias first). A kernel carries them when
--- it is the only kernel its op launched; an op that split its GEMM over several kernels (split-K
--- and its reduction) leaves them NULL rather than guess each kernel's share.
-CREATE OR REPLACE TEMP TABLE _op_flops AS
-WITH gemms AS (
-    SELECT op_id, name, a[2] AS dims, a[3] AS types,
-           CASE WHEN name IN ('aten::addmm', 'aten::baddbmm') THEN 1 ELSE 0 END AS x,
-           name IN ('aten::bmm', 'aten::baddbmm') AS batched
-    FROM _ops
-    WHERE name IN ('aten::mm', 'aten::bmm', 'aten::addmm', 'aten::baddbmm')
-      AND op_id IN (SELECT cpu_op_id FROM _gpu_ops WHERE op = 'kernel')
-), shaped AS (
-    SELECT op_id, json_extract_string(types, '$[' || x || ']') AS dtype,
-           CASE WHEN batched THEN TRY_CAST(json_extract(dims, '$[' || x || '][0]') AS DOUBLE) ELSE 1 END AS b,
-           TRY_CAST(json_extract(dims, '$[' || x || '][' || (CASE WHEN batched THEN 1 ELSE 0 END) || ']') AS DOUBLE) AS m,
-           TRY_CAST(json_extract(dims, '$[' || x || '][' || (CASE WHEN batched THEN 2 ELSE 1 END) || ']') AS DOUBLE) AS k,
-           TRY_CAST(json_extract(dims, '$[' || (x + 1) || '][' || (CASE WHEN batched THEN 2 ELSE 1 END) || ']') AS DOUBLE) AS n
-    FROM gemms
-)
-SELECT s.op_id, 2 * s.b * s.m * s.n * s.k AS flops, s.dtype,
-       -- Its inputs read and its output written once, at the dtype's size: the least it must move.
-       (s.b * s.m * s.k + s.b * s.k * s.n + s.b * s.m * s.n)
-         * CASE s.dtype WHEN 'double' THEN 8 WHEN 'float' THEN 4 WHEN 'c10::BFloat16' THEN 2 WHEN 'c10::Half' THEN 2 END
-         AS gemm_bytes
-FROM shaped s
-JOIN (SELECT cpu_op_id, count(*) AS kernels FROM _gpu_ops WHERE op = 'kernel' GROUP BY cpu_op_id) c
-  ON c.cpu_op_id = s.op_id
-WHERE c.kernels = 1 AND s.b * s.m * s.n * s.k > 0;
+-- The work of each op that launched kernels, from its recorded input shapes (record_shapes):
+-- its FLOPs and the least bytes it must move, by the formula of its family in
+-- knowledge/op_work_models.csv (the first row whose op pattern matches its name; rendered into
+-- this statement by tracekit.store.work_models). A kernel's op is its launching op, or where that
+-- has no formula, its parent or grandparent attention call (SDPA's kernels run under
+-- _flash_attention_forward and the like). The helper macros read one input's shape and dtype.
+CREATE OR REPLACE TEMP MACRO wm_elem_bytes(t) AS
+    CASE t WHEN 'double' THEN 8 WHEN 'float' THEN 4 WHEN 'c10::BFloat16' THEN 2 WHEN 'c10::Half' THEN 2
+           WHEN 'long int' THEN 8 WHEN 'int' THEN 4 WHEN 'short int' THEN 2 WHEN 'signed char' THEN 1
+           WHEN 'unsigned char' THEN 1 WHEN 'bool' THEN 1 WHEN 'c10::complex<float>' THEN 8
+           WHEN 'c10::complex<double>' THEN 16 WHEN 'c10::complex<c10::Half>' THEN 4
+           -- FP4 packs two values a byte: its element type (Float4_e2m1fn_x2) is the byte
+           ELSE CASE WHEN t LIKE 'c10::Float8%' OR t LIKE 'c10::Float4%' THEN 1 END END;
 
--- The FLOPs of each fused attention call (flash, memory-efficient, cuDNN; forward and backward)
--- from its op's recorded shapes: q [B, H, Sq, D], k [B, H, Sk, D], v [B, H, Sk, Dv]. The forward
--- runs two matmuls (Q·Kᵀ over D, P·V over Dv), the backward five (Q·Kᵀ again, dV, dP, dQ, dK): 2 *
--- B * H * pairs * (D + Dv) and 2 * B * H * pairs * (3D + 2Dv). pairs is Sq * Sk, or with is_causal the
--- query-key pairs the mask keeps (top-left aligned, as SDPA's is_causal): the FLOPs the kernel must
--- do, not the ones a dense kernel would. is_causal is read from Kineto's `Concrete Inputs` at its
--- place in each op's schema; a trace without them (torch < 2.1) or a value that is not a bool
--- leaves the FLOPs NULL rather than guess. The math backend is left out: its bmm kernels carry
--- their own GEMM FLOPs above. The op's longest kernel (its own or a child op's, two levels down)
--- carries the call's FLOPs; the small kernels beside it (dO·O, dQ conversion) carry none.
-CREATE OR REPLACE TEMP TABLE _attn_flops AS
-WITH schema_places(name, pass, q, is_causal) AS (
-    VALUES ('aten::_scaled_dot_product_flash_attention', 'forward', 0, 4),
-           ('aten::_scaled_dot_product_efficient_attention', 'forward', 0, 6),
-           ('aten::_scaled_dot_product_cudnn_attention', 'forward', 0, 6),
-           ('aten::_scaled_dot_product_flash_attention_backward', 'backward', 1, 11),
-           ('aten::_scaled_dot_product_efficient_attention_backward', 'backward', 1, 11),
-           ('aten::_scaled_dot_product_cudnn_attention_backward', 'backward', 1, 14)
+CREATE OR REPLACE TEMP MACRO wm_prod(x) AS
+    CASE WHEN json_array_length(x) = 0 THEN 1.0 ELSE list_product(TRY_CAST(x AS DOUBLE[])) END;
+
+-- Elements of one input: a tensor's shape, or a tensor list's shapes summed; NULL for a scalar,
+-- None, or a list Kineto wrote no shapes for.
+CREATE OR REPLACE TEMP MACRO wm_numel(x, t) AS
+    CASE WHEN x IS NULL OR json_type(x) <> 'ARRAY' THEN NULL
+         WHEN t = 'TensorList' THEN CASE WHEN json_array_length(x) > 0 AND json_type(x, '$[0]') = 'ARRAY'
+                                         THEN list_sum(list_transform(CAST(x AS JSON[]), lambda e: wm_prod(e))) END
+         WHEN wm_elem_bytes(t) IS NULL THEN NULL
+         ELSE wm_prod(x) END;
+
+-- The query-key pairs attention computes: all of them, or those a causal mask (top-left aligned,
+-- as SDPA's is_causal) keeps; NULL when whether it is causal is unknown.
+CREATE OR REPLACE TEMP MACRO wm_pairs(sq, sk, causal) AS
+    CASE WHEN causal IS NULL THEN NULL WHEN NOT causal THEN sq * sk
+         WHEN sq <= sk THEN sq * (sq + 1) / 2 ELSE sk * (sk + 1) / 2 + (sq - sk) * sk END;
+
+CREATE OR REPLACE TEMP MACRO wm_bool(t) AS CASE t WHEN 'True' THEN true WHEN 'False' THEN false END;
+
+-- Element j of a list Kineto wrote as text ("[1, 1]"), a number; flag j of "[True, False]" as 1 or 0.
+CREATE OR REPLACE TEMP MACRO wm_item(t, j) AS
+    CASE WHEN json_valid(t) THEN TRY_CAST(json_extract(t, '$[' || j || ']') AS DOUBLE) END;
+CREATE OR REPLACE TEMP MACRO wm_flag(t, j) AS
+    CASE wm_bool(trim(split_part(trim(t, '[]'), ',', j + 1))) WHEN true THEN 1 WHEN false THEN 0 END;
+
+-- A convolution's output size along one dim: ⌊(h + 2·pad − dil·(r − 1) − 1) / stride⌋ + 1.
+CREATE OR REPLACE TEMP MACRO wm_conv_out(h, r, pad, stride, dil) AS
+    floor((h + 2 * pad - dil * (r - 1) - 1) / stride) + 1;
+
+-- The elements a reduction of input shape x over the dims in t ("[1, 2]", "-1"; empty: all) writes.
+CREATE OR REPLACE TEMP MACRO wm_reduce_out(x, t) AS
+    CASE WHEN t IS NULL OR trim(t) IN ('', '[]') THEN 1.0
+         ELSE wm_prod(x) / list_product(list_transform(
+                  TRY_CAST(CASE WHEN starts_with(t, '[') THEN t ELSE '[' || t || ']' END AS INTEGER[]),
+                  lambda j: TRY_CAST(json_extract(x, '$[' || ((j + json_array_length(x)) % json_array_length(x)) || ']') AS DOUBLE)))
+    END;
+
+-- Out_dtype of _scaled_mm as c10::ScalarType's number (15 bf16, 5 fp16, 6 fp32); else `otherwise`.
+CREATE OR REPLACE TEMP MACRO wm_scalar_type_bytes(code, otherwise) AS
+    CASE code WHEN 15 THEN 2 WHEN 5 THEN 2 WHEN 6 THEN 4 ELSE otherwise END;
+
+CREATE OR REPLACE TEMP TABLE _op_work AS
+WITH rules(rule, pattern, family, dtype_of) AS (
+    VALUES /*work_rules*/
+), launchers AS (
+    SELECT DISTINCT cpu_op_id AS op_id FROM _gpu_ops WHERE op = 'kernel' AND cpu_op_id IS NOT NULL
+), chain AS (
+    SELECT l.op_id AS launcher, l.op_id, 0 AS level FROM launchers l
+    UNION ALL SELECT l.op_id, t.parent_id, 1 FROM launchers l JOIN _tree t ON t.op_id = l.op_id
+    UNION ALL SELECT l.op_id, p.parent_id, 2 FROM launchers l JOIN _tree t ON t.op_id = l.op_id
+                                                              JOIN _tree p ON p.op_id = t.parent_id
+), named AS (
+    -- The first rule whose pattern matches, for each name in the chains: constant patterns in a
+    -- CASE, compiled once (a join on the patterns compiled one per name and pattern: 8 s for a
+    -- trace of 5,000 op names).
+    SELECT name, /*work_match*/ AS rule
+    FROM (SELECT DISTINCT t.name FROM chain c JOIN _tree t ON t.op_id = c.op_id)
+), chosen AS (
+    -- Up the tree only to an attention call: elsewhere an ancestor's formula would claim kernels
+    -- its work does not cover (aten::embedding's arange, a composite's fills).
+    SELECT c.launcher, c.op_id, n.rule
+    FROM chain c JOIN _tree t ON t.op_id = c.op_id JOIN named n ON n.name = t.name
+    JOIN rules r ON r.rule = n.rule
+    WHERE c.level = 0 OR r.family = 'attention'
+    QUALIFY row_number() OVER (PARTITION BY c.launcher ORDER BY c.level) = 1
+), kernel_hints AS (
+    -- the element size ATen's copy kernels name (OpaqueType<4u>): a tensor list's dtype, unwritten
+    SELECT c.op_id, max(TRY_CAST(regexp_extract(g.name, 'OpaqueType<(\d+)u?>', 1) AS INTEGER)) AS kernel_elem_bytes
+    FROM chosen c JOIN _gpu_ops g ON g.cpu_op_id = c.launcher AND g.op = 'kernel'
+    WHERE g.name LIKE '%OpaqueType<%'
+    GROUP BY c.op_id
 ), calls AS (
-    SELECT o.op_id, s.pass, json_extract_string(o.a[3], '$[' || s.q || ']') AS dtype,
-           TRY_CAST(json_extract(o.a[2], '$[' || s.q || '][0]') AS DOUBLE) AS b,
-           TRY_CAST(json_extract(o.a[2], '$[' || s.q || '][1]') AS DOUBLE) AS h,
-           TRY_CAST(json_extract(o.a[2], '$[' || s.q || '][2]') AS DOUBLE) AS sq,
-           TRY_CAST(json_extract(o.a[2], '$[' || s.q || '][3]') AS DOUBLE) AS d,
-           TRY_CAST(json_extract(o.a[2], '$[' || (s.q + 1) || '][2]') AS DOUBLE) AS sk,
-           TRY_CAST(json_extract(o.a[2], '$[' || (s.q + 2) || '][3]') AS DOUBLE) AS dv,
-           CASE json_extract_string(e.args, '$."Concrete Inputs"[' || s.is_causal || ']')
-               WHEN 'True' THEN true WHEN 'False' THEN false END AS is_causal
-    FROM _ops o JOIN schema_places s USING (name)
-    -- Concrete Inputs only for these few ops: reading them for every op would cost every load.
-    JOIN (SELECT rowid AS op_id, args FROM event_rows
-          WHERE trace_id = $trace_id AND name IN (SELECT name FROM schema_places)) e USING (op_id)
+    -- Each op with what its work depends on; `shape` names it, so that the many calls of one
+    -- shape (every layer, every step) are worked out once.
+    SELECT ch.op_id, ch.rule, o.input_dims AS dims, o.input_types AS types, c.a[4] AS conc, h.kernel_elem_bytes,
+           concat_ws('|', ch.rule, o.input_dims, o.input_types, c.a[4], h.kernel_elem_bytes) AS shape
+    FROM (SELECT DISTINCT op_id, rule FROM chosen) ch
+    JOIN cpu_op_rows o ON o.trace_id = $trace_id AND o.op_id = ch.op_id
+    LEFT JOIN _ops c ON c.op_id = ch.op_id
+    LEFT JOIN kernel_hints h ON h.op_id = ch.op_id
+), inputs AS (
+    SELECT s.*, r.family, r.dtype_of,
+           list_transform(CAST(s.dims AS JSON[]), lambda x, i: {
+               'n': wm_numel(x, CAST(s.types AS VARCHAR[])[i]),
+               's': wm_elem_bytes(CAST(s.types AS VARCHAR[])[i]),
+               'r': json_array_length(x)}) AS ins
+    FROM (SELECT DISTINCT ON (shape) shape, rule, dims, types, conc, kernel_elem_bytes FROM calls) s
+    JOIN rules r ON r.rule = s.rule
 ), sized AS (
-    SELECT *, CASE WHEN is_causal IS NULL THEN NULL
-                   WHEN NOT is_causal THEN sq * sk
-                   WHEN sq <= sk THEN sq * (sq + 1) / 2
-                   ELSE sk * (sk + 1) / 2 + (sq - sk) * sk END AS pairs
-    FROM calls
-), under AS (
-    -- The call's own op and the ops up to two levels below it: the kernels any of them launched.
-    SELECT op_id AS call_id, op_id FROM sized
-    UNION ALL SELECT s.op_id, c.op_id FROM sized s JOIN _tree c ON c.parent_id = s.op_id
-    UNION ALL SELECT s.op_id, g.op_id FROM sized s JOIN _tree c ON c.parent_id = s.op_id
-                                                 JOIN _tree g ON g.parent_id = c.op_id
-), longest AS (
-    SELECT u.call_id, k.cpu_op_id, k.ts_ns, k.name,
-           row_number() OVER (PARTITION BY u.call_id ORDER BY k.dur_ns DESC, k.ts_ns, k.name) AS rank
-    FROM under u JOIN _gpu_ops k ON k.cpu_op_id = u.op_id AND k.op = 'kernel'
+    -- nmax: the broadcast output's elements; smax: the widest dtype among inputs that are not
+    -- 0-dim (a Python scalar does not promote a tensor: x * 0.5 stays bf16); in_bytes: all inputs.
+    SELECT *, list_max(list_transform(ins, lambda x: x.n)) AS nmax,
+           coalesce(list_max(list_transform(list_filter(ins, lambda x: x.r > 0), lambda x: x.s)), ins[1].s) AS smax,
+           list_sum(list_transform(ins, lambda x: x.n * x.s)) AS in_bytes
+    FROM inputs
+), work AS (
+    SELECT shape, family, json_extract_string(types, '$[' || dtype_of || ']') AS dtype,
+           CAST(/*work_flops*/ AS DOUBLE) AS flops,
+           CAST(/*work_bytes*/ AS DOUBLE) AS bytes,
+           CAST(/*work_model_flops*/ AS DOUBLE) AS model_flops
+    FROM sized
 )
-SELECT l.cpu_op_id, l.ts_ns, l.name, s.dtype,
-       2 * s.b * s.h * s.pairs * CASE s.pass WHEN 'forward' THEN s.d + s.dv ELSE 3 * s.d + 2 * s.dv END AS flops,
-       -- q, k, v read and the output written once (the backward also reads dO and O and writes
-       -- dQ, dK, dV: twice that): the least it must move.
-       s.b * s.h * (s.sq * s.d + s.sk * s.d + s.sk * s.dv + s.sq * s.dv) * CASE s.pass WHEN 'forward' THEN 1 ELSE 2 END
-         * CASE s.dtype WHEN 'double' THEN 8 WHEN 'float' THEN 4 WHEN 'c10::BFloat16' THEN 2 WHEN 'c10::Half' THEN 2 END
-         AS bytes
-FROM longest l JOIN sized s ON s.op_id = l.call_id
-WHERE l.rank = 1 AND s.pairs > 0 AND s.d > 0 AND s.dv > 0 AND s.b * s.h > 0;
+SELECT c.launcher, k.op_id, w.family, w.dtype, w.flops, w.bytes, w.model_flops
+FROM chosen c JOIN calls k USING (op_id) JOIN work w USING (shape);
+
+-- Each kernel's share of its op's work: the op's FLOPs and bytes split over the kernels it (and
+-- the ops under it up to two levels) launched, by their time (a split-K GEMM and its reduction,
+-- cuDNN attention's backward and its dO·O and dQ kernels).
+CREATE OR REPLACE TEMP TABLE _kernel_work AS
+SELECT g.cpu_op_id, g.ts_ns, g.name, w.family, w.dtype,
+       w.flops * g.dur_ns / nullif(sum(g.dur_ns) OVER (PARTITION BY w.op_id), 0) AS flops,
+       w.bytes * g.dur_ns / nullif(sum(g.dur_ns) OVER (PARTITION BY w.op_id), 0) AS bytes,
+       w.model_flops * g.dur_ns / nullif(sum(g.dur_ns) OVER (PARTITION BY w.op_id), 0) AS model_flops
+FROM _gpu_ops g JOIN _op_work w ON w.launcher = g.cpu_op_id
+WHERE g.op = 'kernel';
 
 INSERT INTO kernel_rows
 SELECT $trace_id, g.name, g.ts_ns, g.dur_ns, g.device, g.stream, g.correlation, g.launch_external_id, g.grid, g.block,
        g.registers_per_thread, g.shared_memory_bytes, g.blocks_per_sm, g.warps_per_sm,
        -- Kineto writes 0 when it could not compute occupancy (a kernel that ran had some).
        nullif(g.est_occupancy_pct, 0), g.cpu_op_id, g.step, g.cpu_op, g.cpu_op_path,
-       coalesce(f.flops, af.flops), coalesce(f.dtype, af.dtype), coalesce(f.gemm_bytes, af.bytes)
-FROM _gpu_ops g LEFT JOIN _op_flops f ON f.op_id = g.cpu_op_id
-LEFT JOIN _attn_flops af ON af.cpu_op_id = g.cpu_op_id AND af.ts_ns = g.ts_ns AND af.name = g.name
+       w.flops, w.dtype, w.bytes, w.model_flops, w.family
+FROM _gpu_ops g
+LEFT JOIN _kernel_work w ON w.cpu_op_id = g.cpu_op_id AND w.ts_ns = g.ts_ns AND w.name = g.name
 WHERE g.op = 'kernel';

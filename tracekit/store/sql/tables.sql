@@ -74,7 +74,11 @@ CREATE TABLE IF NOT EXISTS kernel_rows (
     correlation BIGINT, external_id BIGINT, grid INTEGER[], block INTEGER[],
     registers_per_thread INTEGER, shared_memory_bytes BIGINT, blocks_per_sm DOUBLE,
     warps_per_sm DOUBLE, est_occupancy_pct DOUBLE, cpu_op_id BIGINT, step INTEGER,
-    cpu_op VARCHAR, cpu_op_path VARCHAR, flops DOUBLE, flops_dtype VARCHAR, gemm_bytes DOUBLE
+    cpu_op VARCHAR, cpu_op_path VARCHAR,
+    -- The kernel's share of its op's work (knowledge/op_work_models.csv): FLOPs executed, the
+    -- least bytes moved, FLOPs of the model (attention's backward without its recompute), the
+    -- dtype that picks the peak, and the formula's family; NULL where no formula or no shapes.
+    flops DOUBLE, flops_dtype VARCHAR, bytes DOUBLE, model_flops DOUBLE, work_family VARCHAR
 );
 
 CREATE TABLE IF NOT EXISTS transfer_rows (

@@ -166,7 +166,7 @@ FROM devices d JOIN gpu_arch_limits a ON a.arch = d.gpu_arch;
 -- (Columns named, not sp.*: Spark's QUALIFY, as sqlglot writes it, would return its row number too.)
 CREATE OR REPLACE VIEW _trace_specs AS
 SELECT f.trace_id, sp.name_pattern, sp.gpu, sp.arch, sp.tf32_tflops, sp.bf16_tflops, sp.fp16_tflops,
-       sp.memory_tb_s, sp.source
+       sp.fp8_tflops, sp.vector_tflops, sp.memory_tb_s, sp.source
 FROM trace_files f JOIN gpu_specs sp ON regexp_matches(f.device_name, sp.name_pattern)
 QUALIFY row_number() OVER (PARTITION BY f.trace_id ORDER BY length(sp.name_pattern) DESC, sp.name_pattern) = 1;
 
@@ -223,14 +223,19 @@ SELECT *, least(by_registers, by_shared_memory, by_threads, max_blocks_per_sm) A
 --                 SM's maximum, from its registers per thread, shared memory per block and threads
 --                 per block against the device's limits (deviceProperties, else gpu_arch_limits),
 --                 as CUDA's occupancy calculator computes it; NULL without those (AMD, CPU)
---   flops: the floating-point operations it computes, from its op's recorded input shapes: a
---          GEMM's 2 * batch * m * n * k (aten::mm, bmm, addmm, baddbmm), or a fused attention
---          call's (flash, efficient, cuDNN SDPA, forward and backward; the pairs a causal mask
---          keeps; on the call's longest kernel); NULL when the trace has no shapes (or no
---          is_causal), the op is another, or the op ran its GEMM as several kernels
+--   flops: the floating-point operations it computes, from its op's recorded input shapes
+--          (Input Dims, Input type, Concrete Inputs) by its op family's formula
+--          (tracekit/store/knowledge/op_work_models.csv, docs/work-models.md): GEMMs, convolutions,
+--          attention (the pairs a causal mask keeps; recompute counted), softmax, norms, losses,
+--          embeddings, copies, elementwise ops, reductions, optimizer steps. An op that ran as
+--          several kernels (a split-K GEMM and its reduction, attention's backward) has its work
+--          split over them by their time. NULL when the trace has no shapes (or no is_causal) or
+--          no formula knows the op
 --   achieved_tflops: flops over its duration, TFLOP/s
---   peak_tflops: the device's dense Tensor Core peak for its inputs' dtype (TF32 for fp32; see
---                gpu_specs), NULL for a GPU or dtype tracekit has no figure for
+--   peak_tflops: the compute peak its roofline takes: for matrix math (work_family gemm,
+--                convolution, attention) the device's dense Tensor Core peak for its inputs'
+--                dtype (TF32 for fp32; see gpu_specs), for the rest the vector (CUDA core) FP32
+--                peak; NULL for a GPU or dtype tracekit has no figure for
 --   pct_of_peak: achieved_tflops over peak_tflops, percent
 --   occupancy_limiter: what caps it: 'registers', 'shared_memory', 'threads' (warps per block
 --                 against warps per SM) or 'blocks' (the SM's block limit)
@@ -240,27 +245,55 @@ SELECT *, least(by_registers, by_shared_memory, by_threads, max_blocks_per_sm) A
 --   step: the ProfilerStep#N whose CPU span encloses the launch call; when the launch is not in the
 --         trace (see `anomalies`), the step whose GPU-side span (Kineto's gpu_user_annotation
 --         ProfilerStep#N) encloses the kernel's start, else NULL; NULL when the trace has no steps
+--   bytes: the least bytes its share of the op must move (inputs read and outputs written once)
+--   model_flops: the FLOPs of the math it does, without recompute (attention's backward counts
+--                four matmuls, not five); equal to flops for every other family
+--   work_family: the formula's family (gemm, convolution, attention, softmax, norm, loss,
+--                embedding, copy, elementwise, reduction, optimizer); NULL where no formula knows its op
+--   flops_dtype: the dtype of the op's input that picks peak_tflops (float, c10::BFloat16, ...)
+--   roofline_us: the least time the device could take: flops at peak_tflops or bytes at its
+--                memory bandwidth (gpu_specs.memory_tb_s), whichever is slower; NULL when either
+--                is unknown
+--   bound: 'compute' or 'memory': which of the two sets roofline_us
+--   pct_of_roofline: roofline_us over dur_us, percent: how close it ran to the roofline
 CREATE OR REPLACE VIEW kernels AS
+WITH base AS (
 SELECT t.trace, k.name, k.ts_ns / 1000.0 AS ts_us, k.dur_ns / 1000.0 AS dur_us, k.device, k.stream,
        k.correlation, k.external_id, k.grid, k.block, k.registers_per_thread,
        k.shared_memory_bytes, k.blocks_per_sm, k.warps_per_sm, k.est_occupancy_pct,
        c.kernel_class, c.math_unit, c.gemm_class, c.rule,
        k.flops, k.flops / k.dur_ns / 1000.0 AS achieved_tflops,
-       CASE k.flops_dtype WHEN 'float' THEN sp.tf32_tflops WHEN 'c10::BFloat16' THEN sp.bf16_tflops
-                          WHEN 'c10::Half' THEN sp.fp16_tflops END AS peak_tflops,
-       100.0 * k.flops / k.dur_ns / 1000.0 / CASE k.flops_dtype WHEN 'float' THEN sp.tf32_tflops
-           WHEN 'c10::BFloat16' THEN sp.bf16_tflops WHEN 'c10::Half' THEN sp.fp16_tflops END AS pct_of_peak,
+       CASE WHEN k.work_family NOT IN ('gemm', 'convolution', 'attention') THEN sp.vector_tflops
+            WHEN k.flops_dtype = 'float' THEN sp.tf32_tflops WHEN k.flops_dtype = 'c10::BFloat16' THEN sp.bf16_tflops
+            WHEN k.flops_dtype = 'c10::Half' THEN sp.fp16_tflops WHEN k.flops_dtype LIKE 'c10::Float8%' THEN sp.fp8_tflops
+            END AS peak_tflops,
        100.0 * o.blocks * o.warps_per_block / o.max_warps_per_sm AS theoretical_occupancy_pct,
        CASE WHEN o.blocks IS NULL THEN NULL
             WHEN o.blocks = o.by_registers THEN 'registers' WHEN o.blocks = o.by_shared_memory THEN 'shared_memory'
             WHEN o.blocks = o.by_threads THEN 'threads' ELSE 'blocks' END AS occupancy_limiter,
-       k.cpu_op_id, k.cpu_op, k.cpu_op_path, k.step
+       k.cpu_op_id, k.cpu_op, k.cpu_op_path, k.step, k.bytes, k.model_flops, k.work_family, k.flops_dtype,
+       k.bytes / (sp.memory_tb_s * 1e6) AS memory_us
 FROM kernel_rows k JOIN trace_files t USING (trace_id)
 LEFT JOIN kernel_classes c ON c.trace_id = k.trace_id AND c.name = k.name
 LEFT JOIN _trace_specs sp ON sp.trace_id = k.trace_id
 LEFT JOIN _kernel_occupancy o ON o.trace_id = k.trace_id AND o.device IS NOT DISTINCT FROM k.device
      AND o.block IS NOT DISTINCT FROM k.block AND o.registers_per_thread IS NOT DISTINCT FROM k.registers_per_thread
-     AND o.shared_memory_bytes IS NOT DISTINCT FROM k.shared_memory_bytes;
+     AND o.shared_memory_bytes IS NOT DISTINCT FROM k.shared_memory_bytes
+), timed AS (
+    SELECT *, flops / (peak_tflops * 1e6) AS compute_us FROM base
+)
+SELECT trace, name, ts_us, dur_us, device, stream, correlation, external_id, grid, block, registers_per_thread,
+       shared_memory_bytes, blocks_per_sm, warps_per_sm, est_occupancy_pct, kernel_class, math_unit, gemm_class, rule,
+       flops, achieved_tflops, peak_tflops, 100.0 * achieved_tflops / peak_tflops AS pct_of_peak,
+       theoretical_occupancy_pct, occupancy_limiter, cpu_op_id, cpu_op, cpu_op_path, step, bytes, model_flops,
+       work_family, flops_dtype,
+       -- greatest() would skip a NULL side: a roofline needs both
+       CASE WHEN compute_us IS NOT NULL AND memory_us IS NOT NULL THEN greatest(compute_us, memory_us) END AS roofline_us,
+       CASE WHEN compute_us IS NULL OR memory_us IS NULL THEN NULL
+            WHEN compute_us >= memory_us THEN 'compute' ELSE 'memory' END AS bound,
+       CASE WHEN compute_us IS NOT NULL AND memory_us IS NOT NULL
+            THEN 100.0 * greatest(compute_us, memory_us) / dur_us END AS pct_of_roofline
+FROM timed;
 
 -- @view gpu_busy: how long each GPU was busy, per trace, step and device.
 --   trace: trace name
@@ -559,28 +592,18 @@ FROM calls;
 -- its FLOPs at the dense peak and moving its bytes at the memory's bandwidth.
 --   trace, step, name: the kernel; cpu_op_id, cpu_op, cpu_op_path: its op (aten::mm, bmm, ...)
 --   math_unit: tensor_core or simt; gemm_us: its GPU time, microseconds
---   flops, bytes: its floating-point operations, and the bytes its inputs and output take
+--   flops, bytes: its share of its op's floating-point operations, and of the bytes its inputs
+--                 and output take (a split-K GEMM's kernels share them by time)
 --   dtype: its first input's dtype (float, c10::BFloat16, ...)
 --   achieved_tflops, tensor_core_tflops, pct_of_peak: as in kernels (peak_tflops)
 --   roofline_us: max(flops at that peak, bytes at the device's memory bandwidth), microseconds:
---                the least time Tensor Cores could take; NULL for a GPU tracekit has no figures for
+--                the least time Tensor Cores could take (kernels.roofline_us, the same model);
+--                NULL for a GPU or dtype tracekit has no figures for
 CREATE OR REPLACE VIEW gemm_math AS
-WITH g AS (
-    SELECT f.trace, r.step, r.name, r.cpu_op_id, r.cpu_op, r.cpu_op_path, c.math_unit, r.dur_ns / 1000.0 AS gemm_us,
-           r.flops, r.gemm_bytes AS bytes, r.flops_dtype AS dtype, sp.memory_tb_s,
-           CASE r.flops_dtype WHEN 'float' THEN sp.tf32_tflops WHEN 'c10::BFloat16' THEN sp.bf16_tflops
-                              WHEN 'c10::Half' THEN sp.fp16_tflops END AS tensor_core_tflops
-    FROM kernel_rows r
-    JOIN trace_files f ON f.trace_id = r.trace_id
-    JOIN kernel_classes c ON c.trace_id = r.trace_id AND c.name = r.name
-    LEFT JOIN _trace_specs sp ON sp.trace_id = r.trace_id
-    WHERE r.flops IS NOT NULL AND c.kernel_class = 'gemm'
-)
-SELECT trace, step, name, cpu_op_id, cpu_op, cpu_op_path, math_unit, gemm_us, flops, bytes, dtype,
-       flops / gemm_us / 1e6 AS achieved_tflops, tensor_core_tflops,
-       greatest(flops / (tensor_core_tflops * 1e6), bytes / (memory_tb_s * 1e6)) AS roofline_us,
-       100.0 * flops / gemm_us / 1e6 / tensor_core_tflops AS pct_of_peak
-FROM g;
+SELECT trace, step, name, cpu_op_id, cpu_op, cpu_op_path, math_unit, dur_us AS gemm_us, flops, bytes,
+       flops_dtype AS dtype, achieved_tflops, peak_tflops AS tensor_core_tflops, roofline_us, pct_of_peak
+FROM kernels
+WHERE flops IS NOT NULL AND kernel_class = 'gemm' AND work_family IN ('gemm', 'convolution', 'attention');
 
 -- @view findings: what the finding rules (queries/findings/*.sql) see, with their default
 -- thresholds (made by tracekit from the rule files; `tracekit findings` runs them with yours).
@@ -616,8 +639,11 @@ WITH items AS (
     SELECT k.trace_id, k.ts_ns, k.ts_ns + greatest(k.dur_ns, 0) AS end_ns, coalesce(k.device, -1) AS device,
            coalesce(k.stream, -1) AS stream, k.correlation, k.step, k.name,
            CASE WHEN c.kernel_class = 'communication' THEN 'comm' ELSE 'kernel' END AS kind, k.cpu_op_path AS op_path,
-           CASE WHEN c.kernel_class = 'gemm' THEN c.math_unit END AS math_unit, k.flops, k.flops_dtype,
-           k.gemm_bytes AS bytes, CAST(NULL AS VARCHAR) AS copy_kind
+           CASE WHEN c.kernel_class = 'gemm' THEN c.math_unit END AS math_unit,
+           -- the work of matrix math only: the replay runs it at its Tensor Core roofline
+           CASE WHEN k.work_family IN ('gemm', 'convolution', 'attention') THEN k.flops END AS flops, k.flops_dtype,
+           CASE WHEN k.work_family IN ('gemm', 'convolution', 'attention') THEN k.bytes END AS bytes,
+           CAST(NULL AS VARCHAR) AS copy_kind
     FROM kernel_rows k LEFT JOIN kernel_classes c ON c.trace_id = k.trace_id AND c.name = k.name
     WHERE k.ts_ns IS NOT NULL
     UNION ALL

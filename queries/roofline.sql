@@ -1,0 +1,34 @@
+-- How close did each kind of work run to the device's roofline?
+-- A row per trace and work family (kernels.work_family: gemm, attention, softmax, norm, elementwise,
+-- ...; '(none)' for kernels no formula knows), from the work models (docs/work-models.md): the
+-- kernels' FLOPs and bytes from their ops' recorded shapes, against the GPU's peaks (gpu_specs).
+-- columns:
+--   trace: trace name
+--   work_family: the formula's family; '(none)': no formula knows the kernel's op
+--   kernels: kernel launches
+--   gpu_us: their GPU time, microseconds
+--   modelled_pct: share of gpu_us whose FLOPs and bytes are known, percent
+--   tflops: their FLOPs over their GPU time, TFLOP/s
+--   tb_s: their bytes over their GPU time, TB/s
+--   memory_bound_pct: share of the modelled time in kernels the memory bounds, percent
+--   roofline_us: the least time the device could take for the modelled kernels, microseconds
+--   roofline_pct: roofline_us over the modelled kernels' GPU time, percent (100: at the roofline;
+--                 above 100: the data came from cache, not memory)
+-- params:
+--   trace = NULL: only this trace
+SELECT trace, coalesce(work_family, '(none)') AS work_family, count(*) AS kernels,
+       round(sum(dur_us), 1) AS gpu_us,
+       round(100.0 * coalesce(sum(dur_us) FILTER (WHERE flops IS NOT NULL AND bytes IS NOT NULL), 0.0)
+             / sum(dur_us), 1) AS modelled_pct,
+       round(sum(flops) FILTER (WHERE bytes IS NOT NULL) / sum(dur_us) FILTER (WHERE flops IS NOT NULL AND bytes IS NOT NULL)
+             / 1e6, 1) AS tflops,
+       round(sum(bytes) FILTER (WHERE flops IS NOT NULL) / sum(dur_us) FILTER (WHERE flops IS NOT NULL AND bytes IS NOT NULL)
+             / 1e6, 2) AS tb_s,
+       round(100.0 * sum(dur_us) FILTER (WHERE bound = 'memory') / sum(dur_us) FILTER (WHERE bound IS NOT NULL), 1)
+         AS memory_bound_pct,
+       round(sum(roofline_us), 1) AS roofline_us,
+       round(100.0 * sum(roofline_us) / sum(dur_us) FILTER (WHERE roofline_us IS NOT NULL), 1) AS roofline_pct
+FROM kernels
+WHERE ($trace IS NULL OR trace = $trace)
+GROUP BY trace, coalesce(work_family, '(none)')
+ORDER BY trace, gpu_us DESC;

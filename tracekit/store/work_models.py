@@ -1,0 +1,109 @@
+"""The work models: each op family's FLOPs and bytes as formulas over its recorded input shapes,
+kept as rows of knowledge/op_work_models.csv (one per op pattern, with its source), and rendered
+into the SQL statement of derive_3_kernels.sql that computes every op's work at load.
+
+A formula is a SQL expression over these names (i: the input's place in the op's schema, as
+Kineto's `Input Dims`, `Input type` and `Concrete Inputs` list them; j: a dim, negative from the end):
+
+  n<i>         elements of input i (a tensor list's summed; NULL for a scalar or None)
+  s<i>         bytes per element of input i's dtype (NULL for a scalar, None or a tensor list)
+  d<i>[j]      size of dim j of input i
+  x<i>         input i's shape, as JSON (for the wm_ macros)
+  c<i>         Concrete Inputs' value i as a number; c<i>[j] element j of a list value ("[1, 1]")
+  cb<i>        Concrete Inputs' value i as a bool (True/False); ct<i> as text
+  nmax         the largest input's elements (an elementwise op's broadcast output)
+  smax         the widest dtype's bytes among inputs that are not 0-dim (the output's, by promotion)
+  in_bytes     all tensor inputs' bytes
+  sk           the element size the op's kernel names (OpaqueType<N> of ATen's copy kernels), for a
+               tensor list, whose dtype Kineto does not write
+
+and the wm_ macros of derive_3_kernels.sql. In the CSV `;` separates a function's arguments, so
+that a formula needs no quoting.
+"""
+
+import csv
+import functools
+import io
+import re
+from importlib import resources
+
+COLUMNS = ("op", "family", "dtype_of", "flops", "bytes", "model_flops", "source")
+FAMILIES = ("gemm", "convolution", "attention", "softmax", "norm", "loss", "embedding", "copy", "elementwise",
+            "reduction", "optimizer")
+# Matrix math: its roofline takes the Tensor Core peak of its dtype; the others the vector peak.
+MATRIX_FAMILIES = ("gemm", "convolution", "attention")
+
+_TOKENS = [
+    (re.compile(r"\bd(\d+)\[(-?\d+)\]"), lambda m: f"TRY_CAST(json_extract(dims, '{_path(m[1], m[2])}') AS DOUBLE)"),
+    (re.compile(r"\bc(\d+)\[(\d+)\]"), lambda m: f"wm_item(json_extract_string(conc, '$[{m[1]}]'), {m[2]})"),
+    (re.compile(r"\bcb(\d+)\b"), lambda m: f"wm_bool(json_extract_string(conc, '$[{m[1]}]'))"),
+    (re.compile(r"\bct(\d+)\b"), lambda m: f"json_extract_string(conc, '$[{m[1]}]')"),
+    (re.compile(r"\bc(\d+)\b"), lambda m: f"TRY_CAST(json_extract_string(conc, '$[{m[1]}]') AS DOUBLE)"),
+    (re.compile(r"\bn(\d+)\b"), lambda m: f"ins[{int(m[1]) + 1}].n"),
+    (re.compile(r"\bs(\d+)\b"), lambda m: f"ins[{int(m[1]) + 1}].s"),
+    (re.compile(r"\bsk\b"), lambda m: "kernel_elem_bytes"),
+    (re.compile(r"\bx(\d+)\b"), lambda m: f"json_extract(dims, '$[{m[1]}]')"),
+]
+
+
+def _path(i, j):
+    j = int(j)
+    return f"$[{i}][{j}]" if j >= 0 else f"$[{i}][#{j}]"
+
+
+@functools.lru_cache(maxsize=None)
+def rules():
+    """The rows of op_work_models.csv, in order (the first whose pattern matches an op wins)."""
+    text = resources.files("tracekit.store").joinpath("knowledge", "op_work_models.csv").read_text(encoding="utf-8")
+    rows = list(csv.DictReader(io.StringIO(text)))
+    for line, row in enumerate(rows, start=2):
+        if tuple(row) != COLUMNS or row["family"] not in FAMILIES or not row["flops"] or not row["source"]:
+            raise ValueError(f"op_work_models.csv line {line}: needs {', '.join(COLUMNS)}, a family of "
+                             f"{', '.join(FAMILIES)}, a flops formula and a source")
+        re.compile(row["op"])
+    return tuple(rows)
+
+
+def to_sql(formula):
+    """A formula of the CSV as the SQL expression it stands for; an empty one is NULL."""
+    if not formula.strip():
+        return "NULL"
+    sql = formula.replace(";", ",")
+    for pattern, replace in _TOKENS:
+        sql = pattern.sub(replace, sql)
+    return sql
+
+
+def _case(column, otherwise=None):
+    arms = "\n".join(f"                WHEN {number} THEN {to_sql(row[column] or row.get(otherwise) or '')}"
+                     for number, row in enumerate(rules(), start=1))
+    return f"CASE rule\n{arms}\n           END"
+
+
+def render(statement):
+    """derive_3_kernels.sql's _op_work statement with the formulas in place of its markers."""
+    if "/*work_rules*/" not in statement:
+        return statement
+    values = ",\n           ".join(
+        f"({number}, '{row['op']}', '{row['family']}', {int(row['dtype_of'])})"
+        for number, row in enumerate(rules(), start=1))
+    match = "CASE " + " ".join(f"WHEN regexp_full_match(name, '{row['op']}') THEN {number}"
+                               for number, row in enumerate(rules(), start=1)) + " END"
+    return (statement.replace("/*work_rules*/", values).replace("/*work_match*/", match)
+            .replace("/*work_flops*/", _case("flops"))
+            .replace("/*work_bytes*/", _case("bytes"))
+            .replace("/*work_model_flops*/", _case("model_flops", otherwise="flops")))
+
+
+def formulas_markdown():
+    """The formulas as a markdown table, a row per op pattern (docs/work-models.md holds it)."""
+    def cell(text):
+        return text.replace("|", "\\|")
+
+    lines = ["| op (regex) | family | FLOPs | bytes | model FLOPs | source |", "|---|---|---|---|---|---|"]
+    for row in rules():
+        model = f"`{cell(row['model_flops'])}`" if row["model_flops"] else "= FLOPs"
+        nbytes = f"`{cell(row['bytes'])}`" if row["bytes"] else "NULL"
+        lines.append(f"| `{cell(row['op'])}` | {row['family']} | `{cell(row['flops'])}` | {nbytes} | {model} | "
+                     f"{cell(row['source'])} |")
+    return "\n".join(lines) + "\n"
