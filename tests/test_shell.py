@@ -62,7 +62,7 @@ def test_errors_are_reported_and_the_shell_goes_on(sample_db):
     assert [e.split(":")[1].strip() for e in errors] == [
         "DELETE is not allowed", "the query reaches outside the trace database (/etc/passwd)",
         "Binder Error", "no table or view named 'nope' (.tables lists them)",
-        "unknown command .nope (.help lists the commands)", "unknown format 'xml' (choose from table, csv, json, markdown)"]
+        "unknown command .nope (.help lists the commands)", "unknown format 'xml' (choose from table, line, csv, tsv, json, ndjson, markdown, html)"]
     assert "traces\n------\n     8\n(1 row)" in result.output
     assert db_rows(sample_db, "SELECT count(*) FROM trace_files") == [(8,)]
 
