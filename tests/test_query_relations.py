@@ -66,6 +66,9 @@ def test_query_sql_reads_them(sample_db):
                         "SELECT trace, steps FROM summary WHERE trace IN ('naive', 'flex') ORDER BY trace")
     assert result.exit_code == 0, result.output
     assert result.output.splitlines() == ["trace,steps", "flex,5", "naive,5"]
+    from tracekit import api
+    frame = api.query(sql="SELECT trace, steps FROM summary(trace := 'flex')", db=sample_db)
+    assert frame.to_dict("records") == [{"trace": "flex", "steps": 5}]
 
 
 def test_a_database_of_another_tracekit_gets_them_for_the_connection(sample_db, tmp_path):

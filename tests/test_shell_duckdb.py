@@ -1,18 +1,14 @@
 """`tracekit shell` made like DuckDB's shell (issue [16] item 11): .mode line, .maxrows with the
 middle rows elided, .timer, .read, .output through the -o guard, EXPLAIN printed as DuckDB draws
-it, named queries as tables, and Tab completion (the completer, and readline at a pty)."""
+it, named queries as tables, and Tab completion (the completer here, readline at a pty in test_shell.py)."""
 
-import os
 import re
 import shutil
-import subprocess
-import sys
 
 import pytest
 from click.testing import CliRunner
 
 from conftest import SAMPLE_TRACES
-from test_shell import _read_until
 from tracekit.cli import cli
 
 RUN_TIME = re.compile(r"^Run Time \(s\): real \d+\.\d{3} user \d+\.\d{3} sys \d+\.\d{3}$")
@@ -166,28 +162,3 @@ def test_completion_never_fails_when_the_database_cannot_be_read():
         raise RuntimeError("locked")
 
     assert Completer(locked)("ker", "FROM ") == [] and Completer(locked)(".ti", "") == [".timer"]
-
-
-@pytest.mark.skipif(sys.platform == "win32", reason="needs a pty")
-def test_tab_completes_at_a_terminal(sample_db, tmp_path):
-    import pty
-
-    env = dict(os.environ, HOME=str(tmp_path), COLUMNS="100")
-    main, secondary = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "tracekit", "shell", "--db", str(sample_db)],
-                            stdin=secondary, stdout=secondary, stderr=secondary, env=env, close_fds=True)
-    os.close(secondary)
-    try:
-        _read_until(main, b"tracekit> ")
-        os.write(main, b".ti\t on\n")
-        _read_until(main, b"tracekit> ")
-        os.write(main, b"SELECT count(*) AS n FROM unclass\t;\n")
-        seen = _read_until(main, b"tracekit> ").decode()
-        assert re.search(r"\n\s*0\r?\n\(1 row\)\r?\nRun Time \(s\): real \d+\.\d{3}", seen), seen
-        os.write(main, b".quit\n")
-        assert proc.wait(timeout=30) == 0
-    finally:
-        proc.kill()
-        os.close(main)
-    history = (tmp_path / ".tracekit_history").read_text()
-    assert ".timer on" in history and "SELECT count(*) AS n FROM unclassified;" in history
