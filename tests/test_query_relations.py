@@ -109,3 +109,4 @@ def test_spark_says_to_run_a_named_query_by_name():
                                          r"\(tracekit query summary --lake DIR --engine spark\)"):
         _refuse_duckdb_only(spark_tree("SELECT trace FROM summary"))
     _refuse_duckdb_only(spark_tree("SELECT * FROM memcpy"))  # the view: on Spark as everywhere
+    _refuse_duckdb_only(spark_tree("WITH summary AS (SELECT 1 AS x) SELECT x FROM summary"))  # a CTE of its own

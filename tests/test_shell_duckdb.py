@@ -32,6 +32,13 @@ def test_mode_line_and_the_table_footer_names_it(sample_db):
     assert result.stdout.endswith("  trace = flex\nkernels = 6\n\n  trace = naive\nkernels = 30\n")
 
 
+def test_the_shell_takes_every_text_format_the_renderer_has():
+    from tracekit.cli.shell_cmd import TEXT_FORMATS
+    from tracekit.outputs import sql_shell
+
+    assert TEXT_FORMATS == sql_shell.TEXT_FORMATS == ("table", "line", "csv", "tsv", "json", "ndjson", "markdown", "html")
+
+
 def test_a_long_table_shows_its_first_and_last_20_rows(sample_db):
     result = shell(sample_db, "SELECT trace, correlation FROM kernels ORDER BY trace, ts_us;\n"
                               ".maxrows 4\nSELECT trace, correlation FROM kernels ORDER BY trace, ts_us;\n"

@@ -14,7 +14,7 @@ from tracekit.outputs.rows import Rows
 from tracekit.spark.ctes import query_frame, release
 from tracekit.spark.dialect import NOT_ON_SPARK, spark_tree, view_selects
 from tracekit.spark.lake_tables import register_lake_tables
-from tracekit.spark.sandbox import check_reach, confine
+from tracekit.spark.sandbox import ctes_around, check_reach, confine
 from tracekit.spark.session import own_session, spark_error_text, start_session
 
 
@@ -94,7 +94,7 @@ def _refuse_duckdb_only(tree):
     from sqlglot import exp
 
     for table in tree.find_all(exp.Table):
-        if table.name.lower() in _named_relations():
+        if table.name.lower() in _named_relations() and table.name.lower() not in ctes_around(table):
             raise QueryError(f"{table.name} is a named query: on Spark run it by name (tracekit query "
                              f"{table.name.lower()} --lake DIR --engine spark); as a table (FROM {table.name}) "
                              "it is DuckDB's only")
