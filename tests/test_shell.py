@@ -1,8 +1,9 @@
 """`tracekit shell`: statements and dot commands from piped input, the sandbox, and readline's
-history at a real terminal (a pty)."""
+history and Tab completion at a real terminal (a pty)."""
 
 import json
 import os
+import re
 import select
 import subprocess
 import sys
@@ -62,7 +63,7 @@ def test_errors_are_reported_and_the_shell_goes_on(sample_db):
     assert [e.split(":")[1].strip() for e in errors] == [
         "DELETE is not allowed", "the query reaches outside the trace database (/etc/passwd)",
         "Binder Error", "no table or view named 'nope' (.tables lists them)",
-        "unknown command .nope (.help lists the commands)", "unknown format 'xml' (choose from table, csv, json, markdown)"]
+        "unknown command .nope (.help lists the commands)", "unknown format 'xml' (choose from table, line, csv, tsv, json, ndjson, markdown, html)"]
     assert "traces\n------\n     8\n(1 row)" in result.output
     assert db_rows(sample_db, "SELECT count(*) FROM trace_files") == [(8,)]
 
@@ -108,6 +109,31 @@ def test_at_a_terminal_it_prompts_and_keeps_a_readline_history(sample_db, tmp_pa
         proc.kill()
         os.close(main)
     assert "SELECT 6 * 7 AS answer;" in (tmp_path / ".tracekit_history").read_text()
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs a pty")
+def test_tab_completes_at_a_terminal(sample_db, tmp_path):
+    import pty
+
+    env = dict(os.environ, HOME=str(tmp_path), COLUMNS="100")
+    main, secondary = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "tracekit", "shell", "--db", str(sample_db)],
+                            stdin=secondary, stdout=secondary, stderr=secondary, env=env, close_fds=True)
+    os.close(secondary)
+    try:
+        _read_until(main, b"tracekit> ")
+        os.write(main, b".ti\t on\n")
+        _read_until(main, b"tracekit> ")
+        os.write(main, b"SELECT count(*) AS n FROM unclass\t;\n")
+        seen = _read_until(main, b"tracekit> ").decode()
+        assert re.search(r"\n\s*0\r?\n\(1 row\)\r?\nRun Time \(s\): real \d+\.\d{3}", seen), seen
+        os.write(main, b".quit\n")
+        assert proc.wait(timeout=30) == 0
+    finally:
+        proc.kill()
+        os.close(main)
+    history = (tmp_path / ".tracekit_history").read_text()
+    assert ".timer on" in history and "SELECT count(*) AS n FROM unclassified;" in history
 
 
 def _read_until(fd, marker, timeout=30):

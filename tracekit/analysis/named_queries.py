@@ -16,8 +16,8 @@ from tracekit.errors import QueryError
 from tracekit.analysis.param_values import checked
 from tracekit.analysis.sql_sandbox import check_read_only, is_refused_access, refused_access_message
 from tracekit.analysis.trace_lookup import trace_row
+from tracekit.store.sql_header import header_lines, parse_param  # noqa: F401  (findings_engine's too)
 
-_PARAM = re.compile(r"^(\w+)\s*=\s*(.*?):\s*(.*)$")
 _COLUMN = re.compile(r"^(\w+):\s*(.*)$")
 
 
@@ -29,25 +29,6 @@ class NamedQuery:
     sql: str
     columns: dict = field(default_factory=dict)
     params: dict = field(default_factory=dict)  # name -> (default text or None, meaning)
-
-
-def header_lines(text):
-    """The lines of the comment block that opens an SQL file, without their `--`."""
-    header = []
-    for line in text.splitlines():
-        if not line.startswith("--"):
-            break
-        header.append(line[2:].strip())
-    return header
-
-
-def parse_param(line):
-    """(name, default text or None, meaning) of a `name = default: meaning` header line, or None."""
-    match = _PARAM.match(line)
-    if match is None:
-        return None
-    key, default, meaning = match.groups()
-    return key, None if default.upper() == "NULL" else default, meaning
 
 
 def _parse(name, text):

@@ -1,8 +1,9 @@
 """What `tracekit schema` and `tracekit tables` print: every table and view of a database that a
 query can read (`tables`: a line each, with its row count).
 
-First the documented views (the contract, from views.sql), then the tables `tracekit hta`
-stored, then the storage tables the views read. A name starting with `_` is tracekit's own.
+First the documented views (the contract, from views.sql), then the named queries (each a view
+too: tracekit.store.query_relations), then the tables `tracekit hta` stored, then the storage
+tables the views read. A name starting with `_` is tracekit's own.
 """
 
 import re
@@ -44,6 +45,17 @@ def _block(name, about, columns):
     return "\n".join([f"{name}: {about}" if about else f"{name}:"] + lines)
 
 
+def _named_query_questions(relations):
+    """{name: the question it answers} of the named queries that are relations of the database."""
+    from tracekit.analysis.named_queries import named_queries
+
+    return {name: query.question for name, query in named_queries().items() if name in relations}
+
+
+NAMED_QUERIES_HEADING = ("# Named queries, each a view too (FROM summary; FROM summary(trace := 'naive') for its "
+                         "parameters, as `tracekit query NAME -p` names them):")
+
+
 def relation_names(con):
     """Every table and view a query can read, tracekit's private ones (`_...`) left out, sorted."""
     return [name for name in sorted(_columns_by_relation(con)) if not name.startswith("_")]
@@ -58,17 +70,23 @@ def describe(con, name):
     for block in doc.split("\n\n"):
         if block.split(":")[0].split(" ")[0] == name:
             return block.rstrip("\n") + "\n"
-    return _block(name, TABLE_DOCS.get(name, ""), relations[name]) + "\n"
+    about = _named_query_questions(relations).get(name) or TABLE_DOCS.get(name, "")
+    return _block(name, about, relations[name]) + "\n"
 
 
 def schema_text(con):
     """Every relation a query on `con`'s database can read, documented where tracekit documents it."""
     doc = schema_doc()
     relations = _columns_by_relation(con)
+    questions = _named_query_questions(relations)
     others = sorted(name for name in relations if name not in _documented_names(doc) and not name.startswith("_"))
+    named = [name for name in others if name in questions]
     hta = [name for name in others if name.startswith("hta_")]
-    storage = [name for name in others if name not in hta]
+    storage = [name for name in others if name not in hta and name not in questions]
     parts = [doc.rstrip("\n")]
+    if named:
+        parts.append(textwrap.fill(NAMED_QUERIES_HEADING, _WIDTH, subsequent_indent="# "))
+        parts += [_block(name, questions[name], relations[name]) for name in named]
     if hta:
         parts.append("# Tables `tracekit hta` stored (column TYPE):")
         parts += [_block(name, TABLE_DOCS.get(name, ""), relations[name]) for name in hta]
@@ -95,10 +113,13 @@ def table_rows(con, count_views=False):
         about[name] = _first_sentence(block)
     names = [n for n in relation_names(con)]
     documented = [n for n in about if n in names]
+    questions = {n: q for n, q in _named_query_questions(names).items() if n not in about}
+    about.update(questions)
+    named = sorted(questions)
     hta = sorted(n for n in names if n not in about and n.startswith("hta_"))
     storage = sorted(n for n in names if n not in about and not n.startswith("hta_"))
     rows = []
-    for name in documented + hta + storage:
+    for name in documented + named + hta + storage:
         kind = kinds.get(name, "view")
         count = None
         if kind == "table" or count_views:

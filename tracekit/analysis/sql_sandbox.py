@@ -4,7 +4,8 @@ Two locks, each enough for the attacks it names. DuckDB's own: the connection's 
 turns `enable_external_access` off (no ATTACH of another file, no COPY, no EXPORT DATABASE, no
 read_csv/read_text/glob of any path), never installs or loads an extension behind the query's back,
 and then locks its configuration, so no SET or RESET can undo any of it. Ours: the SQL must be one
-statement of the SELECT kind (WITH, FROM, VALUES, DESCRIBE, SHOW and SUMMARIZE are too), so with
+statement of the SELECT kind (WITH, FROM, VALUES, DESCRIBE, SHOW and SUMMARIZE are too, and
+EXPLAIN [ANALYZE] of one), so with
 `allow_files`, where DuckDB may read the analyst's own CSV or Parquet, nothing can still write a
 file, attach a database or change a setting.
 """
@@ -46,6 +47,8 @@ def check_read_only(sql):
         raise QueryError(f"the SQL holds {len(statements)} statements: a query runs one SELECT "
                          f"(these are {kinds}: run them one at a time)")
     kind = statements[0].type.name
+    if kind == "EXPLAIN":
+        return check_read_only(_explained(sql))
     if kind != "SELECT":
         # Named as written (DuckDB files INSTALL under LOAD), unless a WITH comes first.
         first = sql.split(None, 1)[0].upper()
@@ -53,6 +56,21 @@ def check_read_only(sql):
         raise QueryError(f"{shown} is not allowed: a query is read-only, one SELECT "
                          f"(WITH, DESCRIBE and SHOW are SELECTs too) — in SQL: {_shown(sql)}")
     return statements[0]
+
+
+def _explained(sql):
+    """The statement that `EXPLAIN [ANALYZE] statement` explains (ANALYZE runs it: it must be a
+    SELECT as much as the statement run plainly); EXPLAIN's options, `EXPLAIN (FORMAT json)`, are
+    refused with the statement."""
+    raw = sql.encode()  # DuckDB's tokens start at byte offsets
+    tokens = [(pos, kind) for pos, kind in duckdb.tokenize(sql) if kind != duckdb.token_type.comment]
+    words = [raw[pos:].split(None, 1)[0].upper() for pos, _ in tokens[:2]]
+    skip = 2 if words[1:2] in ([b"ANALYZE"], [b"ANALYSE"]) else 1
+    if len(tokens) <= skip:
+        raise QueryError(f"EXPLAIN of nothing: give it a SELECT — in SQL: {_shown(sql)}")
+    if raw[tokens[skip][0]:tokens[skip][0] + 1] == b"(":
+        raise QueryError(f"EXPLAIN takes no options here: EXPLAIN [ANALYZE] SELECT ... — in SQL: {_shown(sql)}")
+    return raw[tokens[skip][0]:].decode()
 
 
 def is_refused_access(exc):

@@ -9,7 +9,7 @@ import click
 from tracekit.cli import wait_option
 from tracekit.errors import TracekitError
 
-TEXT_FORMATS = ("table", "csv", "json", "markdown")
+TEXT_FORMATS = ("table", "line", "csv", "tsv", "json", "ndjson", "markdown", "html")  # sql_shell's
 
 
 @click.command()
@@ -23,13 +23,14 @@ TEXT_FORMATS = ("table", "csv", "json", "markdown")
               help="Open the database read-only in harlequin, the terminal SQL IDE, instead (pip install harlequin).")
 @wait_option
 def shell(db, allow_files, fmt, harlequin):
-    """Query the database interactively: SQL SELECTs ending with `;`, and .tables, .schema NAME,
-    .mode FORMAT, .help, .quit.
+    """Query the database interactively, as in DuckDB's shell: SQL SELECTs ending with `;`
+    (EXPLAIN [ANALYZE] too; named queries are tables: FROM summary), and .tables, .schema NAME,
+    .mode FORMAT, .maxrows N, .timer on, .output FILE, .read FILE, .help, .quit.
 
     Read-only and sandboxed as `tracekit query --sql` is. Each statement opens the database
     for itself, so a load in another terminal can run between statements. At a terminal,
-    lines are edited with readline and kept in ~/.tracekit_history; piped in, it runs the
-    statements it reads and exits 1 if any failed.
+    lines are edited with readline, kept in ~/.tracekit_history, and Tab completes names;
+    piped in, it runs the statements it reads and exits 1 if any failed.
     """
     from tracekit.cli import database_to_read
     from tracekit.store.database import connect_for_queries
@@ -46,17 +47,17 @@ def shell(db, allow_files, fmt, harlequin):
 
 def _run_shell(path, allow_files, fmt):
     """Runs the prompt until .quit or end of input; returns how many statements failed."""
-    from tracekit.cli.analysis_cmd import emit
+    from tracekit.cli.analysis_cmd import terminal_width
     from tracekit.outputs.sql_shell import Shell, ShellIO, stream_reader, terminal_reader
 
     interactive = sys.stdin.isatty()
     if interactive:
-        read, save = terminal_reader()
+        read, save = terminal_reader(complete=_completer(path, allow_files))
         click.echo(f"tracekit shell on {path} (read-only). .help for help, .quit to leave.")
     else:
         read, save = stream_reader(sys.stdin), (lambda: None)
-    io = ShellIO(show=lambda frame, chosen: emit(frame, chosen, None), say=click.echo,
-                 warn=lambda text: click.echo(text, err=True), read=read, formats=TEXT_FORMATS)
+    io = ShellIO(write=lambda text: click.echo(text, nl=False), say=click.echo,
+                 warn=lambda text: click.echo(text, err=True), read=read, width=terminal_width, formats=TEXT_FORMATS)
     session = Shell(path, io, allow_files=allow_files, fmt=fmt)
     try:
         while True:
@@ -67,6 +68,21 @@ def _run_shell(path, allow_files, fmt):
                 click.echo("\n(Ctrl-C drops the statement being typed; .quit or Ctrl-D leaves)", err=True)
     finally:
         save()
+
+
+def _completer(path, allow_files):
+    """Tab's candidates, the database's names read at the first Tab."""
+    from tracekit.outputs.shell_complete import Completer, database_words
+    from tracekit.store.database import connect_for_queries
+
+    def words():
+        con = connect_for_queries(path, allow_files=allow_files)
+        try:
+            return database_words(con)
+        finally:
+            con.close()
+
+    return Completer(words)
 
 
 def _open_harlequin(path):

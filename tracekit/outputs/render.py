@@ -16,9 +16,27 @@ from tracekit.outputs.table_fit import table
 FORMATS = ("table", "line", "csv", "tsv", "json", "ndjson", "markdown", "html", "parquet")
 
 
-def as_table(rows, width=None):
-    """An aligned text table fitted to `width` characters (None: every value whole)."""
-    return table(rows, width)
+def as_table(rows, width=None, max_rows=None, whole="-f line"):
+    """An aligned text table fitted to `width` characters (None: every value whole); `max_rows`
+    and `whole`: see tracekit.outputs.table_fit.table."""
+    if is_plan(rows):
+        return plan_text(rows)
+    return table(rows, width, max_rows, whole)
+
+
+def is_plan(rows):
+    """Whether `rows` are what DuckDB's EXPLAIN (ANALYZE) gives: a plan drawn as text in a column."""
+    return list(rows.columns) == ["explain_key", "explain_value"]
+
+
+def plan_text(rows):
+    """An EXPLAIN's plan as DuckDB drew it: a box table would cut it at the terminal's width."""
+    return "".join(printable_plan(value) + "\n" for _, value in rows.rows)
+
+
+def printable_plan(value):
+    """A plan's lines, each made printable (a plan quotes the SQL's strings, which may hold anything)."""
+    return "\n".join(printable(line) for line in str(value).splitlines())
 
 
 def as_line(rows):
@@ -109,11 +127,12 @@ _TEXT_FORMATS = {"line": as_line, "csv": as_csv, "tsv": as_tsv, "json": as_json,
                  "markdown": as_markdown, "html": as_html}
 
 
-def render(rows, fmt, width=None, escape_formulas=True):
-    """`rows` as text in `fmt` (every format but parquet, which needs a file); `width` fits a table;
+def render(rows, fmt, width=None, escape_formulas=True, max_rows=None, whole="-f line"):
+    """`rows` as text in `fmt` (every format but parquet, which needs a file); `width` fits a table,
+    `max_rows` elides a long one's middle rows and `whole` is what its footer says shows it whole;
     `escape_formulas` as as_csv's, for csv and tsv."""
     if fmt == "table":
-        return as_table(rows, width)
+        return as_table(rows, width, max_rows, whole)
     if fmt in ("csv", "tsv"):
         return _TEXT_FORMATS[fmt](rows, escape_formulas)
     if fmt in _TEXT_FORMATS:

@@ -1,134 +1,157 @@
-"""`tracekit shell`: a read-only SQL prompt over a trace database.
+"""`tracekit shell`: a read-only SQL prompt over a trace database, made like DuckDB's shell.
 
-Each statement runs as `tracekit query --sql` runs it: one SELECT, on a connection of its own
-opened for it (connect_for_queries: read-only, sandboxed) and closed after it, so a load in
-another terminal is never locked out between statements and the next statement sees what it
-loaded. Statements end with `;`, several on a line run in order; lines starting with `.` are
-the shell's own commands. At a terminal, readline edits lines and keeps their history.
+Each statement runs as `tracekit query --sql` runs it: one SELECT (or EXPLAIN [ANALYZE] of one),
+on a connection of its own opened for it (connect_for_queries: read-only, sandboxed) and closed
+after it, so a load in another terminal is never locked out between statements and the next
+statement sees what it loaded. Statements end with `;`, several on a line run in order; lines
+starting with `.` are the shell's own commands (tracekit.outputs.shell_commands). At a terminal,
+readline edits lines, keeps their history and completes names (tracekit.outputs.shell_complete).
 """
 
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
 
 from tracekit.errors import TracekitError
+from tracekit.outputs.render import FORMATS
 
 PROMPT, CONTINUED = "tracekit> ", "     ...> "
 HISTORY_FILE = "~/.tracekit_history"
 HISTORY_LINES = 1000
-HELP = """\
-Statements are SQL SELECTs ending with ;  (one per query, several per line run in order).
-.tables          list the tables and views a query can read
-.schema [NAME]   describe every table and view, or one
-.mode [FORMAT]   show or set the output format: {formats}
-.help            this help
-.quit            leave (also .exit, or Ctrl-D)
-The database is read-only: the shell runs only SELECT (WITH, DESCRIBE, SHOW, SUMMARIZE)."""
+TEXT_FORMATS = tuple(fmt for fmt in FORMATS if fmt != "parquet")
+# As DuckDB's shell: a longer table shows its first and last 20 rows around a `…` line.
+DEFAULT_MAX_ROWS = 40
 
 
 @dataclass
 class ShellIO:
-    """How the shell talks: `show(rows, fmt)` prints a result (tracekit.outputs.rows.Rows), `say(text)` a line on stdout,
-    `warn(text)` a line on stderr; `read(prompt)` returns the next line, or None at the end."""
+    """How the shell talks: `write(text)` prints a result as it is, `say(text)` a line on stdout,
+    `warn(text)` a line on stderr; `read(prompt)` returns the next line, or None at the end;
+    `width()` the terminal's width to fit a table to (None: every value whole)."""
 
-    show: callable
+    write: callable
     say: callable
     warn: callable
     read: callable
-    formats: tuple = ("table", "csv", "json", "markdown")
+    width: callable = lambda: None
+    formats: tuple = TEXT_FORMATS
 
 
 @dataclass
 class Shell:
-    """The shell's state: which database, what a query may read, the output format, errors seen."""
+    """The shell's state: which database, what a query may read, how results are shown and where,
+    errors seen, and the statement being typed (with where it started, in a .read file)."""
 
     path: Path
     io: ShellIO
     allow_files: bool = False
     fmt: str = "table"
+    max_rows: int = DEFAULT_MAX_ROWS
+    timer: bool = False
+    output: object = None  # tracekit.outputs.shell_commands.OutputFile while .output sends results to a file
     errors: int = 0
     buffer: list = field(default_factory=list)
+    where: tuple = None  # (file, line) of the line being run, inside .read
+    started_at: tuple = None  # where the statement in the buffer started
+    depth: int = 0  # .read files being read, one inside the other
 
     def run(self):
         """Reads and runs until .quit or the end of the input; returns the number of failed statements."""
-        while True:
-            line = self.io.read(CONTINUED if self.buffer else PROMPT)
-            if line is None:
-                if "".join(self.buffer).strip():
-                    self._run_sql("\n".join(self.buffer))  # the last statement may lack its `;`
-                return self.errors
-            if not self.buffer and line.strip().startswith("."):
-                if self._dot(line.strip()) == "quit":
+        try:
+            while True:
+                line = self.io.read(CONTINUED if self.buffer else PROMPT)
+                if line is None:
+                    self.finish()
                     return self.errors
-                continue
-            self.buffer.append(line)
-            text = "\n".join(self.buffer)
-            if ends_statement(text):
-                self.buffer = []
-                self._run_sql(text)
+                if self.feed(line) == "quit":
+                    return self.errors
+        finally:
+            self.close_output()
+
+    def feed(self, line):
+        """Takes one line: a dot command, or SQL run once its statement ends; "quit" for .quit."""
+        from tracekit.outputs.shell_commands import run_command
+
+        if line.strip().startswith(".") and not has_sql("\n".join(self.buffer)):
+            self.buffer = []  # comments before a command: nothing to run
+            return run_command(self, line.strip())
+        if not has_sql("\n".join(self.buffer)):
+            self.started_at = self.where  # an error names the statement's first line, not a blank or comment before it
+        self.buffer.append(line)
+        text = "\n".join(self.buffer)
+        if ends_statement(text):
+            self.buffer = []
+            self._run_sql(text)
+        return None
+
+    def finish(self):
+        """At the end of the input (or of a .read file): the last statement may lack its `;`."""
+        text, self.buffer = "\n".join(self.buffer), []
+        if has_sql(text):
+            self._run_sql(text)
 
     def interrupt(self):
         """Ctrl-C at the prompt: drop the statement being typed."""
         self.buffer = []
 
-    def _fail(self, message):
+    def fail(self, message, where=None):
+        """Counts a failure and says it; inside a .read file, naming the file and line."""
         self.errors += 1
-        self.io.warn(f"Error: {message}")
+        where = where or self.where
+        self.io.warn(f"Error: {where[0]}:{where[1]}: {message}" if where else f"Error: {message}")
+
+    def close_output(self):
+        if self.output is not None:
+            self.output.close()
+            self.output = None
 
     def _run_sql(self, text):
-        from tracekit.store.database import connect_for_queries
-        from tracekit.analysis.named_queries import fetch_rows
-
         for statement in split_statements(text):
             try:
-                con = connect_for_queries(self.path, allow_files=self.allow_files)
-                try:
-                    frame = fetch_rows(con, statement)
-                finally:
-                    con.close()
-                self.io.show(frame, self.fmt)
+                clock = _Clock()
+                rows = self._fetch(statement)
+                spent = clock.spent()
+                self._show(rows)
+                if self.timer:
+                    self.io.say(spent)
             except TracekitError as exc:
-                self._fail(str(exc))
+                self.fail(str(exc), self.started_at)
             except KeyboardInterrupt:
-                self._fail("interrupted")
+                self.fail("interrupted", self.started_at)
 
-    def _dot(self, line):
-        command, _, argument = line.partition(" ")
-        argument = argument.strip()
-        if command in (".quit", ".exit", ".q"):
-            return "quit"
-        try:
-            if command == ".help":
-                self.io.say(HELP.format(formats=", ".join(self.io.formats)))
-            elif command == ".tables":
-                self._with_connection(lambda con: self.io.say(_in_columns(_relation_names(con))))
-            elif command == ".schema":
-                self._with_connection(lambda con: self.io.say(_schema(con, argument).rstrip("\n")))
-            elif command == ".mode":
-                self._mode(argument)
-            else:
-                raise TracekitError(f"unknown command {command} (.help lists the commands)")
-        except TracekitError as exc:
-            self._fail(str(exc))
-        return None
-
-    def _mode(self, fmt):
-        if not fmt:
-            self.io.say(f"output format: {self.fmt}")
-        elif fmt in self.io.formats:
-            self.fmt = fmt
-        else:
-            raise TracekitError(f"unknown format {fmt!r} (choose from {', '.join(self.io.formats)})")
-
-    def _with_connection(self, use):
+    def _fetch(self, statement):
+        from tracekit.analysis.named_queries import fetch_rows
         from tracekit.store.database import connect_for_queries
+
         con = connect_for_queries(self.path, allow_files=self.allow_files)
         try:
-            use(con)
+            return fetch_rows(con, statement)
         finally:
             con.close()
+
+    def _show(self, rows):
+        from tracekit.outputs.render import render
+
+        if self.output is not None:  # a file gets every row, every value whole
+            self.output.write(render(rows, self.fmt))
+            return
+        self.io.write(render(rows, self.fmt, self.io.width(), max_rows=self.max_rows or None, whole=".mode line"))
+
+
+class _Clock:
+    """What `.timer on` prints: wall time and this process's CPU time (DuckDB's threads' too),
+    from opening the database to the last row fetched (rendering aside), as DuckDB's shell says it."""
+
+    def __init__(self):
+        self.real, self.cpu = time.perf_counter(), os.times()
+
+    def spent(self):
+        now = os.times()
+        return (f"Run Time (s): real {time.perf_counter() - self.real:.3f} user {now.user - self.cpu.user:.3f} "
+                f"sys {now.system - self.cpu.system:.3f}")
 
 
 def ends_statement(text):
@@ -141,6 +164,11 @@ def ends_statement(text):
     return kind == duckdb.token_type.operator and raw[pos:pos + 1] == b";"
 
 
+def has_sql(text):
+    """Whether `text` holds anything but comments and blanks."""
+    return any(kind != duckdb.token_type.comment for _, kind in duckdb.tokenize(text)) if text.strip() else False
+
+
 def split_statements(text):
     """The statements of `text`, to run in order; text DuckDB cannot split is run whole, so that
     its syntax error is the one reported."""
@@ -151,33 +179,9 @@ def split_statements(text):
     return [statement.query for statement in statements] or [text]
 
 
-def _relation_names(con):
-    from tracekit.analysis.schema_listing import relation_names
-    return relation_names(con)
-
-
-def _schema(con, name):
-    from tracekit.analysis.schema_listing import describe, schema_text
-    if not name:
-        return schema_text(con)
-    described = describe(con, name)
-    if described is None:
-        raise TracekitError(f"no table or view named {name!r} (.tables lists them)")
-    return described
-
-
-def _in_columns(names, width=100):
-    """Names laid out in columns across `width` characters, as sqlite's .tables does."""
-    if not names:
-        return "(no tables)"
-    cell = max(len(name) for name in names) + 2
-    per_line = max(1, width // cell)
-    rows = [names[i:i + per_line] for i in range(0, len(names), per_line)]
-    return "\n".join("".join(name.ljust(cell) for name in row).rstrip() for row in rows)
-
-
-def terminal_reader(history=HISTORY_FILE):
-    """A `read(prompt)` for a terminal: readline editing, history kept in `history` across sessions.
+def terminal_reader(history=HISTORY_FILE, complete=None):
+    """A `read(prompt)` for a terminal: readline editing, history kept in `history` across sessions,
+    Tab completing with `complete(text, line)` (a list of candidates) when given.
     Returns (read, save): call save() when the shell ends."""
     import readline
 
@@ -187,6 +191,9 @@ def terminal_reader(history=HISTORY_FILE):
     except OSError:
         pass  # no history yet (or unreadable): start afresh
     readline.set_history_length(HISTORY_LINES)
+    if complete is not None:
+        from tracekit.outputs.shell_complete import install
+        install(readline, complete)
 
     def read(prompt):
         try:

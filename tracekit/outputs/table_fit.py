@@ -51,12 +51,18 @@ def _cut(value, width):
     return value if len(value) <= width else value[: max(width - 1, 0)] + ELLIPSIS
 
 
-def table(rows, width=None):
-    """`rows` (a Rows) as an aligned text table with a `(N rows)` footer, fitted to `width`."""
+def table(rows, width=None, max_rows=None, whole="-f line"):
+    """`rows` (a Rows) as an aligned text table with a `(N rows)` footer, fitted to `width`.
+    `max_rows`: more rows than this show the first and last halves around a `…` line, as DuckDB's
+    shell does (None: every row). `whole`: what the footer says shows a cut table whole."""
     header = [_one_line(c) for c in rows.columns]
     cells = [[_one_line(v) for v in row] for row in rows.rows]
     numeric = rows.numeric()
-    natural = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(header)]
+    count = len(cells)
+    if max_rows is not None and count > max(max_rows, 1):
+        cells = cells[:(max_rows + 1) // 2] + [None] + cells[count - max_rows // 2:]
+    kept = [r for r in cells if r is not None]
+    natural = [max([len(h)] + [len(r[i]) for r in kept]) for i, h in enumerate(header)]
     shown, widths = len(header), natural
     if width is not None and sum(natural) + GAP * (len(natural) - 1) > width:
         floors = [n if num else min(n, max(len(h), MIN_CUT)) for n, h, num in zip(natural, header, numeric)]
@@ -64,15 +70,20 @@ def table(rows, width=None):
         widths = _fit_widths(natural[:shown], floors[:shown], numeric[:shown], width)
 
     def line(values):
+        if values is None:  # the rows left out
+            values = [ELLIPSIS] * len(widths)
         return "  ".join(_cut(v, w).rjust(w) if num else _cut(v, w).ljust(w)
                          for v, w, num in zip(values, widths, numeric)).rstrip()
 
     body = [line(header), "  ".join("-" * w for w in widths)] + [line(r) for r in cells]
-    cut = any(len(r[i]) > widths[i] for r in cells for i in range(shown))
-    return "\n".join(body + [_footer(len(cells), shown, len(header), cut, width)]) + "\n"
+    cut = any(len(r[i]) > widths[i] for r in kept for i in range(shown))
+    footer = _footer(count, shown, len(header), cut, width, whole)
+    if len(kept) < count:
+        footer = footer.replace(f"{count} rows", f"{count} rows, {len(kept)} shown", 1)
+    return "\n".join(body + [footer]) + "\n"
 
 
-def _footer(count, shown, total, cut, width):
+def _footer(count, shown, total, cut, width, whole="-f line"):
     notes = [f"{count} row{'s' if count != 1 else ''}"]
     if shown < total:
         notes.append(f"{shown} of {total} columns shown")
@@ -80,5 +91,5 @@ def _footer(count, shown, total, cut, width):
         notes.append(f"long values cut with {ELLIPSIS}")
     if shown < total or cut:
         notes[-1] += f" to fit {width} columns"
-        notes.append("-f line shows all")
+        notes.append(f"{whole} shows all")
     return f"({'; '.join(notes)})"

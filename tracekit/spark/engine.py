@@ -14,7 +14,7 @@ from tracekit.outputs.rows import Rows
 from tracekit.spark.ctes import query_frame, release
 from tracekit.spark.dialect import NOT_ON_SPARK, spark_tree, view_selects
 from tracekit.spark.lake_tables import register_lake_tables
-from tracekit.spark.sandbox import check_reach, confine
+from tracekit.spark.sandbox import ctes_around, check_reach, confine
 from tracekit.spark.session import own_session, spark_error_text, start_session
 
 
@@ -94,10 +94,23 @@ def _refuse_duckdb_only(tree):
     from sqlglot import exp
 
     for table in tree.find_all(exp.Table):
+        if table.name.lower() in _named_relations() and table.name.lower() not in ctes_around(table):
+            raise QueryError(f"{table.name} is a named query: on Spark run it by name (tracekit query "
+                             f"{table.name.lower()} --lake DIR --engine spark); as a table (FROM {table.name}) "
+                             "it is DuckDB's only")
         if table.name.lower() in NOT_ON_SPARK:
             raise QueryError(f"{table.name} is not on Spark: it walks each step's critical path back hop by hop, "
                              "which Spark runs far too slowly; query it with DuckDB on the same lake "
                              "(tracekit query --lake DIR, without --engine spark)")
+
+
+def _named_relations():
+    """The named queries that DuckDB reads as views and table macros (tracekit.store.query_relations)
+    and Spark does not: a view there would need each query translated at every session's start."""
+    from tracekit.store.database import split_statements, views_sql
+    from tracekit.store.query_relations import named_query_texts, view_names
+
+    return set(named_query_texts()) - view_names(split_statements(views_sql()))
 
 
 def _register_format(session):

@@ -72,13 +72,13 @@ def _check_table(table, known):
     qualified = table.args.get("db") or table.args.get("catalog")
     if isinstance(table.this, exp.Func) and not qualified:
         return  # a table function (range, explode...): _check_call reads its name
-    if qualified or not isinstance(table.this, exp.Identifier) or table.name.lower() not in known | _ctes_around(table):
+    if qualified or not isinstance(table.this, exp.Identifier) or table.name.lower() not in known | ctes_around(table):
         shown = exp.Table(this=table.this, db=table.args.get("db"), catalog=table.args.get("catalog")).sql(WRITE)
         raise QueryError(f"{shown} is not a table of the lake: a query on Spark reads the lake's tables and views, "
                          f"and its own CTEs, by name: no file, no other database ({REACH})")
 
 
-def _ctes_around(table):
+def ctes_around(table):
     """The names of the CTEs in whose scope `table` is."""
     names, node = set(), table.parent
     while node is not None:

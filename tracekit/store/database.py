@@ -262,12 +262,23 @@ def _prepare(con):
 
 
 def create_views(con, temporary=False):
-    """Creates the views users query (views.sql, and `findings`) over the tables `con` sees: a
+    """Creates the views users query (views.sql, `findings`, and each named query: see
+    tracekit.store.query_relations) over the tables `con` sees: a
     database's, or those tracekit.lake.reader makes of a lake's files. `temporary`: as this
     connection's own (temporary) views, which shadow the database's."""
+    from tracekit.store.query_relations import relation_statements, view_names
+
     kind = "TEMP VIEW" if temporary else "VIEW"
-    for statement in _view_statements():
+    views = _view_statements()
+    for statement in views:
         con.execute(statement.replace("CREATE OR REPLACE VIEW", f"CREATE OR REPLACE {kind}", 1))
+    # Then each named query as a view and a table macro (FROM summary, FROM summary(trace := ...)),
+    # but never over one of the views above or a table.
+    taken = view_names(views) | {row[0] for row in con.execute(
+        "SELECT table_name FROM information_schema.tables WHERE table_type = 'BASE TABLE' "
+        "AND table_catalog = current_database()").fetchall()}
+    for statement in relation_statements(taken, temporary):
+        con.execute(statement)
 
 
 def _view_statements():
@@ -282,9 +293,13 @@ def views_digest():
     import hashlib
     from importlib import resources
 
+    from tracekit.store.query_relations import named_query_texts
+
     # and what binds them: the tables, the macros, tracekit's and DuckDB's versions
     digest = hashlib.sha256("\0".join([__version__, duckdb.__version__, sql_resource("tables.sql"), _MACROS,
                                          views_sql()]).encode())
+    for name, text in sorted(named_query_texts().items()):  # each named query is a view and a macro too
+        digest.update(name.encode() + text.encode())
     rules = resources.files("tracekit.queries").joinpath("findings")
     for entry in sorted(rules.iterdir(), key=lambda e: e.name):
         if entry.name.endswith(".sql"):
