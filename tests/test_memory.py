@@ -1,0 +1,170 @@
+"""Memory: Kineto's [memory] events loaded (memory_events), over time (memory_timeline), and each
+step's peak with what held it (memory_steps, memory_peak_blocks), against the CPU captures of
+tests/data/cpu/memory (see its README) and the foreign traces that carry memory events.
+
+On the CPU there is no torch.cuda.max_memory_allocated to compare with: the expected peaks are
+counted by hand from the shapes (each score matrix is B*H*S*S fp32 values, the output B*H*S*D).
+capture/memory_check.py makes the same comparison against max_memory_allocated on a GPU.
+"""
+
+import gzip
+import json
+
+import pytest
+
+from conftest import TEST_DATA, db_rows, invoke_cli
+
+MEMORY = TEST_DATA / "cpu" / "memory"
+FOREIGN_WITH_MEMORY = [TEST_DATA / "foreign" / "windows_cnn_cpu_ops_cuda_memory_events.json.gz",
+                       TEST_DATA / "foreign" / "cpu_only_linear_train_step.json.gz"]
+NAIVE_VARIANTS = ["naive", "naive_inplace", "naive_mul_inplace"]
+
+
+@pytest.fixture(scope="module")
+def memory_db(tmp_path_factory):
+    db = tmp_path_factory.mktemp("memory") / "memory.duckdb"
+    result = invoke_cli("load", MEMORY, *FOREIGN_WITH_MEMORY, "--db", db)
+    assert result.exit_code == 0, result.output
+    return db
+
+
+def _shape(variant):
+    meta = json.loads(gzip.decompress((MEMORY / f"{variant}.json.gz").read_bytes()))["tracekit"]
+    assert meta["dtype"] == "fp32" and meta["profile_memory"] is True
+    fp32 = 4
+    score = meta["batch"] * meta["heads"] * meta["seq_len"] ** 2 * fp32
+    out = meta["batch"] * meta["heads"] * meta["seq_len"] * meta["head_dim"] * fp32
+    return score, out
+
+
+def _steps(db, trace):
+    return db_rows(db, "SELECT step, start_allocated_bytes, peak_allocated_bytes, peak_over_start_bytes, allocated_bytes"
+                       f" FROM memory_steps WHERE trace = '{trace}' ORDER BY step")
+
+
+@pytest.mark.parametrize("variant", NAIVE_VARIANTS)
+def test_each_steps_peak_is_the_hand_count_of_its_matrices(memory_db, variant):
+    """Every variant holds two score matrices at its peak (softmax's output beside the scores it
+    reads) and the output: neither in-place change lowers the peak. Steps after the first start
+    with the previous step's output still held (the capture keeps it to check it)."""
+    score, out = _shape(variant)
+    assert (score, out) == (524288, 65536)  # B=1 H=2 S=256 D=32
+    peak_over_start = 2 * score + out
+    # Bytes allocated in a step: the scores out of bmm, and one more matrix for each op that is
+    # not in place (scores * scale; masked_fill's clone), softmax's, the output, and the scale as
+    # a 0-dim double (8 bytes) cast to float (4 bytes).
+    matrices = {"naive": 4, "naive_inplace": 3, "naive_mul_inplace": 2}[variant]
+    allocated = matrices * score + out + 8 + 4
+    expected = [(0, 0, peak_over_start, peak_over_start, allocated)]
+    expected += [(step, out, out + peak_over_start, peak_over_start, allocated) for step in (1, 2, 3)]
+    assert _steps(memory_db, variant) == expected
+
+
+def test_the_fused_kernel_never_holds_a_score_matrix(memory_db):
+    score, out = _shape("sdpa_flash")
+    for step, _, _, over_start, _ in _steps(memory_db, "sdpa_flash"):
+        assert out <= over_start < score, step
+    math_over_start = {row[3] for row in _steps(memory_db, "sdpa_math")}
+    assert min(math_over_start) > 2 * score  # the math backend's where() adds a mask-sized tensor
+
+
+def _expected_from_json(path):
+    """Each step's (step, device, start, peak, peak reserved) computed from the trace's own JSON:
+    its ProfilerStep#N spans (the whole trace when it has none) and its [memory] events."""
+    events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    spans = [(int(e["name"].split("#")[1]), e["ts"], e["ts"] + e["dur"]) for e in events
+             if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")]
+    memory = sorted(((e["ts"], i, e["args"]) for i, e in enumerate(events) if e.get("name") == "[memory]"),
+                    key=lambda m: (m[0], m[1]))
+    rows = {}
+    for ts, _, args in memory:
+        inside = [step for step, start, end in spans if start <= ts < end]
+        if spans and not inside:
+            continue
+        key = (inside[0] if inside else None, args["Device Id"])
+        start, peak, reserved = rows.get(key, (args["Total Allocated"] - args["Bytes"], 0, 0))
+        rows[key] = (start, max(peak, start, args["Total Allocated"]), max(reserved, args["Total Reserved"]))
+    return sorted((step, device, start, peak, reserved if device >= 0 else None)
+                  for (step, device), (start, peak, reserved) in rows.items())
+
+
+@pytest.mark.parametrize("path", sorted(MEMORY.glob("*.json.gz")) + FOREIGN_WITH_MEMORY, ids=lambda p: p.name)
+def test_memory_steps_match_the_traces_own_totals(memory_db, path):
+    trace = path.name.removesuffix(".json.gz")
+    got = db_rows(memory_db, "SELECT step, device, start_allocated_bytes, peak_allocated_bytes, peak_reserved_bytes"
+                             f" FROM memory_steps WHERE trace = '{trace}' ORDER BY step NULLS FIRST, device")
+    assert got == _expected_from_json(path)
+
+
+def test_a_gpu_trace_reserves_and_starts_with_memory_the_profiler_did_not_see(memory_db):
+    """The Windows CNN trace (CUDA device 0) begins with 1,415,680 bytes allocated before profiling:
+    no block the trace saw accounts for them."""
+    row = db_rows(memory_db, "SELECT step, device_type, device, events, start_allocated_bytes, peak_allocated_bytes,"
+                             " peak_reserved_bytes, peak_op, unattributed_bytes FROM memory_steps"
+                             " WHERE trace = 'windows_cnn_cpu_ops_cuda_memory_events'")
+    assert row == [(None, "cuda", 0, 22, 1415680, 2366976, 4194304, "aten::clamp_min", 1415680)]
+
+
+def test_the_blocks_live_at_the_peak_add_up_to_it_and_name_their_ops(memory_db):
+    sums = db_rows(memory_db, """
+        SELECT s.trace, s.step, s.peak_allocated_bytes, sum(b.bytes) + any_value(s.unattributed_bytes), count(*),
+               any_value(s.live_blocks)
+        FROM memory_steps s JOIN memory_peak_blocks b ON b.trace = s.trace AND b.step IS NOT DISTINCT FROM s.step
+                                                     AND b.device = s.device
+        GROUP BY s.trace, s.step, s.peak_allocated_bytes""")
+    assert len(sums) == 22  # 5 captures x 4 steps, and the two foreign traces taken whole
+    for trace, step, peak, blocks_and_unseen, blocks, live in sums:
+        assert blocks_and_unseen == peak and blocks == live, (trace, step)
+    blocks = db_rows(memory_db, "SELECT block_rank, bytes, allocated_step, cpu_op_path, source FROM memory_peak_blocks"
+                                " WHERE trace = 'naive' AND step = 2 ORDER BY block_rank")
+    assert blocks == [
+        (1, 524288, 2, "aten::masked_fill → aten::clone → aten::empty_like → aten::empty", None),
+        (2, 524288, 2, "aten::softmax → aten::_softmax", None),
+        (3, 65536, 1, "aten::matmul → aten::bmm", None),  # the previous step's output, still held
+        (4, 65536, 2, "aten::matmul → aten::bmm", None)]
+    live = db_rows(memory_db, "SELECT trace, live_at_peak FROM memory_steps WHERE step = 1 AND trace LIKE 'naive%'"
+                              " ORDER BY trace")
+    assert live == [
+        ("naive", "0.5 MiB by aten::masked_fill → aten::clone → aten::empty_like → aten::empty; "
+                  "0.5 MiB by aten::softmax → aten::_softmax; 0.06 MiB by aten::matmul → aten::bmm"),
+        ("naive_inplace", "0.5 MiB by aten::mul; 0.5 MiB by aten::softmax → aten::_softmax; 0.06 MiB by aten::matmul → aten::bmm"),
+        ("naive_mul_inplace", "0.5 MiB by aten::matmul → aten::bmm; 0.5 MiB by aten::softmax → aten::_softmax; "
+                              "0.06 MiB by aten::matmul → aten::bmm")]
+
+
+def test_memory_events_pair_each_allocation_with_its_free(memory_db):
+    rows = db_rows(memory_db, """
+        SELECT step, action, count(*), sum(bytes), count(freed_us), count(cpu_op), min(total_reserved_bytes)
+        FROM memory_events WHERE trace = 'naive_mul_inplace' AND step = 2 GROUP BY ALL ORDER BY action""")
+    # Five allocations, four freed in the step; the output (65,536 bytes) lives on into the next.
+    # The previous step's output is freed here, so five frees; the CPU reserves nothing (NULL).
+    assert rows == [(2, "alloc", 5, 1114124, 5, 5, None), (2, "free", 5, -1114124, 0, 5, None)]
+    unfreed = db_rows(memory_db, "SELECT step, bytes FROM memory_events WHERE trace = 'naive_mul_inplace'"
+                                 " AND action = 'alloc' AND freed_us IS NULL")
+    assert unfreed == [(3, 65536)]  # the last step's output, held when profiling stopped
+
+
+def test_the_timeline_is_the_running_total_per_device(memory_db):
+    rows = db_rows(memory_db, "SELECT device_type, count(*), max(allocated_bytes), count(reserved_bytes), max(reserved_mib)"
+                              " FROM memory_timeline WHERE trace LIKE 'windows%' GROUP BY ALL")
+    assert rows == [("cuda", 22, 2366976, 22, 4.0)]
+    steps = db_rows(memory_db, "SELECT count(*), count(step) FROM memory_timeline WHERE trace = 'naive'")
+    assert steps == [(55, 55)]
+
+
+def test_summary_gives_the_steady_peak_and_null_without_memory_events(memory_db, sample_db):
+    result = invoke_cli("query", "summary", "--db", memory_db, "-f", "json")
+    assert result.exit_code == 0, result.output
+    peaks = {row["trace"]: row["peak_mib"] for row in json.loads(result.output)}
+    # 1,179,648 bytes; the linear step's CPU peak 434,184; the CNN's GPU peak 2,366,976
+    assert peaks == {"naive": 1.13, "naive_inplace": 1.13, "naive_mul_inplace": 1.13, "sdpa_math": 1.5,
+                     "sdpa_flash": 0.27, "cpu_only_linear_train_step": 0.41,
+                     "windows_cnn_cpu_ops_cuda_memory_events": 2.26}
+    result = invoke_cli("query", "summary", "--db", sample_db, "-f", "json")
+    assert result.exit_code == 0, result.output
+    assert {row["peak_mib"] for row in json.loads(result.output)} == {None}
+
+
+def test_a_trace_without_memory_events_has_no_memory_rows(sample_db):
+    assert db_rows(sample_db, "SELECT count(*) FROM memory_events") == [(0,)]
+    assert db_rows(sample_db, "SELECT count(*) FROM memory_steps") == [(0,)]
