@@ -168,3 +168,26 @@ def test_summary_gives_the_steady_peak_and_null_without_memory_events(memory_db,
 def test_a_trace_without_memory_events_has_no_memory_rows(sample_db):
     assert db_rows(sample_db, "SELECT count(*) FROM memory_events") == [(0,)]
     assert db_rows(sample_db, "SELECT count(*) FROM memory_steps") == [(0,)]
+
+
+def test_damaged_memory_events_load_with_what_they_hold(tmp_path):
+    import make_bad_corpus
+
+    path = tmp_path / "odd_memory_events.json"
+    path.write_bytes(make_bad_corpus.odd_memory_events())
+    db = tmp_path / "odd.duckdb"
+    result = invoke_cli("load", path, "--db", db)
+    assert result.exit_code == 0, result.output
+    first = db_rows(db, "SELECT action, addr IS NULL, bytes, total_allocated_bytes, device_type, cpu_op"
+                        " FROM memory_events ORDER BY ts_us, addr LIMIT 4")
+    assert first == [(None, False, None, 524288, "cpu", "aten::bmm"),  # Bytes "many"
+                     (None, True, None, None, None, "tracekit.forward.naive_mul_inplace"),  # no args at all
+                     ("alloc", True, 4, 524300, "cpu", "aten::empty_strided"),  # no Addr: never paired
+                     ("free", False, -4, None, "cpu", "aten::mul_")]  # Total Allocated null
+    stray = db_rows(db, "SELECT action, bytes, freed_us FROM memory_events WHERE addr = 12345")
+    assert stray == [("free", -64, None)]
+    steps = db_rows(db, "SELECT step, start_allocated_bytes, peak_allocated_bytes, live_blocks, unattributed_bytes"
+                        " FROM memory_steps ORDER BY step")
+    # Step 0's first event lost its bytes: its start is unknown, and the scores that event
+    # allocated are no block, so the peak holds 524,288 bytes no block accounts for.
+    assert steps == [(0, None, 1114112, 2, 524288)] + [(step, 65536, 1179648, 4, 0) for step in (1, 2, 3)]

@@ -59,19 +59,22 @@ SELECT t.trace, m.device_type, m.device, m.ts_ns / 1000.0 AS ts_us, m.step,
 FROM _memory m JOIN trace_files t ON t.trace_id = m.trace_id;
 
 -- Each step's memory events (the whole trace, step NULL, for a trace without steps), numbered in
--- order and from the highest total down, to find where the step began and where it peaked.
+-- order and from the highest total down, to find where the step began and where it peaked. An
+-- event that does not say its device or its total tells nothing of a device's peak: left out.
 CREATE OR REPLACE VIEW _memory_step_events AS
 SELECT m.*,
        row_number() OVER (PARTITION BY m.trace_id, m.step, m.device_type, m.device ORDER BY m.seq) AS nth,
        row_number() OVER (PARTITION BY m.trace_id, m.step, m.device_type, m.device
                           ORDER BY m.total_allocated DESC, m.seq) AS top_rank
 FROM _memory m
-WHERE m.step IS NOT NULL OR m.trace_id NOT IN (SELECT trace_id FROM step_rows);
+WHERE (m.step IS NOT NULL OR m.trace_id NOT IN (SELECT trace_id FROM step_rows))
+  AND m.device_type IS NOT NULL AND m.device IS NOT NULL AND m.total_allocated IS NOT NULL;
 
 -- Each step's figures per device. The allocated total when the step began is the first event's
 -- total less its own bytes; the peak is the highest total in the step, or that start when the
 -- step only freed (as torch.cuda.max_memory_allocated after reset_peak_memory_stats at the step's
--- start). peak_seq: the device's event at the peak (the one before the step's first, when the
+-- start); a first event that does not say its bytes leaves the start unknown (NULL), and the peak
+-- the highest total. peak_seq: the device's event at the peak (the one before the step's first, when the
 -- peak is the start).
 CREATE OR REPLACE VIEW _memory_peaks AS
 WITH per_step AS (
@@ -90,10 +93,10 @@ WITH per_step AS (
 )
 SELECT trace_id, step, device_type, device, events, start_bytes, peak_reserved_bytes, allocated_bytes, allocations,
        greatest(start_bytes, top_bytes) AS peak_bytes,
-       CASE WHEN top_bytes >= start_bytes THEN top_seq ELSE first_seq - 1 END AS peak_seq,
-       CASE WHEN top_bytes >= start_bytes THEN top_ns END AS peak_ns,
-       CASE WHEN top_bytes >= start_bytes THEN top_op_id END AS peak_op_id
-FROM per_step;
+       CASE WHEN peak_at_start THEN first_seq - 1 ELSE top_seq END AS peak_seq,
+       CASE WHEN NOT peak_at_start THEN top_ns END AS peak_ns,
+       CASE WHEN NOT peak_at_start THEN top_op_id END AS peak_op_id
+FROM (SELECT *, coalesce(top_bytes < start_bytes, false) AS peak_at_start FROM per_step);
 
 -- @view memory_peak_blocks: the blocks live at each step's peak (view memory_steps), per device,
 -- largest first: what the peak is made of, and which op allocated each.
@@ -113,7 +116,7 @@ SELECT t.trace, p.step, p.device_type, p.device,
        b.cpu_op_id, o.name AS cpu_op, o.op_path AS cpu_op_path, CAST(NULL AS VARCHAR) AS source
 FROM _memory_peaks p
 JOIN _memory b ON b.trace_id = p.trace_id AND b.device_type = p.device_type AND b.device = p.device
-               AND b.bytes > 0 AND b.seq <= p.peak_seq AND coalesce(b.freed_seq, 9223372036854775807) > p.peak_seq
+               AND b.bytes > 0 AND b.addr IS NOT NULL AND b.seq <= p.peak_seq AND coalesce(b.freed_seq, 9223372036854775807) > p.peak_seq
 JOIN trace_files t ON t.trace_id = p.trace_id
 LEFT JOIN cpu_op_rows o ON o.trace_id = b.trace_id AND o.op_id = b.cpu_op_id;
 
@@ -124,7 +127,8 @@ LEFT JOIN cpu_op_rows o ON o.trace_id = b.trace_id AND o.op_id = b.cpu_op_id;
 --   step: the step (view steps); NULL for a trace without steps, taken whole
 --   device_type, device: as in memory_events ('cpu' -1, 'cuda' 0, ...)
 --   events: [memory] events in the step
---   start_allocated_bytes: allocated when the step began (its first event's total less that event's bytes)
+--   start_allocated_bytes: allocated when the step began (its first event's total less that
+--                          event's bytes; NULL when that event does not say its bytes)
 --   peak_allocated_bytes, peak_allocated_mib: the most allocated at once during the step (Kineto's
 --                                             Total Allocated at its highest, or the start)
 --   peak_over_start_bytes, peak_over_start_mib: the peak above what was allocated when the step began
@@ -133,10 +137,11 @@ LEFT JOIN cpu_op_rows o ON o.trace_id = b.trace_id AND o.op_id = b.cpu_op_id;
 --   peak_op, peak_op_path: the op whose allocation reached the peak
 --   allocated_bytes, allocations: bytes and blocks allocated in the step, freed or not (the churn
 --                                 an in-place op saves even where the peak stays)
---   live_blocks: blocks the trace saw allocated that were live at the peak
+--   live_blocks: blocks the trace saw allocated (with an address) that were live at the peak
 --   live_at_peak: the three largest, as 'MiB by op path' (view memory_peak_blocks has them all)
 --   unattributed_bytes: the peak less those blocks: memory allocated before the profiler saw it
---                       (the inputs, the model's weights)
+--                       (the inputs, the model's weights); NULL where the blocks come to more
+--                       than the peak (a free the trace lost leaves its block live)
 CREATE OR REPLACE VIEW memory_steps AS
 WITH blocks AS (
     SELECT trace, step, device_type, device, count(*) AS live_blocks, sum(bytes) AS live_bytes,
@@ -152,7 +157,8 @@ SELECT t.trace, p.step, p.device_type, p.device, p.events, p.start_bytes AS star
        round((p.peak_bytes - p.start_bytes) / 1048576.0, 3) AS peak_over_start_mib,
        p.peak_reserved_bytes, p.peak_ns / 1000.0 AS peak_us, o.name AS peak_op, o.op_path AS peak_op_path,
        p.allocated_bytes, p.allocations, coalesce(b.live_blocks, 0) AS live_blocks, b.live_at_peak,
-       p.peak_bytes - coalesce(b.live_bytes, 0) AS unattributed_bytes
+       CASE WHEN coalesce(b.live_bytes, 0) <= p.peak_bytes THEN p.peak_bytes - coalesce(b.live_bytes, 0) END
+         AS unattributed_bytes
 FROM _memory_peaks p
 JOIN trace_files t ON t.trace_id = p.trace_id
 LEFT JOIN blocks b ON b.trace = t.trace AND b.step IS NOT DISTINCT FROM p.step
