@@ -305,6 +305,10 @@ def test_a_trace_name_that_needs_escaping_reads_back_as_loaded(spark_lake):
     "SELECT trace, rank, job FROM traces",
     "SELECT trace, rank, runs_on, collective, matched_by, match_key, ranks_matched, wait_us FROM collectives",
     "SELECT trace, cat, name, ts_us, dur_us, ts_ns FROM events WHERE ph = 'X' AND cat = 'kernel'",
+    # memory: the foreign traces' [memory] events (a CUDA device, a CPU training step)
+    "SELECT * FROM memory_steps",
+    "SELECT * FROM memory_peak_blocks",
+    "SELECT * FROM memory_events",
 ])
 def test_the_views_give_duckdbs_rows_on_spark(spark_lake, duck, sql):
     assert_same_rows(spark_lake.rows(sql), fetch_rows(duck, sql))
