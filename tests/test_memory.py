@@ -191,3 +191,19 @@ def test_damaged_memory_events_load_with_what_they_hold(tmp_path):
     # Step 0's first event lost its bytes: its start is unknown, and the scores that event
     # allocated are no block, so the peak holds 524,288 bytes no block accounts for.
     assert steps == [(0, None, 1114112, 2, 524288)] + [(step, 65536, 1179648, 4, 0) for step in (1, 2, 3)]
+
+
+def test_the_report_has_a_memory_section_only_where_traces_have_memory_events(memory_db, sample_db, tmp_path):
+    result = invoke_cli("report", "--db", memory_db, "-f", "markdown")
+    assert result.exit_code == 0, result.output
+    section = result.output.split("## Memory\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| naive")]
+    # steady step 1 (the first of the highest peak): 1,179,648 bytes, 1,114,112 over the start
+    assert rows[0].startswith("| naive | 1 | cpu | 1.125 MiB | 1.062 MiB | 2.063 MiB | 0.5 MiB by aten::masked_fill")
+    assert "| windows_cnn_cpu_ops_cuda_memory_events | whole trace | cuda:0 | 2.257 MiB | 0.907 MiB |" in section
+    assert "| peak MiB |" in result.output.splitlines()[6]  # the summary table's column
+    html = tmp_path / "report.html"
+    assert invoke_cli("report", "--db", memory_db, "-o", html).exit_code == 0
+    assert '<section id="memory"><h2>Memory</h2>' in html.read_text()
+    result = invoke_cli("report", "--db", sample_db, "-f", "markdown")
+    assert result.exit_code == 0 and "## Memory" not in result.output and "peak MiB" not in result.output
