@@ -112,7 +112,7 @@ def test_the_blocks_live_at_the_peak_add_up_to_it_and_name_their_ops(memory_db):
         FROM memory_steps s JOIN memory_peak_blocks b ON b.trace = s.trace AND b.step IS NOT DISTINCT FROM s.step
                                                      AND b.device = s.device
         GROUP BY s.trace, s.step, s.peak_allocated_bytes""")
-    assert len(sums) == 22  # 5 captures x 4 steps, and the two foreign traces taken whole
+    assert len(sums) == 30  # 7 captures x 4 steps, and the two foreign traces taken whole
     for trace, step, peak, blocks_and_unseen, blocks, live in sums:
         assert blocks_and_unseen == peak and blocks == live, (trace, step)
     blocks = db_rows(memory_db, "SELECT block_rank, bytes, allocated_step, cpu_op_path, source FROM memory_peak_blocks"
@@ -158,7 +158,8 @@ def test_summary_gives_the_steady_peak_and_null_without_memory_events(memory_db,
     peaks = {row["trace"]: row["peak_mib"] for row in json.loads(result.output)}
     # 1,179,648 bytes; the linear step's CPU peak 434,184; the CNN's GPU peak 2,366,976
     assert peaks == {"naive": 1.13, "naive_inplace": 1.13, "naive_mul_inplace": 1.13, "sdpa_math": 1.5,
-                     "sdpa_flash": 0.27, "cpu_only_linear_train_step": 0.41,
+                     "sdpa_flash": 0.27, "held_scores": 1.5, "held_scores_inplace": 1.06,
+                     "cpu_only_linear_train_step": 0.41,
                      "windows_cnn_cpu_ops_cuda_memory_events": 2.26}
     result = invoke_cli("query", "summary", "--db", sample_db, "-f", "json")
     assert result.exit_code == 0, result.output
@@ -207,3 +208,34 @@ def test_the_report_has_a_memory_section_only_where_traces_have_memory_events(me
     assert '<section id="memory"><h2>Memory</h2>' in html.read_text()
     result = invoke_cli("report", "--db", sample_db, "-f", "markdown")
     assert result.exit_code == 0 and "## Memory" not in result.output and "peak MiB" not in result.output
+
+
+def test_held_scores_peak_three_matrices_and_masked_fill_in_place_lowers_it(memory_db):
+    """capture_held_scores.py keeps the scores in a variable while masked_fill's copy goes to
+    softmax: three score matrices at the peak; with masked_fill_ two and the output."""
+    score, out = 524288, 65536
+    assert {row[1:4] for row in _steps(memory_db, "held_scores")} == {(0, 3 * score, 3 * score)}
+    assert {row[1:4] for row in _steps(memory_db, "held_scores_inplace")} == {(0, 2 * score + out, 2 * score + out)}
+
+
+def _peak_copy(db, *params):
+    result = invoke_cli("findings", "--db", db, "--rule", "peak_copy", "--evidence", "-f", "json", *params)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+def test_peak_copy_finds_the_copy_held_beside_its_original_and_only_there(memory_db):
+    found = _peak_copy(memory_db, "-p", "min_bytes", "0")
+    assert [(f["trace"], f["severity"], f["title"]) for f in found] == [
+        ("held_scores", "high", "The CPU memory peak holds a 0.5 MiB copy from aten::masked_fill beside the tensor it copied")]
+    finding = found[0]
+    assert finding["detail"] == ("In 3 of 3 steady step(s) the peak (1.5 MiB) holds 0.5 MiB (33%) made by aten::masked_fill"
+                                 " → aten::clone → aten::empty_like → aten::empty, and a block of the same size allocated before it")
+    assert finding["fix"] == "use masked_fill_ (in place) instead of masked_fill"
+    assert finding["saving_us_per_step"] is None and finding["whatif"] is None
+    ops = db_rows(memory_db, "SELECT op_id, name FROM cpu_ops WHERE trace = 'held_scores' AND step > 0 AND name = 'aten::empty'"
+                             " AND parent = 'aten::empty_like' ORDER BY op_id")
+    assert [(e["cpu_op_id"], e["name"]) for e in finding["evidence"]] == ops and len(ops) == 3
+    # naive's clone is at its peak too, but mul's output it copied was freed first: no finding
+    assert _peak_copy(memory_db, "-p", "min_bytes", "0", "-p", "trace", "naive") == []
+    assert _peak_copy(memory_db) == []  # 0.5 MiB copies are under the 1 MiB default
