@@ -9,19 +9,19 @@
 WITH copies AS (
     -- Each block at a steady step's peak allocated by a copy op, with a block of its size allocated
     -- before it and live at the peak too: the copy was made while the original was held, and is
-    -- held beside it.
-    SELECT c.trace, c.step, c.device_type, c.device, c.bytes, c.cpu_op_id, c.cpu_op_path,
+    -- held beside it. (A join, not EXISTS: Spark runs no correlated subquery with these predicates.)
+    SELECT DISTINCT c.trace, c.step, c.device_type, c.device, c.addr, c.allocated_us, c.bytes, c.cpu_op_id,
+           c.cpu_op_path,
            coalesce(nullif(trim(regexp_extract(regexp_extract(c.cpu_op_path, '^(.*?)(?: → )?aten::(?:clone|contiguous|to|_to_copy)(?: →|$)', 1),
                                                '([^→]*)$', 1)), ''),
                     regexp_extract(c.cpu_op_path, 'aten::(?:clone|contiguous|to|_to_copy)', 0)) AS culprit
     FROM memory_peak_blocks c
     JOIN steady_window w ON w.trace = c.trace AND w.step IS NOT DISTINCT FROM c.step
+    JOIN memory_peak_blocks o ON o.trace = c.trace AND o.step IS NOT DISTINCT FROM c.step AND o.device_type = c.device_type
+                             AND o.device = c.device AND o.bytes = c.bytes AND o.allocated_us < c.allocated_us
     WHERE ($trace IS NULL OR c.trace = $trace)
       AND regexp_matches(c.cpu_op_path, '(^|→ )aten::(clone|contiguous|to|_to_copy)( →|$)')
       AND c.bytes >= CAST($min_bytes AS BIGINT)
-      AND EXISTS (SELECT 1 FROM memory_peak_blocks o
-                  WHERE o.trace = c.trace AND o.step IS NOT DISTINCT FROM c.step AND o.device_type = c.device_type
-                    AND o.device = c.device AND o.bytes = c.bytes AND o.allocated_us < c.allocated_us)
 ), groups AS (
     SELECT c.trace, c.culprit, c.device_type, any_value(c.device) AS device, count(DISTINCT c.step) AS steps,
            max(c.bytes) AS bytes, string_agg(DISTINCT c.cpu_op_path, '; ' ORDER BY c.cpu_op_path) AS paths,
