@@ -13,6 +13,7 @@ import json
 import pytest
 
 from conftest import TEST_DATA, db_rows, invoke_cli
+from memory_checks import peaks_from_json
 
 MEMORY = TEST_DATA / "cpu" / "memory"
 FOREIGN_WITH_MEMORY = [TEST_DATA / "foreign" / "windows_cnn_cpu_ops_cuda_memory_events.json.gz",
@@ -68,32 +69,12 @@ def test_the_fused_kernel_never_holds_a_score_matrix(memory_db):
     assert min(math_over_start) > 2 * score  # the math backend's where() adds a mask-sized tensor
 
 
-def _expected_from_json(path):
-    """Each step's (step, device, start, peak, peak reserved) computed from the trace's own JSON:
-    its ProfilerStep#N spans (the whole trace when it has none) and its [memory] events."""
-    events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
-    spans = [(int(e["name"].split("#")[1]), e["ts"], e["ts"] + e["dur"]) for e in events
-             if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")]
-    memory = sorted(((e["ts"], i, e["args"]) for i, e in enumerate(events) if e.get("name") == "[memory]"),
-                    key=lambda m: (m[0], m[1]))
-    rows = {}
-    for ts, _, args in memory:
-        inside = [step for step, start, end in spans if start <= ts < end]
-        if spans and not inside:
-            continue
-        key = (inside[0] if inside else None, args["Device Id"])
-        start, peak, reserved = rows.get(key, (args["Total Allocated"] - args["Bytes"], 0, 0))
-        rows[key] = (start, max(peak, start, args["Total Allocated"]), max(reserved, args["Total Reserved"]))
-    return sorted((step, device, start, peak, reserved if device >= 0 else None)
-                  for (step, device), (start, peak, reserved) in rows.items())
-
-
 @pytest.mark.parametrize("path", sorted(MEMORY.glob("*.json.gz")) + FOREIGN_WITH_MEMORY, ids=lambda p: p.name)
 def test_memory_steps_match_the_traces_own_totals(memory_db, path):
     trace = path.name.removesuffix(".json.gz")
     got = db_rows(memory_db, "SELECT step, device, start_allocated_bytes, peak_allocated_bytes, peak_reserved_bytes"
                              f" FROM memory_steps WHERE trace = '{trace}' ORDER BY step NULLS FIRST, device")
-    assert got == _expected_from_json(path)
+    assert got == peaks_from_json(path)
 
 
 def test_a_gpu_trace_reserves_and_starts_with_memory_the_profiler_did_not_see(memory_db):
