@@ -206,7 +206,7 @@ def _peak_copy(db, *params):
 
 
 def test_peak_copy_finds_the_copy_held_beside_its_original_and_only_there(memory_db):
-    found = _peak_copy(memory_db, "-p", "min_bytes", "0")
+    found = _peak_copy(memory_db)
     assert [(f["trace"], f["severity"], f["title"]) for f in found] == [
         ("held_scores", "high", "The CPU memory peak holds a 0.5 MiB copy from aten::masked_fill beside the tensor it copied")]
     finding = found[0]
@@ -218,5 +218,5 @@ def test_peak_copy_finds_the_copy_held_beside_its_original_and_only_there(memory
                              " AND parent = 'aten::empty_like' ORDER BY op_id")
     assert [(e["cpu_op_id"], e["name"]) for e in finding["evidence"]] == ops and len(ops) == 3
     # naive's clone is at its peak too, but mul's output it copied was freed first: no finding
-    assert _peak_copy(memory_db, "-p", "min_bytes", "0", "-p", "trace", "naive") == []
-    assert _peak_copy(memory_db) == []  # 0.5 MiB copies are under the 1 MiB default
+    assert _peak_copy(memory_db, "-p", "trace", "naive") == []
+    assert _peak_copy(memory_db, "-p", "min_peak_pct", "34") == []  # the copy is 33% of the peak

@@ -37,6 +37,7 @@ TEST_SETTINGS = SPARK_TEST_SETTINGS
 ODD_NAME = "rank 0=é%,#"  # a space, =, a non-ASCII letter, %: each escaped in a partition folder
 # Besides the H200 training captures (train_fp32) and the gloo job, which launch_bound_db holds.
 TRACE_FOLDERS = [SAMPLE_TRACES, TEST_DATA / "foreign", TEST_DATA / "cpu" / "naive_cpu.json.gz",
+                 TEST_DATA / "cpu" / "memory" / "held_scores.json.gz",  # a peak_copy finding
                  TEST_DATA / "h200" / "train_bf16", TEST_DATA / "h200" / "fp32"]
 
 

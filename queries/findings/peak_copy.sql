@@ -4,7 +4,7 @@
 -- saving: no time: up to the copy's bytes off the step's peak (memory_steps), as much as the peak falls when the copy goes, which the trace cannot replay; needs memory events (capture with --profile-memory)
 -- params:
 --   trace = NULL: only this trace
---   min_bytes = 1048576: ignore copies smaller than this many bytes
+--   min_peak_pct = 5: ignore copies smaller than this share of the step's peak, percent
 --   max_evidence = 20: at most this many copying ops named in the evidence
 WITH copies AS (
     -- Each block at a steady step's peak allocated by a copy op, with a block of its size allocated
@@ -21,7 +21,6 @@ WITH copies AS (
                              AND o.device = c.device AND o.bytes = c.bytes AND o.allocated_us < c.allocated_us
     WHERE ($trace IS NULL OR c.trace = $trace)
       AND regexp_matches(c.cpu_op_path, '(^|→ )aten::(clone|contiguous|to|_to_copy)( →|$)')
-      AND c.bytes >= CAST($min_bytes AS BIGINT)
 ), groups AS (
     SELECT c.trace, c.culprit, c.device_type, any_value(c.device) AS device, count(DISTINCT c.step) AS steps,
            max(c.bytes) AS bytes, string_agg(DISTINCT c.cpu_op_path, '; ' ORDER BY c.cpu_op_path) AS paths,
@@ -36,6 +35,7 @@ WITH copies AS (
     JOIN cpu_ops o ON o.trace = c.trace AND o.op_id = c.cpu_op_id
     JOIN (SELECT trace, any_value(steps) AS steps FROM steady_window GROUP BY trace) w ON w.trace = c.trace
     GROUP BY c.trace, c.culprit, c.device_type
+    HAVING max(c.bytes) >= CAST($min_peak_pct AS DOUBLE) / 100 * max(s.peak_allocated_bytes)
 )
 SELECT g.trace, 'peak_copy' AS rule,
        CASE WHEN g.bytes >= 0.25 * g.peak_bytes THEN 'high' WHEN g.bytes >= 0.10 * g.peak_bytes THEN 'medium'
