@@ -52,6 +52,7 @@ class CaptureConfig:
     timing_repeats: int = 20
     train: bool = False  # a training step of a small transformer per profiler step, not one forward
     tf32: bool | None = None  # TF32 for fp32 matmuls and convolutions; None leaves PyTorch's defaults
+    profile_memory: bool = False  # the allocator's [memory] events (torch.profiler's profile_memory)
 
 
 @dataclass
@@ -184,7 +185,7 @@ def _profile(call, variant, shape, config, environment, path, extra_metadata=Non
     metadata = {**_trace_metadata(variant, shape, config, environment), **(extra_metadata or {})}
     label = f"tracekit.{'train_step' if config.train else 'forward'}.{variant.name}"
     with profile(
-        activities=activities, schedule=steps, record_shapes=True,
+        activities=activities, schedule=steps, record_shapes=True, profile_memory=config.profile_memory,
         on_trace_ready=lambda prof: prof.export_chrome_trace(str(path)),
     ) as prof:
         prof.add_metadata_json(METADATA_KEY, json.dumps(metadata))
@@ -217,6 +218,7 @@ def _trace_metadata(variant, shape, config, environment):
         "cold_step": 0,
         "flops_per_call": None if config.train else attention_flops(shape),
         "tf32": torch.backends.cuda.matmul.allow_tf32,
+        "profile_memory": config.profile_memory,
         "command": config.command,
         **environment,
     }

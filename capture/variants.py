@@ -75,6 +75,21 @@ def _build_naive_inplace(shape):
     return forward
 
 
+def _build_naive_mul_inplace(shape):
+    """The fix carried through: the scale in place too (mul_), so the step holds one score matrix."""
+    scale = 1.0 / math.sqrt(shape.head_dim)
+    mask = _causal_mask(shape)
+
+    def forward(q, k, v):
+        scores = torch.matmul(q, k.transpose(-2, -1))
+        scores.mul_(scale)
+        scores.masked_fill_(mask, float("-inf"))
+        attn = torch.softmax(scores, dim=-1)
+        return torch.matmul(attn, v)
+
+    return forward
+
+
 def _sdpa_builder(backend_name):
     def build(shape):
         from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -119,6 +134,8 @@ VARIANTS = {
                 None, _build_naive),
         Variant("naive_inplace", "the naive module with in-place masked_fill_",
                 None, _build_naive_inplace),
+        Variant("naive_mul_inplace", "naive_inplace with the scale in place too (mul_)",
+                None, _build_naive_mul_inplace),
         Variant("sdpa_math", "F.scaled_dot_product_attention pinned to the math backend",
                 "math", _sdpa_builder("MATH")),
         Variant("sdpa_efficient", "SDPA pinned to the memory-efficient (xFormers) backend",

@@ -25,6 +25,10 @@
 --   plan_ms: cuDNN first-call plan time, milliseconds (NULL: no cuDNN attention, or its first call in
 --            the trace is no cold one: see cudnn_plan_time)
 --   speedup_vs_naive: gpu_us_per_step of the naive trace of the same shape over this one's
+--   peak_mib: the most memory allocated at once in a steady step, MiB (view memory_steps: Kineto's
+--             Total Allocated, as torch.cuda.max_memory_allocated); on the GPU when the trace records
+--             GPU memory, else on the CPU; NULL when the trace has no memory events (captured without
+--             profile_memory)
 -- params:
 --   trace = NULL: only this trace
 WITH picked AS (
@@ -70,6 +74,11 @@ WITH picked AS (
     QUALIFY row_number() OVER (PARTITION BY trace ORDER BY total_us DESC, name) = 1
 ), plans AS (
     SELECT trace, plan_ms FROM cudnn_plans
+), memory AS (
+    SELECT s.trace, max(s.peak_allocated_bytes) FILTER (WHERE s.device_type <> 'cpu') AS device_peak_bytes,
+           max(s.peak_allocated_bytes) FILTER (WHERE s.device_type = 'cpu') AS cpu_peak_bytes
+    FROM memory_steps s JOIN steady_window w ON w.trace = s.trace AND w.step IS NOT DISTINCT FROM s.step
+    GROUP BY s.trace
 ), rows AS (
     SELECT p.trace, p.variant,
            json_extract_string(p.metadata, '$.batch') || 'x' || json_extract_string(p.metadata, '$.heads')
@@ -85,13 +94,15 @@ WITH picked AS (
            sc.cpu_us_per_step,
            coalesce(t.memcpys, 0) / coalesce(sc.steps, 1) AS memcpy_per_step,
            CASE WHEN t.trace IS NULL THEN 0 ELSE t.memcpy_bytes END / coalesce(sc.steps, 1) AS memcpy_bytes_per_step,
-           t.tensor_core_pct, top.top_kernel, top.top_kernel_occupancy_pct, pl.plan_ms
+           t.tensor_core_pct, top.top_kernel, top.top_kernel_occupancy_pct, pl.plan_ms,
+           coalesce(mem.device_peak_bytes, mem.cpu_peak_bytes) AS peak_bytes
     FROM picked p
     LEFT JOIN step_counts sc ON sc.trace = p.trace
     LEFT JOIN totals t ON t.trace = p.trace
     LEFT JOIN busy bz ON bz.trace = p.trace
     LEFT JOIN top ON top.trace = p.trace
     LEFT JOIN plans pl ON pl.trace = p.trace
+    LEFT JOIN memory mem ON mem.trace = p.trace
 ), naive AS (
     SELECT shape, gpu_us_per_step AS naive_gpu_us FROM rows WHERE variant = 'naive'
     QUALIFY row_number() OVER (PARTITION BY shape ORDER BY trace) = 1
@@ -103,7 +114,7 @@ SELECT r.trace, r.variant, r.steps, r.steps_averaged, round(r.kernels_per_step, 
        round(r.memcpy_bytes_per_step / 1048576.0, 2) AS memcpy_mib_per_step,
        round(r.tensor_core_pct, 1) AS tensor_core_pct, r.top_kernel,
        round(r.top_kernel_occupancy_pct, 1) AS top_kernel_occupancy_pct, round(r.plan_ms, 3) AS plan_ms,
-       round(n.naive_gpu_us / r.gpu_us_per_step, 2) AS speedup_vs_naive
+       round(n.naive_gpu_us / r.gpu_us_per_step, 2) AS speedup_vs_naive, round(r.peak_bytes / 1048576.0, 2) AS peak_mib
 FROM rows r
 LEFT JOIN naive n ON n.shape = r.shape
 WHERE $trace IS NULL OR r.trace = $trace

@@ -6,7 +6,7 @@ from pathlib import Path
 import pandas as pd
 
 PER_TRACE_TABLES = ["trace_files", "collective_rows", "cpu_op_rows", "event_rows", "gpu_busy_rows", "kernel_classes", "kernel_rows",
-                    "runtime_rows", "step_rows", "transfer_rows"]
+                    "memory_rows", "runtime_rows", "step_rows", "transfer_rows"]
 
 
 def lake_state(lake):

@@ -332,6 +332,26 @@ def whitespace_everywhere():
     return b"".join(padded(raw, runs))
 
 
+MEMORY_SOURCE = ROOT / "tests" / "data" / "cpu" / "memory" / "naive_mul_inplace.json.gz"
+
+
+def odd_memory_events():
+    """A real capture with memory events (tests/data/cpu/memory) whose first [memory] events are
+    damaged one way each: Bytes as text, no args, no Addr, a Total Allocated of null; and a free
+    whose allocation the trace never saw. Each loads; what cannot be read is NULL. Not among
+    odd_cases, whose checks expect the 6 kernels of SOURCE: tests/test_memory.py loads it."""
+    trace = json.loads(gzip.decompress(MEMORY_SOURCE.read_bytes()))
+    memory = [e for e in trace["traceEvents"] if e.get("name") == "[memory]"]
+    memory[0]["args"]["Bytes"] = "many"
+    del memory[1]["args"]
+    del memory[2]["args"]["Addr"]
+    memory[3]["args"]["Total Allocated"] = None
+    stray = json.loads(json.dumps(memory[-1]))
+    stray["args"].update(Addr=12345, Bytes=-64)
+    trace["traceEvents"].append(stray)
+    return _dump(trace)
+
+
 def odd_cases():
     """(Case, file bytes) for valid but unusual traces that must load."""
     return [

@@ -50,6 +50,31 @@ def test_trace_has_one_profiler_step_per_call(captured):
     assert "aten::masked_fill_" in ops and "aten::masked_fill" not in ops
 
 
+def test_naive_mul_inplace_scales_and_masks_in_place(captured):
+    ops = {e["name"] for e in read_trace(captured[0] / "naive_mul_inplace.json.gz")["traceEvents"]
+           if e.get("cat") == "cpu_op"}
+    assert {"aten::mul_", "aten::masked_fill_"} <= ops and not {"aten::mul", "aten::masked_fill"} & ops
+
+
+def test_memory_events_only_with_profile_memory(captured, tmp_path):
+    """Without --profile-memory a trace holds no [memory] event; with it, each allocation and free
+    of the step's tensors, and the metadata says so."""
+    def memory_events(trace):
+        return [e for e in trace["traceEvents"] if e.get("name") == "[memory]"]
+
+    plain = read_trace(captured[0] / "naive_mul_inplace.json.gz")
+    assert plain["tracekit"]["profile_memory"] is False and memory_events(plain) == []
+    result = CliRunner().invoke(cli, ["capture", "--out", str(tmp_path), "--variants", "naive_mul_inplace",
+                                      "--profile-memory", *TINY])
+    assert result.exit_code == 0, result.output
+    traced = read_trace(tmp_path / "naive_mul_inplace.json.gz")
+    assert traced["tracekit"]["profile_memory"] is True
+    allocated = sorted(e["args"]["Bytes"] for e in memory_events(traced) if e["args"]["Bytes"] > 0)
+    # Per step at B=1 H=2 S=64 D=16 fp32: the scores (32,768 bytes) and softmax's output, the
+    # output (8,192), and the scale as a 0-dim double (8) cast to float (4); 3 steps.
+    assert allocated == sorted([32768, 32768, 8192, 8, 4] * 3)
+
+
 def test_naive_uses_out_of_place_masked_fill(captured):
     out, _, _ = captured
     ops = {e["name"] for e in read_trace(out / "naive.json.gz")["traceEvents"]
@@ -60,7 +85,7 @@ def test_naive_uses_out_of_place_masked_fill(captured):
 def test_manifest_lists_gpu_variants_as_skipped_with_reasons(captured):
     _, manifest, _ = captured
     by_name = {v["variant"]: v for v in manifest["variants"]}
-    assert list(by_name) == ["naive", "naive_inplace", "sdpa_math", "sdpa_efficient",
+    assert list(by_name) == ["naive", "naive_inplace", "naive_mul_inplace", "sdpa_math", "sdpa_efficient",
                              "sdpa_flash", "sdpa_cudnn", "sdpa_default", "flex"]
     for name in ("sdpa_efficient", "sdpa_cudnn", "flex"):
         assert by_name[name]["status"] == "skipped"
@@ -82,7 +107,7 @@ def test_manifest_records_accuracy_and_timing(captured):
 def test_progress_line_per_variant(captured):
     _, _, result = captured
     lines = [l for l in result.output.splitlines() if l.startswith("[")]
-    assert len(lines) == 8
+    assert len(lines) == 9
     assert "skipped" in lines[-1]
 
 

@@ -123,3 +123,23 @@ def test_two_ranks_over_nccl_all_reduce_and_the_slow_rank_makes_the_other_wait(t
     assert len(nccl[0]) == len(nccl[1]) > 0
     # Rank 0 waits in its all-reduce for rank 1's late launch: most of the 20 ms a step.
     assert sorted(nccl[0])[len(nccl[0]) // 2] > 10_000 > sorted(nccl[1])[len(nccl[1]) // 2]
+
+
+def test_profiled_memory_peaks_equal_max_memory_allocated(tmp_path):
+    """capture/memory_check.py profiles each variant with profile_memory, then measures the same
+    calls outside the profiler: every steady profiled step's peak (Kineto's totals, summed up as
+    memory_steps does: tests/test_memory.py checks the two agree) is max_memory_allocated's."""
+    import csv
+
+    from memory_checks import peaks_from_json
+    from tracekit.capture.memory_check import DEFAULT_VARIANTS, main
+
+    main(["--out", str(tmp_path), "--batch", "1", "--heads", "4", "--seq-len", "512", "--steps", "3"])
+    with open(tmp_path / "measured.csv") as source:
+        measured = {(r["trace"], int(r["step"])): r for r in csv.DictReader(source)}
+    for variant in DEFAULT_VARIANTS:
+        profiled = {step: (start, peak) for step, device, start, peak, _ in peaks_from_json(tmp_path / f"{variant}.json.gz")
+                    if device == 0}
+        for step in (1, 2):
+            row = measured[(variant, step)]
+            assert profiled[step] == (int(row["start_allocated_bytes"]), int(row["max_memory_allocated_bytes"])), variant

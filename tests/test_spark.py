@@ -37,6 +37,7 @@ TEST_SETTINGS = SPARK_TEST_SETTINGS
 ODD_NAME = "rank 0=é%,#"  # a space, =, a non-ASCII letter, %: each escaped in a partition folder
 # Besides the H200 training captures (train_fp32) and the gloo job, which launch_bound_db holds.
 TRACE_FOLDERS = [SAMPLE_TRACES, TEST_DATA / "foreign", TEST_DATA / "cpu" / "naive_cpu.json.gz",
+                 TEST_DATA / "cpu" / "memory" / "held_scores.json.gz",  # a peak_copy finding
                  TEST_DATA / "h200" / "train_bf16", TEST_DATA / "h200" / "fp32"]
 
 
@@ -310,6 +311,10 @@ def test_a_trace_name_that_needs_escaping_reads_back_as_loaded(spark_lake):
     "SELECT trace, rank, collective, message_bytes, bw_us, timed_from, algbw_gbps, busbw_factor, busbw_gbps, link, "
     "link_gb_s, link_pct FROM collective_bandwidth",
     "SELECT trace, cat, name, ts_us, dur_us, ts_ns FROM events WHERE ph = 'X' AND cat = 'kernel'",
+    # memory: the foreign traces' [memory] events (a CUDA device, a CPU training step)
+    "SELECT * FROM memory_steps",
+    "SELECT * FROM memory_peak_blocks",
+    "SELECT * FROM memory_events",
 ])
 def test_the_views_give_duckdbs_rows_on_spark(spark_lake, duck, sql):
     assert_same_rows(spark_lake.rows(sql), fetch_rows(duck, sql))

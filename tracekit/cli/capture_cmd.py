@@ -58,6 +58,9 @@ def _parse_seq_lens(ctx, param, value):
 @click.option("--tf32/--no-tf32", default=None,
               help="Let fp32 matmuls and convolutions use TF32 Tensor Cores, or not [default: PyTorch's: "
                    "matmuls off, convolutions on].")
+@click.option("--profile-memory", is_flag=True,
+              help="Record the allocator's [memory] events (torch.profiler's profile_memory): views "
+                   "memory_timeline and memory_steps then give each step's peak.")
 @click.option("--ranks", type=click.IntRange(min=2),
               help="Train data-parallel on this many ranks (DDP; one GPU each over NCCL, gloo on a CPU): "
                    "one trace per rank, train_<variant>_rank<R>.json.gz. Implies --train.")
@@ -66,7 +69,7 @@ def _parse_seq_lens(ctx, param, value):
 @click.option("--delay-ms", type=click.FloatRange(min=0, min_open=True), default=20.0, show_default=True,
               help="With --slow-rank: milliseconds the slow rank sleeps before each step.")
 def capture(out_dir, variants, device, batch, heads, seq_lens, head_dim, dtype, causal, steps, train, tf32,
-            ranks, slow_rank, delay_ms):
+            profile_memory, ranks, slow_rank, delay_ms):
     """Record a torch.profiler (Kineto) trace of each attention variant.
 
     Writes <variant>.json.gz (<variant>_s<S>.json.gz in a sweep) and manifest.json
@@ -100,6 +103,7 @@ def capture(out_dir, variants, device, batch, heads, seq_lens, head_dim, dtype, 
         seq_lens=seq_lens or defaults["seq_lens"], head_dim=head_dim or defaults["head_dim"],
         dtype=dtype or defaults["dtype"], causal=causal, steps=steps,
         command=" ".join(["tracekit", *sys.argv[1:]]), train=train, tf32=tf32,
+        profile_memory=profile_memory,
     )
     click.echo(f"capturing {'training steps with ' if train else ''}{len(variants)} variant(s) x {len(config.seq_lens)} shape(s) on "
                f"{device}: B={config.batch} H={config.heads} S={','.join(map(str, config.seq_lens))} "

@@ -191,7 +191,7 @@ def free_name(wanted, taken):
 
 
 def delete_trace(con, trace_id):
-    for table in ("event_rows", "step_rows", "cpu_op_rows", "runtime_rows", "kernel_rows",
+    for table in ("event_rows", "step_rows", "cpu_op_rows", "runtime_rows", "memory_rows", "kernel_rows",
                   "transfer_rows", "gpu_busy_rows", "collective_rows", "kernel_classes", "trace_files"):
         con.execute(f"DELETE FROM {table} WHERE trace_id = ?", [trace_id])
 

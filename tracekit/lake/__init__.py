@@ -6,7 +6,7 @@ Layout (the contract readers rely on; LAKE_FORMAT in _tracekit.json is its versi
     LAKE/_tracekit.json                    {"lake_format": 1, "tracekit_version": ..., "schema_version": ...}
     LAKE/<table>/trace=<name>/part-<generation>-<writer>.parquet
         one dataset per physical table of store/sql/tables.sql that holds per-trace rows (every table
-        with a trace_id column: trace_files, event_rows, step_rows, cpu_op_rows, runtime_rows,
+        with a trace_id column: trace_files, event_rows, step_rows, cpu_op_rows, runtime_rows, memory_rows,
         kernel_rows, transfer_rows, gpu_busy_rows, kernel_classes, collective_rows), Hive-style partitions: one folder
         per trace, holding a file per generation (with zero rows where the trace has none), whose columns
         are the table's less `trace`, which the folder name gives. <name> is the trace's name with

@@ -21,7 +21,8 @@ DEFAULT_DB = "tracekit.duckdb"
 # 6: trace_files.default_group, base_time_ns, first_ns and last_ns in place of job (jobs are found
 #    across traces: view _jobs); collective_rows.runs_on (gloo's collectives run on the CPU).
 # 7: kernel_rows.bytes (was gemm_bytes), model_flops and work_family: a work model for every op
-#    family (knowledge/op_work_models.csv); gpu_specs.fp8_tflops and vector_tflops.
+#    family (knowledge/op_work_models.csv); gpu_specs.fp8_tflops and vector_tflops; memory_rows
+#    (the allocator's [memory] events).
 SCHEMA_VERSION = "7"
 
 # Parses a JSON number's text into integer nanoseconds exactly: going through DOUBLE would lose

@@ -69,6 +69,16 @@ GROUP BY k.trace
 ORDER BY k.trace
 """
 
+# Each trace's highest steady-step memory peak (view memory_steps) on its GPU, else its CPU, with
+# what was live there; no row for a trace without memory events.
+_MEMORY = """
+SELECT m.trace, m.step, m.device_type, m.device, m.peak_allocated_bytes, m.peak_over_start_bytes,
+       m.peak_reserved_bytes, m.allocated_bytes, m.live_at_peak, m.unattributed_bytes
+FROM memory_steps m JOIN steady_window w ON w.trace = m.trace AND w.step IS NOT DISTINCT FROM m.step
+QUALIFY row_number() OVER (PARTITION BY m.trace ORDER BY m.device_type = 'cpu', m.peak_allocated_bytes DESC, m.step) = 1
+ORDER BY m.trace
+"""
+
 _TRACES = "SELECT trace, variant, device_name, compute_capability, metadata FROM traces ORDER BY trace"
 
 
@@ -86,6 +96,7 @@ class ReportData:
     timeline: pd.DataFrame   # GPU work of one (the median) steady step per trace
     findings: pd.DataFrame   # the findings engine's rows, ranked (tracekit.analysis.findings_engine)
     flops: pd.DataFrame      # counted kernel FLOPs per steady step (traces with any)
+    memory: pd.DataFrame     # each trace's highest steady memory peak (traces with memory events)
 
     @property
     def order(self):
@@ -114,6 +125,7 @@ def collect(con, source=""):
         timeline=run_sql(con, _TIMELINE),
         findings=run_findings(con),
         flops=run_sql(con, _FLOPS),
+        memory=run_sql(con, _MEMORY),
     )
 
 

@@ -4,6 +4,7 @@ from tracekit import __version__
 from tracekit.outputs.report import units
 from tracekit.outputs.report.data import all_captures, present, steps_wording, table_heading
 from tracekit.outputs.report.findings_section import html_section
+from tracekit.outputs.report import memory_section
 from tracekit.outputs.report.table import shown_columns, table_frame
 from tracekit.outputs.safe_text import html_text
 
@@ -238,7 +239,8 @@ def page(data, figures):
             f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>"
             f'<header><div class="wrap"><div class="over">tracekit report</div><h1>{_e(_headline(data))}</h1>'
             f'<div class="meta">{_context(data)}</div></div></header>'
-            f'<main class="wrap">{_kpis(data)}{html_section(data.findings)}{_table(data)}{_figures(figures)}'
+            f'<main class="wrap">{_kpis(data)}{html_section(data.findings)}{_table(data)}'
+            f'{memory_section.html_section(data.memory)}{_figures(figures)}'
             "<footer><p>Steady steps are every ProfilerStep#N but the first (the cold call that pays for "
             "cuDNN plans, torch.compile and allocator warm-up), or the only one where a trace has one; a "
             "trace without ProfilerStep#N counts as one step, the whole trace. GPU time is the sum of kernel, "

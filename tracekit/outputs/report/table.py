@@ -47,6 +47,9 @@ COLUMNS = [
     Column("top_kernel_occupancy_pct", "occupancy", lambda v: units.pct(v) if present(v) and v > 0 else "—",
            help="estimated achieved occupancy of the top kernel (— : none recorded)"),
     Column("plan_ms", "cuDNN plan", units.ms, help="first-call plan time", optional=True),
+    Column("peak_mib", "peak MiB", lambda v: units.number(v, 2),
+           help="the most memory allocated at once in a steady step, on the GPU (else the CPU): Kineto's "
+                "Total Allocated, recorded with --profile-memory (view memory_steps)", optional=True),
 ]
 
 

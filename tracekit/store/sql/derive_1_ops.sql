@@ -34,6 +34,21 @@ FROM event_rows
 WHERE trace_id = $trace_id AND ph = 'X' AND ts_ns IS NOT NULL
   AND lower(cat) IN ('cuda_runtime', 'cuda_driver', 'runtime', 'hip_runtime', 'hip_driver');
 
+-- The allocator's [memory] instant events (torch.profiler's profile_memory): one per allocation
+-- (Bytes > 0) or free (Bytes < 0), with the device's totals after it. Kineto writes cat
+-- cpu_instant_event or none at all: the name says what they are.
+CREATE OR REPLACE TEMP TABLE _mem AS
+SELECT mem_id, ts_ns, pid, tid, TRY_CAST(a[1] AS INTEGER) AS device_type, TRY_CAST(a[2] AS INTEGER) AS device,
+       TRY_CAST(a[3] AS BIGINT) AS addr, TRY_CAST(a[4] AS BIGINT) AS bytes,
+       TRY_CAST(a[5] AS BIGINT) AS total_allocated, TRY_CAST(a[6] AS BIGINT) AS total_reserved
+FROM (
+    SELECT rowid AS mem_id, ts_ns, pid, tid,
+           json_extract(args, ['$."Device Type"', '$."Device Id"', '$.Addr', '$.Bytes', '$."Total Allocated"',
+                               '$."Total Reserved"']) AS a
+    FROM event_rows
+    WHERE trace_id = $trace_id AND ph = 'i' AND name = '[memory]' AND ts_ns IS NOT NULL
+);
+
 -- Threads as small integers, so the sweep sorts and matches on fixed-width keys.
 CREATE OR REPLACE TEMP TABLE _threads AS
 SELECT pid, tid, row_number() OVER (ORDER BY pid, tid) AS thread
@@ -53,6 +68,10 @@ WITH op_threads AS (
     SELECT thread, ts_ns + dur_ns, CASE WHEN dur_ns > 0 THEN 0 ELSE 3 END, 0, op_id, -1 FROM op_threads
     UNION ALL
     SELECT t.thread, r.ts_ns, 2, 0, r.rt_id, 0 FROM _rt r JOIN _threads t USING (pid, tid)
+    UNION ALL
+    -- memory events are probes too: the op open around an allocation made it (ids are event
+    -- rows, so they never meet a runtime call's)
+    SELECT t.thread, m.ts_ns, 2, 0, m.mem_id, 0 FROM _mem m JOIN _threads t USING (pid, tid)
 )
 SELECT * FROM (
     SELECT thread, id, delta,
@@ -128,3 +147,24 @@ INSERT INTO cpu_op_rows
 SELECT $trace_id, c.op_id, c.cat, c.name, c.ts_ns, c.dur_ns, c.pid, c.tid, c.external_id,
        c.a[2], c.a[3], l.depth, l.parent_id, l.parent, l.step, NULL
 FROM _ops c JOIN _op_links l USING (op_id);
+
+-- Memory events with their op and step; `seq` orders each device's events (time, then the
+-- file's order), and an allocation's `freed_seq` is its block's free: the next event of its
+-- address on its device, a free (NULL: never freed within the trace).
+INSERT INTO memory_rows
+WITH placed AS (
+    SELECT m.*, e.enclosing_id AS cpu_op_id, CASE WHEN m.ts_ns < s.end_ns THEN s.step END AS step,
+           row_number() OVER (PARTITION BY m.device_type, m.device ORDER BY m.ts_ns, m.mem_id) AS seq
+    FROM _mem m
+    LEFT JOIN _enclosing e ON e.kind = 'rt' AND e.id = m.mem_id
+    ASOF LEFT JOIN _steps s ON m.ts_ns >= s.ts_ns
+), paired AS (
+    SELECT *, lead(seq) OVER by_block AS next_seq, lead(bytes) OVER by_block AS next_bytes,
+           lead(ts_ns) OVER by_block AS next_ns
+    FROM placed
+    WINDOW by_block AS (PARTITION BY device_type, device, addr ORDER BY seq)
+)
+SELECT $trace_id, mem_id, ts_ns, pid, tid, device_type, device, addr, bytes, total_allocated, total_reserved, seq,
+       CASE WHEN bytes > 0 AND next_bytes < 0 THEN next_seq END,
+       CASE WHEN bytes > 0 AND next_bytes < 0 THEN next_ns END, cpu_op_id, step
+FROM paired;

@@ -111,7 +111,8 @@ WITH RECURSIVE up(start_id, parent_id, op_path, levels) USING KEY (start_id) AS 
     SELECT op_id, parent_id, name, 1
     FROM _tree
     WHERE op_id IN (SELECT cpu_op_id FROM _gpu_linked WHERE cpu_op_id IS NOT NULL
-                    UNION SELECT cpu_op_id FROM runtime_rows WHERE trace_id = $trace_id AND cpu_op_id IS NOT NULL)
+                    UNION SELECT cpu_op_id FROM runtime_rows WHERE trace_id = $trace_id AND cpu_op_id IS NOT NULL
+                    UNION SELECT cpu_op_id FROM memory_rows WHERE trace_id = $trace_id AND cpu_op_id IS NOT NULL)
     UNION
     SELECT up.start_id, p.parent_id,
            CASE WHEN p.label IS NOT NULL THEN p.label || ' → ' || up.op_path ELSE up.op_path END, up.levels + 1

@@ -37,6 +37,7 @@ JOIN (SELECT step, device,
 DROP TABLE _steps;
 DROP TABLE _ops;
 DROP TABLE _rt;
+DROP TABLE _mem;
 DROP TABLE _threads;
 DROP TABLE _sweep;
 DROP TABLE _op_pos;

@@ -64,6 +64,15 @@ CREATE TABLE IF NOT EXISTS cpu_op_rows (
     depth INTEGER, parent_id BIGINT, parent VARCHAR, step INTEGER, op_path VARCHAR
 );
 
+-- One row per [memory] event of the allocator (torch.profiler's profile_memory), its args typed:
+-- device_type is c10's DeviceType (0 CPU, 1 CUDA); device -1 for the CPU; bytes < 0 a free.
+-- seq orders a device's events; freed_seq and freed_ns: an allocation's free (NULL: none seen).
+CREATE TABLE IF NOT EXISTS memory_rows (
+    trace_id INTEGER, event_id BIGINT, ts_ns BIGINT, pid VARCHAR, tid VARCHAR, device_type INTEGER,
+    device INTEGER, addr BIGINT, bytes BIGINT, total_allocated BIGINT, total_reserved BIGINT, seq BIGINT,
+    freed_seq BIGINT, freed_ns BIGINT, cpu_op_id BIGINT, step INTEGER
+);
+
 CREATE TABLE IF NOT EXISTS runtime_rows (
     trace_id INTEGER, cat VARCHAR, name VARCHAR, ts_ns BIGINT, dur_ns BIGINT, pid VARCHAR,
     tid VARCHAR, correlation BIGINT, external_id BIGINT, cpu_op_id BIGINT, step INTEGER

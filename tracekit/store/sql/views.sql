@@ -103,9 +103,10 @@ FROM step_rows s JOIN trace_files t USING (trace_id);
 --   parent_id, parent: the enclosing op on the same thread (NULL at the top)
 --   depth: nesting depth on its thread, 0 at the top
 --   step: enclosing ProfilerStep#N, NULL outside steps or when the trace has none
---   op_path: for ops that launched GPU work, the chain of cpu_op names from the outermost to
---            this one, e.g. 'aten::masked_fill → aten::clone → aten::copy_'; a chain more than 64
---            ops deep keeps the 64 nearest this one, after '… → '
+--   op_path: for ops that launched GPU work, called the runtime or allocated memory, the chain of
+--            cpu_op names from the outermost to this one, e.g.
+--            'aten::masked_fill → aten::clone → aten::copy_'; a chain more than 64 ops deep keeps the
+--            64 nearest this one, after '… → '
 CREATE OR REPLACE VIEW cpu_ops AS
 SELECT t.trace, o.op_id, o.cat, o.name, o.ts_ns / 1000.0 AS ts_us, o.dur_ns / 1000.0 AS dur_us,
        o.pid, o.tid, o.external_id, o.input_dims, o.input_types, o.parent_id, o.parent, o.depth,
