@@ -20,7 +20,9 @@ DEFAULT_DB = "tracekit.duckdb"
 #    the trace takes its GPU-side step.
 # 6: trace_files.default_group, base_time_ns, first_ns and last_ns in place of job (jobs are found
 #    across traces: view _jobs); collective_rows.runs_on (gloo's collectives run on the CPU).
-SCHEMA_VERSION = "6"
+# 7: source_file, source_line and source_function on cpu_op_rows, kernel_rows and transfer_rows;
+#    the knowledge table python_library_modules.
+SCHEMA_VERSION = "7"
 
 # Parses a JSON number's text into integer nanoseconds exactly: going through DOUBLE would lose
 # the nanosecond fraction of microsecond timestamps larger than 2^33.

@@ -1,5 +1,6 @@
-"""What tracekit knows about GPUs, kept as CSV files beside this module (tracekit/knowledge/), one
-row per GPU or architecture with its source, and stored in the database as tables the views join."""
+"""What tracekit knows about GPUs and Python's libraries, kept as CSV files beside this module
+(tracekit/store/knowledge/), one row per GPU, architecture or module with its source, and stored in
+the database as tables the views and the loader join."""
 
 import csv
 import io
@@ -17,6 +18,9 @@ TABLES = {
     "interconnects": ("interconnects.csv", {
         "name_pattern": "VARCHAR", "gpu": "VARCHAR", "link": "VARCHAR", "per_direction_gb_s": "DOUBLE",
         "bidirectional_gb_s": "DOUBLE", "per_peer_gb_s": "DOUBLE", "assumption": "VARCHAR", "source": "VARCHAR"}),
+    # The top-level modules whose frames are not the user's code (see derive_1_ops.sql, source lines).
+    "python_library_modules": ("python_library_modules.csv", {
+        "module": "VARCHAR", "library": "VARCHAR", "source": "VARCHAR"}),
 }
 _CASTS = {"DOUBLE": float, "INTEGER": int, "VARCHAR": str}
 

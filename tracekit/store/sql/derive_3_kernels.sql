@@ -94,7 +94,8 @@ SELECT $trace_id, g.name, g.ts_ns, g.dur_ns, g.device, g.stream, g.correlation, 
        g.registers_per_thread, g.shared_memory_bytes, g.blocks_per_sm, g.warps_per_sm,
        -- Kineto writes 0 when it could not compute occupancy (a kernel that ran had some).
        nullif(g.est_occupancy_pct, 0), g.cpu_op_id, g.step, g.cpu_op, g.cpu_op_path,
-       coalesce(f.flops, af.flops), coalesce(f.dtype, af.dtype), coalesce(f.gemm_bytes, af.bytes)
+       coalesce(f.flops, af.flops), coalesce(f.dtype, af.dtype), coalesce(f.gemm_bytes, af.bytes),
+       g.source_file, g.source_line, g.source_function
 FROM _gpu_ops g LEFT JOIN _op_flops f ON f.op_id = g.cpu_op_id
 LEFT JOIN _attn_flops af ON af.cpu_op_id = g.cpu_op_id AND af.ts_ns = g.ts_ns AND af.name = g.name
 WHERE g.op = 'kernel';

@@ -61,7 +61,9 @@ CREATE TABLE IF NOT EXISTS step_rows (
 CREATE TABLE IF NOT EXISTS cpu_op_rows (
     trace_id INTEGER, op_id BIGINT, cat VARCHAR, name VARCHAR, ts_ns BIGINT, dur_ns BIGINT,
     pid VARCHAR, tid VARCHAR, external_id BIGINT, input_dims JSON, input_types JSON,
-    depth INTEGER, parent_id BIGINT, parent VARCHAR, step INTEGER, op_path VARCHAR
+    depth INTEGER, parent_id BIGINT, parent VARCHAR, step INTEGER, op_path VARCHAR,
+    -- The op's innermost frame of the user's code (with_stack traces; NULL otherwise).
+    source_file VARCHAR, source_line INTEGER, source_function VARCHAR
 );
 
 CREATE TABLE IF NOT EXISTS runtime_rows (
@@ -74,13 +76,15 @@ CREATE TABLE IF NOT EXISTS kernel_rows (
     correlation BIGINT, external_id BIGINT, grid INTEGER[], block INTEGER[],
     registers_per_thread INTEGER, shared_memory_bytes BIGINT, blocks_per_sm DOUBLE,
     warps_per_sm DOUBLE, est_occupancy_pct DOUBLE, cpu_op_id BIGINT, step INTEGER,
-    cpu_op VARCHAR, cpu_op_path VARCHAR, flops DOUBLE, flops_dtype VARCHAR, gemm_bytes DOUBLE
+    cpu_op VARCHAR, cpu_op_path VARCHAR, flops DOUBLE, flops_dtype VARCHAR, gemm_bytes DOUBLE,
+    source_file VARCHAR, source_line INTEGER, source_function VARCHAR
 );
 
 CREATE TABLE IF NOT EXISTS transfer_rows (
     trace_id INTEGER, op VARCHAR, name VARCHAR, kind VARCHAR, bytes BIGINT, ts_ns BIGINT,
     dur_ns BIGINT, device INTEGER, stream INTEGER, correlation BIGINT, external_id BIGINT,
-    cpu_op_id BIGINT, step INTEGER, cpu_op VARCHAR, cpu_op_path VARCHAR
+    cpu_op_id BIGINT, step INTEGER, cpu_op VARCHAR, cpu_op_path VARCHAR,
+    source_file VARCHAR, source_line INTEGER, source_function VARCHAR
 );
 
 -- One row per kernel of a collective (a kernel whose name a communication rule knows, or whose

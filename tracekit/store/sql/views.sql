@@ -106,10 +106,16 @@ FROM step_rows s JOIN trace_files t USING (trace_id);
 --   op_path: for ops that launched GPU work, the chain of cpu_op names from the outermost to
 --            this one, e.g. 'aten::masked_fill → aten::clone → aten::copy_'; a chain more than 64
 --            ops deep keeps the 64 nearest this one, after '… → '
+--   source_file, source_line, source_function: the innermost frame of the user's code around it,
+--          from a trace recorded with the Python stack (with_stack=True): file as torch wrote
+--          it (relative to its sys.path entry, e.g. 'model.py'), the line torch records (a
+--          function's first line for a call made while profiling) and the function; frames of
+--          torch, the standard library and site-packages are skipped (docs/source-lines.md).
+--          NULL when the trace has no stack or no user frame encloses the op
 CREATE OR REPLACE VIEW cpu_ops AS
 SELECT t.trace, o.op_id, o.cat, o.name, o.ts_ns / 1000.0 AS ts_us, o.dur_ns / 1000.0 AS dur_us,
        o.pid, o.tid, o.external_id, o.input_dims, o.input_types, o.parent_id, o.parent, o.depth,
-       o.step, o.op_path
+       o.step, o.op_path, o.source_file, o.source_line, o.source_function
 FROM cpu_op_rows o JOIN trace_files t USING (trace_id);
 
 -- @view runtime: CUDA (or HIP) runtime and driver calls on the CPU: launches, syncs, mallocs.
@@ -240,6 +246,8 @@ SELECT *, least(by_registers, by_shared_memory, by_threads, max_blocks_per_sm) A
 --   step: the ProfilerStep#N whose CPU span encloses the launch call; when the launch is not in the
 --         trace (see `anomalies`), the step whose GPU-side span (Kineto's gpu_user_annotation
 --         ProfilerStep#N) encloses the kernel's start, else NULL; NULL when the trace has no steps
+--   source_file, source_line, source_function: the source frame of its cpu_op (see cpu_ops);
+--         NULL without a stack or a launching op
 CREATE OR REPLACE VIEW kernels AS
 SELECT t.trace, k.name, k.ts_ns / 1000.0 AS ts_us, k.dur_ns / 1000.0 AS dur_us, k.device, k.stream,
        k.correlation, k.external_id, k.grid, k.block, k.registers_per_thread,
@@ -254,7 +262,7 @@ SELECT t.trace, k.name, k.ts_ns / 1000.0 AS ts_us, k.dur_ns / 1000.0 AS dur_us, 
        CASE WHEN o.blocks IS NULL THEN NULL
             WHEN o.blocks = o.by_registers THEN 'registers' WHEN o.blocks = o.by_shared_memory THEN 'shared_memory'
             WHEN o.blocks = o.by_threads THEN 'threads' ELSE 'blocks' END AS occupancy_limiter,
-       k.cpu_op_id, k.cpu_op, k.cpu_op_path, k.step
+       k.cpu_op_id, k.cpu_op, k.cpu_op_path, k.step, k.source_file, k.source_line, k.source_function
 FROM kernel_rows k JOIN trace_files t USING (trace_id)
 LEFT JOIN kernel_classes c ON c.trace_id = k.trace_id AND c.name = k.name
 LEFT JOIN _trace_specs sp ON sp.trace_id = k.trace_id
@@ -427,7 +435,8 @@ GROUP BY f.trace, f.rank, j.job, m.step;
 -- Both kinds of transfer with their causes; memcpy and memset below are its two halves.
 CREATE OR REPLACE VIEW _transfers AS
 SELECT x.op, t.trace, x.name, x.kind, x.bytes, x.ts_ns / 1000.0 AS ts_us, x.dur_ns / 1000.0 AS dur_us,
-       x.device, x.stream, x.correlation, x.cpu_op_id, x.cpu_op, x.cpu_op_path, x.step
+       x.device, x.stream, x.correlation, x.cpu_op_id, x.cpu_op, x.cpu_op_path, x.step,
+       x.source_file, x.source_line, x.source_function
 FROM transfer_rows x JOIN trace_files t USING (trace_id);
 
 -- @view memcpy: one row per GPU memory copy.
@@ -440,6 +449,8 @@ FROM transfer_rows x JOIN trace_files t USING (trace_id);
 --   correlation: id of the runtime call that issued it
 --   cpu_op_id, cpu_op: innermost CPU op that caused it; cpu_op_path: its chain of ops
 --   step: enclosing ProfilerStep#N
+--   source_file, source_line, source_function: the source frame of its cpu_op (see cpu_ops), e.g.
+--          'model.py', 42, 'forward'; NULL without a stack or a launching op
 CREATE OR REPLACE VIEW memcpy AS
 SELECT * EXCLUDE (op) FROM _transfers WHERE op = 'memcpy';
 
@@ -598,6 +609,10 @@ FROM g;
 -- @view gpu_specs (a table): what tracekit knows of each GPU's peaks, one row per GPU with its source.
 --   name_pattern: regular expression matched against traces.device_name (the longest match wins)
 --   tf32_tflops, bf16_tflops, fp16_tflops: dense Tensor Core peaks; memory_tb_s: memory bandwidth
+
+-- @view python_library_modules (a table): the top-level Python modules whose frames are not the
+-- user's code (torch and its compiler's packages, the standard library), with the source of each;
+-- see cpu_ops.source_file.
 
 -- @view gpu_arch_limits (a table): the per-SM limits of each architecture (CUDA's technical
 -- specifications per compute capability), with its source; see device_limits.
