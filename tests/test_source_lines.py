@@ -130,3 +130,14 @@ def test_hidden_copy_names_the_line_in_its_title_and_evidence(con):
 
 def con_path(con):
     return con.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()").fetchone()[0]
+
+
+def test_a_lake_keeps_the_frames(tmp_path):
+    # A lake's loads run in a scratch database of their own: the library rule must be there too.
+    lake = tmp_path / "lake"
+    result = invoke_cli("load", FOREIGN / "rtx5080_cuda_graph_replay_manual_capture.json.gz", "--lake", lake)
+    assert result.exit_code == 0, result.output
+    result = invoke_cli("query", "memcpy", "--lake", lake, "-f", "json")
+    assert result.exit_code == 0, result.output
+    assert [r["source"] for r in json.loads(result.output)] == [
+        "torch_cuda_graph_manual_capture.py:67 in train_with_cuda_graph", None]

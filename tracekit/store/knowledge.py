@@ -58,3 +58,13 @@ def sync_knowledge(con):
         if stored != current:
             con.execute(f"DELETE FROM {table}")
             con.executemany(f"INSERT INTO {table} VALUES ({', '.join('?' * len(columns))})", current)
+
+
+def create_with_rows(con, table):
+    """Creates knowledge table `table` in a fresh database (a lake writer's scratch) with its rows,
+    in one statement: an insert per row would cost most of a scratch database's set-up."""
+    file_name, columns = TABLES[table]
+    con.execute(f"CREATE TABLE {table} ({', '.join(f'{c} {t}' for c, t in columns.items())})")
+    current = rows(table)
+    con.execute(f"INSERT INTO {table} VALUES " + ", ".join([f"({', '.join('?' * len(columns))})"] * len(current)),
+                [value for row in current for value in row])
