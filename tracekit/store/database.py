@@ -21,7 +21,7 @@ DEFAULT_DB = "tracekit.duckdb"
 # 6: trace_files.default_group, base_time_ns, first_ns and last_ns in place of job (jobs are found
 #    across traces: view _jobs); collective_rows.runs_on (gloo's collectives run on the CPU).
 # 7: source_file, source_line and source_function on cpu_op_rows, kernel_rows and transfer_rows;
-#    the knowledge table python_library_modules.
+#    the knowledge table library_modules.
 SCHEMA_VERSION = "7"
 
 # Parses a JSON number's text into integer nanoseconds exactly: going through DOUBLE would lose
@@ -236,7 +236,7 @@ def connect_scratch():
     con = duckdb.connect(":memory:")
     for statement in split_statements(sql_resource("tables.sql")):
         con.execute(statement)
-    create_with_rows(con, "python_library_modules")  # the load's source-line rule reads it
+    create_with_rows(con, "library_modules")  # the load's source-line rule reads it
     rules = rule_rows()
     # One statement for all the rules: an insert per rule would take most of the set-up's time.
     con.execute("INSERT INTO kernel_rules VALUES " + ", ".join([f"({', '.join('?' * len(rules[0]))})"] * len(rules)),

@@ -19,7 +19,7 @@ TABLES = {
         "name_pattern": "VARCHAR", "gpu": "VARCHAR", "link": "VARCHAR", "per_direction_gb_s": "DOUBLE",
         "bidirectional_gb_s": "DOUBLE", "per_peer_gb_s": "DOUBLE", "assumption": "VARCHAR", "source": "VARCHAR"}),
     # The top-level modules whose frames are not the user's code (see derive_1_ops.sql, source lines).
-    "python_library_modules": ("python_library_modules.csv", {
+    "library_modules": ("library_modules.csv", {
         "module": "VARCHAR", "library": "VARCHAR", "source": "VARCHAR"}),
 }
 _CASTS = {"DOUBLE": float, "INTEGER": int, "VARCHAR": str}

@@ -129,9 +129,9 @@ JOIN (
 -- the user's unless its file is a library's:
 --   - a file in <...> (<frozen importlib._bootstrap>, <string>);
 --   - an absolute path (/..., C:/...) through site-packages or dist-packages, through Python's
---     own lib/pythonX.Y, or through a folder named like a module of python_library_modules of
+--     own lib/pythonX.Y, or through a folder named like a module of library_modules of
 --     library 'torch' (a torch built from source);
---   - a relative path whose first part, less .py, is a module of python_library_modules (torch,
+--   - a relative path whose first part, less .py, is a module of library_modules (torch,
 --     triton, the standard library: torch writes paths relative to the sys.path entry they were
 --     found under, so 'torch/nn/modules/module.py', 'enum.py', 'json/encoder.py').
 -- A package installed from PyPI other than those reads as the user's when torch wrote its path
@@ -157,8 +157,8 @@ SELECT name, file, line, function FROM judged
 WHERE NOT starts_with(file, '<')
   AND NOT (absolute AND regexp_matches(path, '/(site-packages|dist-packages|lib/python[0-9.]+)/'))
   AND NOT (absolute AND list_has_any(string_split(path, '/'),
-                                     (SELECT list(module) FROM python_library_modules WHERE library = 'torch')))
-  AND NOT (NOT absolute AND first_part IN (SELECT module FROM python_library_modules));
+                                     (SELECT list(module) FROM library_modules WHERE library = 'torch')))
+  AND NOT (NOT absolute AND first_part IN (SELECT module FROM library_modules));
 
 CREATE OR REPLACE TEMP TABLE _user_frames AS
 SELECT e.rowid AS frame_id, e.name, e.ts_ns, coalesce(e.dur_ns, 0) AS dur_ns, e.pid, e.tid

@@ -610,7 +610,7 @@ FROM g;
 --   name_pattern: regular expression matched against traces.device_name (the longest match wins)
 --   tf32_tflops, bf16_tflops, fp16_tflops: dense Tensor Core peaks; memory_tb_s: memory bandwidth
 
--- @view python_library_modules (a table): the top-level Python modules whose frames are not the
+-- @view library_modules (a table): the top-level Python modules whose frames are not the
 -- user's code (torch and its compiler's packages, the standard library), with the source of each;
 -- see cpu_ops.source_file.
 
