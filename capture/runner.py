@@ -53,6 +53,9 @@ class CaptureConfig:
     train: bool = False  # a training step of a small transformer per profiler step, not one forward
     tf32: bool | None = None  # TF32 for fp32 matmuls and convolutions; None leaves PyTorch's defaults
     profile_memory: bool = False  # the allocator's [memory] events (torch.profiler's profile_memory)
+    # Record the Python stack (with_stack=True): python_function events, from which tracekit
+    # names each op's source line; it makes the trace several times larger.
+    with_stack: bool = False
 
 
 @dataclass
@@ -186,6 +189,7 @@ def _profile(call, variant, shape, config, environment, path, extra_metadata=Non
     label = f"tracekit.{'train_step' if config.train else 'forward'}.{variant.name}"
     with profile(
         activities=activities, schedule=steps, record_shapes=True, profile_memory=config.profile_memory,
+        with_stack=config.with_stack,
         on_trace_ready=lambda prof: prof.export_chrome_trace(str(path)),
     ) as prof:
         prof.add_metadata_json(METADATA_KEY, json.dumps(metadata))
@@ -219,6 +223,7 @@ def _trace_metadata(variant, shape, config, environment):
         "flops_per_call": None if config.train else attention_flops(shape),
         "tf32": torch.backends.cuda.matmul.allow_tf32,
         "profile_memory": config.profile_memory,
+        "with_stack": config.with_stack,
         "command": config.command,
         **environment,
     }
@@ -235,6 +240,7 @@ def _manifest(config, environment, results):
         "steps": config.steps,
         "workload": "train" if config.train else "forward",
         "tf32": torch.backends.cuda.matmul.allow_tf32,
+        "with_stack": config.with_stack,
         "step_convention": f"one {'training step' if config.train else 'forward'} per ProfilerStep#N; "
                            "step 0 is the cold first call",
         "timing": f"median (and min, max) of {config.timing_repeats} steady calls outside the profiler "

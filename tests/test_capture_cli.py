@@ -185,3 +185,25 @@ def test_tf32_is_recorded_and_put_back(tmp_path):
     assert read_trace(tmp_path / "naive_inplace.json.gz")["tracekit"]["tf32"] is True
     assert json.loads((tmp_path / "manifest.json").read_text())["tf32"] is True
     assert torch.backends.cuda.matmul.allow_tf32 == before
+
+
+def test_with_stack_records_python_frames_that_name_the_variants_forward(captured, tmp_path):
+    out, _, _ = captured
+    plain = read_trace(out / "naive.json.gz")
+    assert plain["tracekit"]["with_stack"] is False
+    assert not any(e.get("cat") == "python_function" for e in plain["traceEvents"])
+    result = CliRunner().invoke(cli, ["capture", "--out", str(tmp_path), "--with-stack", "--variants", "naive",
+                                      *TINY[:-2], "--steps", "2"])
+    assert result.exit_code == 0, result.output
+    traced = read_trace(tmp_path / "naive.json.gz")
+    assert traced["tracekit"]["with_stack"] is True
+    assert json.loads((tmp_path / "manifest.json").read_text())["with_stack"] is True
+    # the naive forward's frame, named as torch names frames: path (as sys.path finds it), def line, function
+    import torch
+
+    from tracekit.capture.variants import VARIANTS, Shape
+
+    forward = VARIANTS["naive"].build(Shape(1, 2, 64, 16, torch.float32, True, "cpu"))
+    frames = {e["name"] for e in traced["traceEvents"] if e.get("cat") == "python_function"}
+    expected = f"capture/variants.py({forward.__code__.co_firstlineno}): forward"
+    assert any(name.endswith(expected) for name in frames), sorted(frames)[:20]

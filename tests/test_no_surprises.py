@@ -269,7 +269,7 @@ def test_open_refuses_the_rows_a_query_wrote_as_json(sample_db, tmp_path):
     assert invoke("query", "memcpy", "--db", sample_db, "-o", rows).exit_code == 0
     assert_error(invoke("open", rows, "--no-browser"),
                  f"{rows}: not a trace: its array's first object has no ph (every Chrome trace event has a phase), "
-                 "keys trace, kind, caused_by, memcpy_count, memcpy_bytes")
+                 "keys trace, kind, caused_by, source, memcpy_count")
 
 
 def test_an_event_error_shows_the_event_as_written(tmp_path):

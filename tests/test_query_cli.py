@@ -62,7 +62,7 @@ def test_json_format_is_one_array_of_row_objects(sample_db):
     result = invoke("query", "memcpy", "--db", str(sample_db), "-f", "json", "-p", "trace", "naive")
     assert json.loads(result.output) == [{
         "trace": "naive", "kind": "DtoD", "caused_by": "aten::masked_fill → aten::clone → aten::copy_",
-        "memcpy_count": 6, "memcpy_bytes": 3221225472, "unknown_size_copies": 0, "memcpy_mib": 3072.0,
+        "source": None, "memcpy_count": 6, "memcpy_bytes": 3221225472, "unknown_size_copies": 0, "memcpy_mib": 3072.0,
         "memcpy_us": 1523.9, "avg_bytes": 536870912, "steps_with_memcpy": 6}]
 
 

@@ -8,6 +8,8 @@
 --   max_evidence = 20: at most this many copies named in the evidence
 WITH copies AS (
     SELECT m.*, w.steps,
+           -- the user's line around the op (a trace with the Python stack; NULL otherwise)
+           m.source_file || ':' || m.source_line || ' in ' || m.source_function AS code_line,
            -- The op that need not have copied: the one right above the first copy op of the chain
            -- (masked_fill in ... → masked_fill → clone → copy_), or that copy op itself when the
            -- code called it directly (contiguous, to).
@@ -24,12 +26,18 @@ WITH copies AS (
 ), groups AS (
     SELECT c.trace, c.culprit, c.backward, string_agg(DISTINCT c.cpu_op_path, '; ' ORDER BY c.cpu_op_path) AS paths,
            any_value(c.steps) AS steps,
+           -- Lines are listed, not grouped on: a finding is one fix (its whatif drops the culprit's
+           -- copies wherever they come from), so two findings for one culprit would each claim it all.
+           count(DISTINCT c.code_line) AS lines, min(c.code_line) AS first_line,
+           string_agg(DISTINCT c.code_line, '; ' ORDER BY c.code_line) AS code_lines,
            count(*) AS copies, sum(c.bytes) AS bytes, count(*) - count(c.bytes) AS unknown_size,
            sum(c.dur_us) AS copy_us,
            to_json(list(struct_pack(source := 'memcpy', trace := c.trace, name := c.name,
                                     ts_ns := CAST(round(c.ts_us * 1000) AS BIGINT),
                                     dur_ns := CAST(round(c.dur_us * 1000) AS BIGINT),
-                                    correlation := c.correlation, cpu_op_id := c.cpu_op_id)
+                                    correlation := c.correlation, cpu_op_id := c.cpu_op_id,
+                                    source_file := c.source_file, source_line := c.source_line,
+                                    source_function := c.source_function)
                         ORDER BY c.ts_us, c.correlation)[1:CAST($max_evidence AS INTEGER)]) AS evidence
     FROM copies c
     GROUP BY c.trace, c.culprit, c.backward
@@ -38,15 +46,17 @@ SELECT g.trace, 'hidden_copy' AS rule,
        CASE WHEN g.backward IS NOT NULL THEN 'info'
             WHEN g.copy_us / g.steps >= 0.10 * t.gpu_us_per_step THEN 'high'
             WHEN g.copy_us / g.steps >= 0.03 * t.gpu_us_per_step THEN 'medium' ELSE 'low' END AS severity,
-       format('{} Memcpy DtoD of {} per step from {}{}',
+       format('{} Memcpy DtoD of {} per step from {}{}{}',
               CASE WHEN g.copies % g.steps = 0 THEN CAST(g.copies // g.steps AS VARCHAR)
                    ELSE format('{:.1f}', g.copies / g.steps) END,
               CASE WHEN g.bytes IS NULL THEN 'unknown size'
                    ELSE format('{:.0f} MiB', g.bytes / g.copies / 1048576.0) END,
-              g.culprit, CASE WHEN g.backward IS NULL THEN '' ELSE ' in autograd''s ' || g.backward END) AS title,
-       format('{} copies in {} steady step(s), {:.1f} us of GPU time per step ({:.1f}% of the step''s {:.1f} us), made by {}',
+              g.culprit, CASE WHEN g.backward IS NULL THEN '' ELSE ' in autograd''s ' || g.backward END,
+              CASE g.lines WHEN 0 THEN '' WHEN 1 THEN ' at ' || g.first_line
+                   ELSE format(' at {} and {} more line(s)', g.first_line, g.lines - 1) END) AS title,
+       format('{} copies in {} steady step(s), {:.1f} us of GPU time per step ({:.1f}% of the step''s {:.1f} us), made by {}{}',
               g.copies, g.steps, g.copy_us / g.steps, 100.0 * g.copy_us / g.steps / t.gpu_us_per_step,
-              t.gpu_us_per_step, g.paths) AS detail,
+              t.gpu_us_per_step, g.paths, CASE WHEN g.lines = 0 THEN '' ELSE ' at ' || g.code_lines END) AS detail,
        CASE WHEN g.backward IS NOT NULL
                  THEN 'none in the module: PyTorch''s backward formula (' || g.backward || ') makes this copy; only a '
                       || 'custom torch.autograd.Function that writes the gradient in place would remove it'

@@ -20,7 +20,9 @@ WITH copies AS (
            to_json(list(struct_pack(source := 'memcpy', trace := c.trace, name := c.name,
                                     ts_ns := CAST(round(c.ts_us * 1000) AS BIGINT),
                                     dur_ns := CAST(round(c.dur_us * 1000) AS BIGINT),
-                                    correlation := c.correlation, cpu_op_id := c.cpu_op_id)
+                                    correlation := c.correlation, cpu_op_id := c.cpu_op_id,
+                                    source_file := c.source_file, source_line := c.source_line,
+                                    source_function := c.source_function)
                         ORDER BY c.dur_us DESC, c.ts_us, c.correlation)[1:CAST($max_evidence AS INTEGER)]) AS evidence
     FROM copies c
     GROUP BY c.trace, c.kind, coalesce(c.cpu_op_path, c.cpu_op, 'an op the trace does not name')

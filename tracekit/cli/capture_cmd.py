@@ -68,8 +68,12 @@ def _parse_seq_lens(ctx, param, value):
               help="With --ranks: the rank to slow down on purpose, by --delay-ms before each step.")
 @click.option("--delay-ms", type=click.FloatRange(min=0, min_open=True), default=20.0, show_default=True,
               help="With --slow-rank: milliseconds the slow rank sleeps before each step.")
+@click.option("--with-stack", is_flag=True,
+              help="Record the Python stack (torch.profiler's with_stack=True), so that tracekit names each "
+                   "op's, kernel's and copy's source line (source_file, source_line, source_function); "
+                   "the trace grows several times.")
 def capture(out_dir, variants, device, batch, heads, seq_lens, head_dim, dtype, causal, steps, train, tf32,
-            profile_memory, ranks, slow_rank, delay_ms):
+            profile_memory, ranks, slow_rank, delay_ms, with_stack):
     """Record a torch.profiler (Kineto) trace of each attention variant.
 
     Writes <variant>.json.gz (<variant>_s<S>.json.gz in a sweep) and manifest.json
@@ -103,7 +107,7 @@ def capture(out_dir, variants, device, batch, heads, seq_lens, head_dim, dtype, 
         seq_lens=seq_lens or defaults["seq_lens"], head_dim=head_dim or defaults["head_dim"],
         dtype=dtype or defaults["dtype"], causal=causal, steps=steps,
         command=" ".join(["tracekit", *sys.argv[1:]]), train=train, tf32=tf32,
-        profile_memory=profile_memory,
+        profile_memory=profile_memory, with_stack=with_stack,
     )
     click.echo(f"capturing {'training steps with ' if train else ''}{len(variants)} variant(s) x {len(config.seq_lens)} shape(s) on "
                f"{device}: B={config.batch} H={config.heads} S={','.join(map(str, config.seq_lens))} "

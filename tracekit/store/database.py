@@ -22,7 +22,8 @@ DEFAULT_DB = "tracekit.duckdb"
 #    across traces: view _jobs); collective_rows.runs_on (gloo's collectives run on the CPU).
 # 7: kernel_rows.bytes (was gemm_bytes), model_flops and work_family: a work model for every op
 #    family (knowledge/op_work_models.csv); gpu_specs.fp8_tflops and vector_tflops; memory_rows
-#    (the allocator's [memory] events).
+#    (the allocator's [memory] events); source_file, source_line and
+#    source_function on cpu_op_rows, kernel_rows and transfer_rows; the knowledge table library_modules.
 SCHEMA_VERSION = "7"
 
 # Parses a JSON number's text into integer nanoseconds exactly: going through DOUBLE would lose
@@ -232,10 +233,12 @@ def connect_scratch():
     """An in-memory database with tracekit's tables and the macros a load uses, and no views: a
     lake's writer (tracekit.lake) loads each file into one of these and keeps only its tables."""
     from tracekit.store.classify import rule_rows
+    from tracekit.store.knowledge import create_with_rows
 
     con = duckdb.connect(":memory:")
     for statement in split_statements(sql_resource("tables.sql")):
         con.execute(statement)
+    create_with_rows(con, "library_modules")  # the load's source-line rule reads it
     rules = rule_rows()
     # One statement for all the rules: an insert per rule would take most of the set-up's time.
     con.execute("INSERT INTO kernel_rules VALUES " + ", ".join([f"({', '.join('?' * len(rules[0]))})"] * len(rules)),

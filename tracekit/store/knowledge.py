@@ -1,5 +1,6 @@
-"""What tracekit knows about GPUs, kept as CSV files beside this module (tracekit/knowledge/), one
-row per GPU or architecture with its source, and stored in the database as tables the views join."""
+"""What tracekit knows about GPUs and Python's libraries, kept as CSV files beside this module
+(tracekit/store/knowledge/), one row per GPU, architecture or module with its source, and stored in
+the database as tables the views and the loader join."""
 
 import csv
 import io
@@ -18,6 +19,9 @@ TABLES = {
     "interconnects": ("interconnects.csv", {
         "name_pattern": "VARCHAR", "gpu": "VARCHAR", "link": "VARCHAR", "per_direction_gb_s": "DOUBLE",
         "bidirectional_gb_s": "DOUBLE", "per_peer_gb_s": "DOUBLE", "assumption": "VARCHAR", "source": "VARCHAR"}),
+    # The top-level modules whose frames are not the user's code (see derive_1_ops.sql, source lines).
+    "library_modules": ("library_modules.csv", {
+        "module": "VARCHAR", "library": "VARCHAR", "source": "VARCHAR"}),
 }
 _CASTS = {"DOUBLE": float, "INTEGER": int, "VARCHAR": str}
 
@@ -55,3 +59,13 @@ def sync_knowledge(con):
         if stored != current:
             con.execute(f"DELETE FROM {table}")
             con.executemany(f"INSERT INTO {table} VALUES ({', '.join('?' * len(columns))})", current)
+
+
+def create_with_rows(con, table):
+    """Creates knowledge table `table` in a fresh database (a lake writer's scratch) with its rows,
+    in one statement: an insert per row would cost most of a scratch database's set-up."""
+    file_name, columns = TABLES[table]
+    con.execute(f"CREATE TABLE {table} ({', '.join(f'{c} {t}' for c, t in columns.items())})")
+    current = rows(table)
+    con.execute(f"INSERT INTO {table} VALUES " + ", ".join([f"({', '.join('?' * len(columns))})"] * len(current)),
+                [value for row in current for value in row])

@@ -143,10 +143,94 @@ JOIN (
     FROM (SELECT op_id, ts_ns FROM _ops) o ASOF LEFT JOIN _steps s ON o.ts_ns >= s.ts_ns
 ) st ON st.op_id = p.op_id;
 
+-- Source lines. A trace recorded with_stack=True holds python_function events, one per Python
+-- call, named 'file.py(42): function', nested on their thread as the calls were (torch >= 1.12
+-- writes them; built-ins are '<built-in method ...>', modules 'nn.Module: Linear_0'). An op's
+-- source frame is the innermost of the user's frames that encloses it on its thread. A frame is
+-- the user's unless its file is a library's:
+--   - a file in <...> (<frozen importlib._bootstrap>, <string>);
+--   - an absolute path (/..., C:/...) through site-packages or dist-packages, through Python's
+--     own lib/pythonX.Y, or through a folder named like a module of library_modules of
+--     library 'torch' (a torch built from source);
+--   - a relative path whose first part, less .py, is a module of library_modules (torch,
+--     triton, the standard library: torch writes paths relative to the sys.path entry they were
+--     found under, so 'torch/nn/modules/module.py', 'enum.py', 'json/encoder.py').
+-- A package installed from PyPI other than those reads as the user's when torch wrote its path
+-- relative (click/core.py). The line is the one torch records: for a call made while profiling,
+-- the first line of the function (its def), so it names the function rather than the statement;
+-- for a frame already running when profiling started, the line it was running then.
+-- The names are parsed once each (a trace repeats a few hundred names over millions of events).
+CREATE OR REPLACE TEMP TABLE _user_frame_names AS
+WITH names AS (
+    SELECT name, regexp_extract(name, '^(.+)\((\d+)\): (.*)$', ['file', 'line', 'function']) AS parts
+    FROM (SELECT DISTINCT name FROM event_rows
+          WHERE trace_id = $trace_id AND lower(cat) = 'python_function' AND name NOT LIKE '<%')
+), parsed AS (
+    SELECT name, parts.file, TRY_CAST(parts.line AS INTEGER) AS line, parts.function,
+           replace(parts.file, '\', '/') AS path
+    FROM names WHERE parts.file <> ''
+), judged AS (
+    SELECT *, regexp_matches(path, '^(/|[A-Za-z]:/)') AS absolute,
+           regexp_extract(path, '^([^/]+?)(\.py)?(/|$)', 1) AS first_part
+    FROM parsed
+)
+SELECT name, file, line, function FROM judged
+WHERE NOT starts_with(file, '<')
+  AND NOT (absolute AND regexp_matches(path, '/(site-packages|dist-packages|lib/python[0-9.]+)/'))
+  AND NOT (absolute AND list_has_any(string_split(path, '/'),
+                                     (SELECT list(module) FROM library_modules WHERE library = 'torch')))
+  AND NOT (NOT absolute AND first_part IN (SELECT module FROM library_modules));
+
+CREATE OR REPLACE TEMP TABLE _user_frames AS
+SELECT e.rowid AS frame_id, e.name, e.ts_ns, coalesce(e.dur_ns, 0) AS dur_ns, e.pid, e.tid
+FROM event_rows e SEMI JOIN _user_frame_names n ON n.name = e.name
+WHERE e.trace_id = $trace_id AND e.ph = 'X' AND e.ts_ns IS NOT NULL AND lower(e.cat) = 'python_function';
+
+-- The same sweep as the op tree's, over the user's frames (a subset of properly nested calls
+-- nests too) with each op's start as a probe: the innermost frame open at the probe sits at depth
+-- count - 1. Only threads with such frames take part, so a trace without stacks costs nothing.
+CREATE OR REPLACE TEMP TABLE _frame_sweep AS
+WITH threads AS (
+    SELECT pid, tid, row_number() OVER (ORDER BY pid, tid) AS thread FROM (SELECT DISTINCT pid, tid FROM _user_frames)
+), points AS (
+    SELECT t.thread, f.ts_ns AS t, 1 AS ord, -f.dur_ns AS longest_first, f.frame_id AS id, 1 AS delta
+    FROM _user_frames f JOIN threads t USING (pid, tid)
+    UNION ALL
+    SELECT t.thread, f.ts_ns + f.dur_ns, CASE WHEN f.dur_ns > 0 THEN 0 ELSE 3 END, 0, f.frame_id, -1
+    FROM _user_frames f JOIN threads t USING (pid, tid)
+    UNION ALL
+    SELECT t.thread, o.ts_ns, 2, 0, o.op_id, 0 FROM _ops o JOIN threads t USING (pid, tid)
+)
+SELECT * FROM (
+    SELECT thread, id, delta, row_number() OVER w AS pos,
+           (sum(delta) OVER (w ROWS UNBOUNDED PRECEDING) - greatest(delta, 0))::INTEGER AS open_before
+    FROM points
+    WINDOW w AS (PARTITION BY thread ORDER BY t, ord, longest_first, id)
+)
+WHERE delta <> -1;
+
+CREATE OR REPLACE TEMP TABLE _op_frames AS
+WITH frames AS (
+    SELECT id AS frame_id, thread, pos, open_before AS depth FROM _frame_sweep WHERE delta = 1
+), probes AS (
+    SELECT id AS op_id, thread, pos, open_before - 1 AS want FROM _frame_sweep WHERE delta = 0 AND open_before > 0
+)
+SELECT p.op_id, n.file AS source_file, n.line AS source_line, n.function AS source_function
+FROM probes p
+ASOF JOIN frames f ON f.thread = p.thread AND f.depth = p.want AND p.pos > f.pos
+JOIN (SELECT frame_id, name FROM _user_frames) u USING (frame_id)
+JOIN _user_frame_names n USING (name);
+
+DROP TABLE _frame_sweep;
+DROP TABLE _user_frames;
+DROP TABLE _user_frame_names;
+
 INSERT INTO cpu_op_rows
 SELECT $trace_id, c.op_id, c.cat, c.name, c.ts_ns, c.dur_ns, c.pid, c.tid, c.external_id,
-       c.a[2], c.a[3], l.depth, l.parent_id, l.parent, l.step, NULL
-FROM _ops c JOIN _op_links l USING (op_id);
+       c.a[2], c.a[3], l.depth, l.parent_id, l.parent, l.step, NULL,
+       f.source_file, f.source_line, f.source_function
+FROM _ops c JOIN _op_links l USING (op_id)
+LEFT JOIN _op_frames f USING (op_id);
 
 -- Memory events with their op and step; `seq` orders each device's events (time, then the
 -- file's order), and an allocation's `freed_seq` is its block's free: the next event of its

@@ -125,9 +125,10 @@ UPDATE cpu_op_rows SET op_path = p.op_path
 FROM _paths p
 WHERE cpu_op_rows.trace_id = $trace_id AND cpu_op_rows.op_id = p.op_id;
 
--- GPU work with its op's name and path beside it: the views then read kernels without a join.
+-- GPU work with its op's name, path and source frame beside it: the views then read kernels without a join.
 CREATE OR REPLACE TEMP TABLE _gpu_ops AS
-SELECT g.*, o.name AS cpu_op, p.op_path AS cpu_op_path
+SELECT g.*, o.name AS cpu_op, p.op_path AS cpu_op_path, f.source_file, f.source_line, f.source_function
 FROM _gpu_linked g
 LEFT JOIN (SELECT op_id, name FROM _ops) o ON o.op_id = g.cpu_op_id
+LEFT JOIN _op_frames f ON f.op_id = g.cpu_op_id
 LEFT JOIN _paths p ON p.op_id = g.cpu_op_id;

@@ -136,7 +136,8 @@ SELECT $trace_id, g.name, g.ts_ns, g.dur_ns, g.device, g.stream, g.correlation, 
        g.registers_per_thread, g.shared_memory_bytes, g.blocks_per_sm, g.warps_per_sm,
        -- Kineto writes 0 when it could not compute occupancy (a kernel that ran had some).
        nullif(g.est_occupancy_pct, 0), g.cpu_op_id, g.step, g.cpu_op, g.cpu_op_path,
-       w.flops, w.dtype, w.bytes, w.model_flops, w.family
+       w.flops, w.dtype, w.bytes, w.model_flops, w.family,
+       g.source_file, g.source_line, g.source_function
 FROM _gpu_ops g
 LEFT JOIN _kernel_work w ON w.cpu_op_id = g.cpu_op_id AND w.ts_ns = g.ts_ns AND w.name = g.name
 WHERE g.op = 'kernel';

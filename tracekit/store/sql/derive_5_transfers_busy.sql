@@ -4,7 +4,8 @@ INSERT INTO transfer_rows
 SELECT $trace_id, op, name,
        CASE WHEN op = 'memcpy' THEN nullif(regexp_extract(name, '^Memcpy ([A-Za-z0-9]+)', 1), '')
             ELSE nullif(regexp_extract(name, '\(([^)]*)\)', 1), '') END,
-       bytes, ts_ns, dur_ns, device, stream, correlation, launch_external_id, cpu_op_id, step, cpu_op, cpu_op_path
+       bytes, ts_ns, dur_ns, device, stream, correlation, launch_external_id, cpu_op_id, step, cpu_op, cpu_op_path,
+       source_file, source_line, source_function
 FROM _gpu_ops WHERE op <> 'kernel';
 
 -- How long each device was busy in each step: the union of its kernel, memcpy and memset
@@ -43,6 +44,7 @@ DROP TABLE _sweep;
 DROP TABLE _op_pos;
 DROP TABLE _enclosing;
 DROP TABLE _op_links;
+DROP TABLE _op_frames;
 DROP TABLE _op_by_external;
 DROP TABLE _launch;
 DROP TABLE _launch_by_external;

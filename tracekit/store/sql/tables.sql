@@ -61,7 +61,9 @@ CREATE TABLE IF NOT EXISTS step_rows (
 CREATE TABLE IF NOT EXISTS cpu_op_rows (
     trace_id INTEGER, op_id BIGINT, cat VARCHAR, name VARCHAR, ts_ns BIGINT, dur_ns BIGINT,
     pid VARCHAR, tid VARCHAR, external_id BIGINT, input_dims JSON, input_types JSON,
-    depth INTEGER, parent_id BIGINT, parent VARCHAR, step INTEGER, op_path VARCHAR
+    depth INTEGER, parent_id BIGINT, parent VARCHAR, step INTEGER, op_path VARCHAR,
+    -- The op's innermost frame of the user's code (with_stack traces; NULL otherwise).
+    source_file VARCHAR, source_line INTEGER, source_function VARCHAR
 );
 
 -- One row per [memory] event of the allocator (torch.profiler's profile_memory), its args typed:
@@ -87,13 +89,16 @@ CREATE TABLE IF NOT EXISTS kernel_rows (
     -- The kernel's share of its op's work (knowledge/op_work_models.csv): FLOPs executed, the
     -- least bytes moved, FLOPs of the model (attention's backward without its recompute), the
     -- dtype that picks the peak, and the formula's family; NULL where no formula or no shapes.
-    flops DOUBLE, flops_dtype VARCHAR, bytes DOUBLE, model_flops DOUBLE, work_family VARCHAR
+    flops DOUBLE, flops_dtype VARCHAR, bytes DOUBLE, model_flops DOUBLE, work_family VARCHAR,
+    -- The launching op's innermost frame of the user's code (with_stack traces; NULL otherwise).
+    source_file VARCHAR, source_line INTEGER, source_function VARCHAR
 );
 
 CREATE TABLE IF NOT EXISTS transfer_rows (
     trace_id INTEGER, op VARCHAR, name VARCHAR, kind VARCHAR, bytes BIGINT, ts_ns BIGINT,
     dur_ns BIGINT, device INTEGER, stream INTEGER, correlation BIGINT, external_id BIGINT,
-    cpu_op_id BIGINT, step INTEGER, cpu_op VARCHAR, cpu_op_path VARCHAR
+    cpu_op_id BIGINT, step INTEGER, cpu_op VARCHAR, cpu_op_path VARCHAR,
+    source_file VARCHAR, source_line INTEGER, source_function VARCHAR
 );
 
 -- One row per kernel of a collective (a kernel whose name a communication rule knows, or whose

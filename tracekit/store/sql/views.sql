@@ -107,10 +107,16 @@ FROM step_rows s JOIN trace_files t USING (trace_id);
 --            cpu_op names from the outermost to this one, e.g.
 --            'aten::masked_fill → aten::clone → aten::copy_'; a chain more than 64 ops deep keeps the
 --            64 nearest this one, after '… → '
+--   source_file, source_line, source_function: the innermost frame of the user's code around it,
+--          from a trace recorded with the Python stack (with_stack=True): file as torch wrote
+--          it (relative to its sys.path entry, e.g. 'model.py'), the line torch records (a
+--          function's first line for a call made while profiling) and the function; frames of
+--          torch, the standard library and site-packages are skipped (docs/source-lines.md).
+--          NULL when the trace has no stack or no user frame encloses the op
 CREATE OR REPLACE VIEW cpu_ops AS
 SELECT t.trace, o.op_id, o.cat, o.name, o.ts_ns / 1000.0 AS ts_us, o.dur_ns / 1000.0 AS dur_us,
        o.pid, o.tid, o.external_id, o.input_dims, o.input_types, o.parent_id, o.parent, o.depth,
-       o.step, o.op_path
+       o.step, o.op_path, o.source_file, o.source_line, o.source_function
 FROM cpu_op_rows o JOIN trace_files t USING (trace_id);
 
 -- @view runtime: CUDA (or HIP) runtime and driver calls on the CPU: launches, syncs, mallocs.
@@ -257,6 +263,8 @@ SELECT *, least(by_registers, by_shared_memory, by_threads, max_blocks_per_sm) A
 --                is unknown
 --   bound: 'compute' or 'memory': which of the two sets roofline_us
 --   pct_of_roofline: roofline_us over dur_us, percent: how close it ran to the roofline
+--   source_file, source_line, source_function: the source frame of its cpu_op (see cpu_ops);
+--         NULL without a stack or a launching op
 CREATE OR REPLACE VIEW kernels AS
 WITH base AS (
 SELECT t.trace, k.name, k.ts_ns / 1000.0 AS ts_us, k.dur_ns / 1000.0 AS dur_us, k.device, k.stream,
@@ -273,6 +281,7 @@ SELECT t.trace, k.name, k.ts_ns / 1000.0 AS ts_us, k.dur_ns / 1000.0 AS dur_us, 
             WHEN o.blocks = o.by_registers THEN 'registers' WHEN o.blocks = o.by_shared_memory THEN 'shared_memory'
             WHEN o.blocks = o.by_threads THEN 'threads' ELSE 'blocks' END AS occupancy_limiter,
        k.cpu_op_id, k.cpu_op, k.cpu_op_path, k.step, k.bytes, k.model_flops, k.work_family, k.flops_dtype,
+       k.source_file, k.source_line, k.source_function,
        k.bytes / (sp.memory_tb_s * 1e6) AS memory_us
 FROM kernel_rows k JOIN trace_files t USING (trace_id)
 LEFT JOIN kernel_classes c ON c.trace_id = k.trace_id AND c.name = k.name
@@ -293,7 +302,8 @@ SELECT trace, name, ts_us, dur_us, device, stream, correlation, external_id, gri
        CASE WHEN compute_us IS NULL OR memory_us IS NULL THEN NULL
             WHEN compute_us >= memory_us THEN 'compute' ELSE 'memory' END AS bound,
        CASE WHEN compute_us IS NOT NULL AND memory_us IS NOT NULL
-            THEN 100.0 * greatest(compute_us, memory_us) / dur_us END AS pct_of_roofline
+            THEN 100.0 * greatest(compute_us, memory_us) / dur_us END AS pct_of_roofline,
+       source_file, source_line, source_function
 FROM timed;
 
 -- @view gpu_busy: how long each GPU was busy, per trace, step and device.
@@ -461,7 +471,8 @@ GROUP BY f.trace, f.rank, j.job, m.step;
 -- Both kinds of transfer with their causes; memcpy and memset below are its two halves.
 CREATE OR REPLACE VIEW _transfers AS
 SELECT x.op, t.trace, x.name, x.kind, x.bytes, x.ts_ns / 1000.0 AS ts_us, x.dur_ns / 1000.0 AS dur_us,
-       x.device, x.stream, x.correlation, x.cpu_op_id, x.cpu_op, x.cpu_op_path, x.step
+       x.device, x.stream, x.correlation, x.cpu_op_id, x.cpu_op, x.cpu_op_path, x.step,
+       x.source_file, x.source_line, x.source_function
 FROM transfer_rows x JOIN trace_files t USING (trace_id);
 
 -- @view memcpy: one row per GPU memory copy.
@@ -474,6 +485,8 @@ FROM transfer_rows x JOIN trace_files t USING (trace_id);
 --   correlation: id of the runtime call that issued it
 --   cpu_op_id, cpu_op: innermost CPU op that caused it; cpu_op_path: its chain of ops
 --   step: enclosing ProfilerStep#N
+--   source_file, source_line, source_function: the source frame of its cpu_op (see cpu_ops), e.g.
+--          'model.py', 42, 'forward'; NULL without a stack or a launching op
 CREATE OR REPLACE VIEW memcpy AS
 SELECT * EXCLUDE (op) FROM _transfers WHERE op = 'memcpy';
 
@@ -622,6 +635,10 @@ WHERE flops IS NOT NULL AND kernel_class = 'gemm' AND work_family IN ('gemm', 'c
 -- @view gpu_specs (a table): what tracekit knows of each GPU's peaks, one row per GPU with its source.
 --   name_pattern: regular expression matched against traces.device_name (the longest match wins)
 --   tf32_tflops, bf16_tflops, fp16_tflops: dense Tensor Core peaks; memory_tb_s: memory bandwidth
+
+-- @view library_modules (a table): the top-level Python modules whose frames are not the
+-- user's code (torch and its compiler's packages, the standard library), with the source of each;
+-- see cpu_ops.source_file.
 
 -- @view gpu_arch_limits (a table): the per-SM limits of each architecture (CUDA's technical
 -- specifications per compute capability), with its source; see device_limits.
