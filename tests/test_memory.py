@@ -220,3 +220,23 @@ def test_peak_copy_finds_the_copy_held_beside_its_original_and_only_there(memory
     # naive's clone is at its peak too, but mul's output it copied was freed first: no finding
     assert _peak_copy(memory_db, "-p", "trace", "naive") == []
     assert _peak_copy(memory_db, "-p", "min_peak_pct", "34") == []  # the copy is 33% of the peak
+
+
+def test_with_the_stack_the_blocks_at_the_peak_name_the_users_line(tmp_path):
+    """tests/data/cpu/memory_stack: the naive capture with memory events and the Python stack. The
+    same peak as without the stack, each block naming the frame of the user's code that allocated
+    it, as the trace's python_function events have it (forward's first line)."""
+    db = tmp_path / "stack.duckdb"
+    assert invoke_cli("load", TEST_DATA / "cpu" / "memory_stack", "--db", db).exit_code == 0
+    trace = gzip.decompress((TEST_DATA / "cpu" / "memory_stack" / "naive.json.gz").read_bytes()).decode()
+    frame = "capture/variants.py(53): forward"
+    assert f'"name": "{frame}"' in trace
+    steps = db_rows(db, "SELECT step, peak_over_start_bytes FROM memory_steps ORDER BY step")
+    assert steps == [(step, 2 * 524288 + 65536) for step in range(4)]
+    blocks = db_rows(db, "SELECT block_rank, bytes, cpu_op_path, source FROM memory_peak_blocks WHERE step = 2"
+                         " ORDER BY block_rank")
+    assert [row[:3] for row in blocks] == [
+        (1, 524288, "aten::masked_fill → aten::clone → aten::empty_like → aten::empty"),
+        (2, 524288, "aten::softmax → aten::_softmax"), (3, 65536, "aten::matmul → aten::bmm"),
+        (4, 65536, "aten::matmul → aten::bmm")]
+    assert {row[3] for row in blocks} == {"capture/variants.py:53 in forward"}

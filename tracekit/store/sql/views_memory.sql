@@ -108,12 +108,14 @@ FROM (SELECT *, coalesce(top_bytes < start_bytes, false) AS peak_at_start FROM p
 --   allocated_us: when it was allocated; allocated_step: in which step (an earlier one's block
 --                 still held, e.g. the previous step's output)
 --   cpu_op_id, cpu_op, cpu_op_path: the op that allocated it (the innermost CPU op open then)
---   source: the Python source line that allocated it: NULL, tracekit does not read stacks yet
+--   source: the user's line that allocated it, 'file:line in function' (cpu_ops.source_file and
+--           its fellows: a with_stack trace's innermost user frame around the op); NULL without a stack
 CREATE OR REPLACE VIEW memory_peak_blocks AS
 SELECT t.trace, p.step, p.device_type, p.device,
        row_number() OVER (PARTITION BY p.trace_id, p.step, p.device_type, p.device ORDER BY b.bytes DESC, b.seq) AS block_rank,
        b.addr, b.bytes, round(b.bytes / 1048576.0, 3) AS mib, b.ts_ns / 1000.0 AS allocated_us, b.step AS allocated_step,
-       b.cpu_op_id, o.name AS cpu_op, o.op_path AS cpu_op_path, CAST(NULL AS VARCHAR) AS source
+       b.cpu_op_id, o.name AS cpu_op, o.op_path AS cpu_op_path,
+       CASE WHEN o.source_file IS NOT NULL THEN concat(o.source_file, ':', o.source_line, ' in ', o.source_function) END AS source
 FROM _memory_peaks p
 JOIN _memory b ON b.trace_id = p.trace_id AND b.device_type = p.device_type AND b.device = p.device
                AND b.bytes > 0 AND b.addr IS NOT NULL AND b.seq <= p.peak_seq AND coalesce(b.freed_seq, 9223372036854775807) > p.peak_seq
