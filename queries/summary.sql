@@ -1,6 +1,7 @@
 -- How do the variants compare?
 -- The article's table: a row per trace, fastest GPU step first. Per-step figures are means over the steady steps (view steady_steps: all but the first step);
 -- a trace without ProfilerStep#N counts as one step.
+-- keys: trace, gpu_us_per_step, speedup_vs_naive
 -- columns:
 --   trace: trace name
 --   variant: the variant `tracekit capture` recorded (NULL for foreign traces)

@@ -16,9 +16,10 @@ from tracekit.outputs.table_fit import table
 FORMATS = ("table", "line", "csv", "tsv", "json", "ndjson", "markdown", "html", "parquet")
 
 
-def as_table(rows, width=None):
-    """An aligned text table fitted to `width` characters (None: every value whole)."""
-    return table(rows, width)
+def as_table(rows, width=None, keys=None):
+    """An aligned text table fitted to `width` characters (None: every value whole), keeping the
+    columns `keys` first (tracekit.outputs.table_fit)."""
+    return table(rows, width, keys)
 
 
 def as_line(rows):
@@ -109,11 +110,11 @@ _TEXT_FORMATS = {"line": as_line, "csv": as_csv, "tsv": as_tsv, "json": as_json,
                  "markdown": as_markdown, "html": as_html}
 
 
-def render(rows, fmt, width=None, escape_formulas=True):
-    """`rows` as text in `fmt` (every format but parquet, which needs a file); `width` fits a table;
-    `escape_formulas` as as_csv's, for csv and tsv."""
+def render(rows, fmt, width=None, escape_formulas=True, keys=None):
+    """`rows` as text in `fmt` (every format but parquet, which needs a file); `width` fits a table,
+    keeping the columns `keys` first; `escape_formulas` as as_csv's, for csv and tsv."""
     if fmt == "table":
-        return as_table(rows, width)
+        return as_table(rows, width, keys)
     if fmt in ("csv", "tsv"):
         return _TEXT_FORMATS[fmt](rows, escape_formulas)
     if fmt in _TEXT_FORMATS:
