@@ -66,6 +66,13 @@ def pct(value):
     return f"{float(value):.0f}%"
 
 
+def occupancy(value):
+    """An occupancy as the low_occupancy finding writes it: '18.8%' (one decimal), '—' unknown."""
+    if missing(value):
+        return "—"
+    return f"{float(value):.1f}%"
+
+
 def per_step(value):
     """A count per step: '1', '20,300', or '1.2' when the steps differ."""
     if missing(value):
