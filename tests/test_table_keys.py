@@ -98,3 +98,9 @@ def test_a_number_that_does_not_fit_is_left_out_not_cut():
     output = table(rows, width=20, keys=["name"])
     assert "1234567" not in output and "big_us" in output.splitlines()[-1]
     assert output.splitlines()[0].split() == ["name"]
+
+
+def test_an_empty_result_leaves_out_no_column_as_a_copy_of_another(sample_db):
+    # collective_skew finds no collective among the samples: no column "repeats" another then.
+    output = invoke("query", "collective_skew", "--db", sample_db, env={"COLUMNS": "80"}).stdout
+    assert output.splitlines()[-1].startswith("(0 rows; to fit 80 columns:") and "(= " not in output

@@ -111,7 +111,7 @@ def _fit(columns, width):
         column.width = column.floor(MIN_CUT)
     room = _widen([c for c in keys if not c.numeric], width - _need([c.width for c in keys]), KEY_READABLE)
     others = [c for c in columns if not c.key]
-    repeats = [c for c in others if any(k.values == c.values for k in keys)]
+    repeats = [c for c in others if c.values and any(k.values == c.values for k in keys)]
     for column in others:
         if column not in repeats and column.natural + GAP <= room:
             column.width, room = column.natural, room - column.natural - GAP
