@@ -12,6 +12,7 @@
 -- their launch' the kernels, copies and fills whose launch call is not in a trace that has launch
 -- calls (launched before the profiler's window opened): no op, and the step of the GPU-side step
 -- span their start falls in (none when the trace has no such spans).
+-- keys: trace, oddity, events
 -- columns:
 --   trace: trace name
 --   oddity: negative duration, zero duration, no duration, unknown category, a device tracekit does

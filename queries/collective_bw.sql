@@ -4,6 +4,7 @@
 -- formulas). Where the call is matched across ranks, the time leaves out the wait for the last
 -- rank (timed_from 'all_ranks'), so a low busbw there is a slow transfer, not a late rank; a
 -- call only this trace holds is timed on this rank ('this_rank'), and any wait is in it.
+-- keys: trace, collective, message_bytes, busbw_gbps, link_pct
 -- columns:
 --   trace: trace name
 --   rank: the trace's rank in its job (NULL: no distributedInfo)

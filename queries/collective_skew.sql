@@ -5,6 +5,7 @@
 -- it is the straggler, and every other rank waited its kernel's duration minus that one. The
 -- spread of start times says the same where the ranks share a clock (one host); end_spread_us
 -- near 0 says they do.
+-- keys: collective, step, straggler_rank, max_wait_us
 -- columns:
 --   process_group: the group's name (Process Group Name; NULL where the traces do not say)
 --   seq: c10d's sequence number of the call (NULL where not written)

@@ -7,6 +7,7 @@
 -- non-communication class as compute (HTA leaves out names containing Memcpy, Memset or Sync),
 -- and counts as communication every kernel of class communication (HTA: names matching
 -- ^nccl.*Kernel). tests/test_ranks_hta.py compares the two.
+-- keys: trace, step, exposed_us, overlap_pct
 -- columns:
 --   trace: trace name
 --   rank: the trace's rank in its job (NULL: no distributedInfo)

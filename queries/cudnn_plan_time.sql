@@ -1,6 +1,7 @@
 -- How much CPU time does cuDNN spend building its attention plan on the first call?
 -- A row per trace that calls cuDNN attention (see the views cudnn_attention_calls and cudnn_plans). The first call
 -- builds (or finds cached) the execution plan; later calls reuse it.
+-- keys: trace, op, plan_ms
 -- columns:
 --   trace: trace name
 --   op: the cuDNN attention op timed

@@ -2,6 +2,7 @@
 -- A row per trace that ran any GEMM kernel (kernel_class 'gemm'; convolutions and fused attention
 -- are not counted here, summary's tensor_core_pct covers them; rules: `tracekit schema`, table
 -- kernel_rules).
+-- keys: trace, tensor_core_pct, simt_us
 -- columns:
 --   trace: trace name
 --   tensor_core_gemms: GEMM kernel launches on Tensor Cores (nvjet, tensorop, bf16/fp16/tf32 xmma, ...)

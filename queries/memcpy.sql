@@ -1,6 +1,7 @@
 -- Where are the Memcpy kernels, and which CPU ops and source lines caused them?
 -- A row per trace, copy kind, chain of CPU ops and source line that issued the copies; a trace without any
 -- memcpy gets one row with memcpy_count 0, so "none" is an answer too.
+-- keys: trace, kind, memcpy_count, memcpy_mib, memcpy_us
 -- columns:
 --   trace: trace name
 --   kind: DtoD, HtoD, DtoH, PtoP, ... (NULL when the trace has none)

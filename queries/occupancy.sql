@@ -1,6 +1,7 @@
 -- How well does each kernel fill the GPU: occupancy, registers and shared memory.
 -- A row per trace and kernel name, busiest first. Values come from CUPTI's launch records; AMD
 -- traces leave most of them NULL.
+-- keys: trace, kernel, total_us, est_occupancy_pct
 -- columns:
 --   trace: trace name
 --   kernel: kernel name

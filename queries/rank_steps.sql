@@ -5,6 +5,7 @@
 -- so the rank with the most work (step time less waiting) is the slowest: by how much is its work
 -- less the median work of the other ranks. A trace without ProfilerStep#N counts as one step
 -- (step NULL) from the first start to the last end of its CPU ops and GPU work.
+-- keys: trace, rank, step, step_us, wait_us
 -- columns:
 --   trace: trace name
 --   rank: its rank in the job

@@ -2,6 +2,7 @@
 -- A row per trace and work family (kernels.work_family: gemm, attention, softmax, norm, elementwise,
 -- ...; '(none)' for kernels no formula knows), from the work models (docs/work-models.md): the
 -- kernels' FLOPs and bytes from their ops' recorded shapes, against the GPU's peaks (gpu_specs).
+-- keys: trace, work_family, gpu_us, roofline_pct
 -- columns:
 --   trace: trace name
 --   work_family: the formula's family; '(none)': no formula knows the kernel's op

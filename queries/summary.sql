@@ -1,6 +1,7 @@
 -- How do the variants compare?
--- The article's table: a row per trace, fastest GPU step first. Per-step figures are means over the steady steps (view steady_steps: all but the first step);
+-- The article's table: a row per trace, fastest GPU step first, then traces without GPU work by CPU step. Per-step figures are means over the steady steps (view steady_steps: all but the first step);
 -- a trace without ProfilerStep#N counts as one step.
+-- keys: trace, gpu_us_per_step, speedup_vs_naive
 -- columns:
 --   trace: trace name
 --   variant: the variant `tracekit capture` recorded (NULL for foreign traces)
@@ -24,7 +25,9 @@
 --   top_kernel_occupancy_pct: its mean estimated achieved occupancy, percent
 --   plan_ms: cuDNN first-call plan time, milliseconds (NULL: no cuDNN attention, or its first call in
 --            the trace is no cold one: see cudnn_plan_time)
---   speedup_vs_naive: gpu_us_per_step of the naive trace of the same shape over this one's
+--   speedup_vs_naive: gpu_us_per_step of the naive trace of the same shape (view trace_shapes: the
+--                     capture's shape, dtype, causal and workload on the same device) over this
+--                     one's; for a trace without GPU work, cpu_us_per_step's
 --   peak_mib: the most memory allocated at once in a steady step, MiB (view memory_steps: Kineto's
 --             Total Allocated, as torch.cuda.max_memory_allocated); on the GPU when the trace records
 --             GPU memory, else on the CPU; NULL when the trace has no memory events (captured without
@@ -81,10 +84,7 @@ WITH picked AS (
     GROUP BY s.trace
 ), rows AS (
     SELECT p.trace, p.variant,
-           json_extract_string(p.metadata, '$.batch') || 'x' || json_extract_string(p.metadata, '$.heads')
-             || 'x' || json_extract_string(p.metadata, '$.seq_len') || 'x'
-             || json_extract_string(p.metadata, '$.head_dim') || ' ' || json_extract_string(p.metadata, '$.dtype')
-             AS shape,
+           ts.shape,
            coalesce(sc.steps, 1) AS steps, coalesce(sc.steps_averaged, 'whole trace') AS steps_averaged,
            coalesce(t.kernels, 0) / coalesce(sc.steps, 1) AS kernels_per_step,
            CASE WHEN EXISTS (SELECT 1 FROM gpu_busy g WHERE g.trace = p.trace)
@@ -103,8 +103,9 @@ WITH picked AS (
     LEFT JOIN top ON top.trace = p.trace
     LEFT JOIN plans pl ON pl.trace = p.trace
     LEFT JOIN memory mem ON mem.trace = p.trace
+    LEFT JOIN trace_shapes ts ON ts.trace = p.trace
 ), naive AS (
-    SELECT shape, gpu_us_per_step AS naive_gpu_us FROM rows WHERE variant = 'naive'
+    SELECT shape, gpu_us_per_step AS naive_gpu_us, cpu_us_per_step AS naive_cpu_us FROM rows WHERE variant = 'naive'
     QUALIFY row_number() OVER (PARTITION BY shape ORDER BY trace) = 1
 )
 SELECT r.trace, r.variant, r.steps, r.steps_averaged, round(r.kernels_per_step, 1) AS kernels_per_step,
@@ -114,8 +115,9 @@ SELECT r.trace, r.variant, r.steps, r.steps_averaged, round(r.kernels_per_step, 
        round(r.memcpy_bytes_per_step / 1048576.0, 2) AS memcpy_mib_per_step,
        round(r.tensor_core_pct, 1) AS tensor_core_pct, r.top_kernel,
        round(r.top_kernel_occupancy_pct, 1) AS top_kernel_occupancy_pct, round(r.plan_ms, 3) AS plan_ms,
-       round(n.naive_gpu_us / r.gpu_us_per_step, 2) AS speedup_vs_naive, round(r.peak_bytes / 1048576.0, 2) AS peak_mib
+       round(CASE WHEN r.gpu_us_per_step IS NOT NULL THEN n.naive_gpu_us / r.gpu_us_per_step
+                  ELSE n.naive_cpu_us / r.cpu_us_per_step END, 2) AS speedup_vs_naive, round(r.peak_bytes / 1048576.0, 2) AS peak_mib
 FROM rows r
 LEFT JOIN naive n ON n.shape = r.shape
 WHERE $trace IS NULL OR r.trace = $trace
-ORDER BY r.gpu_us_per_step > 0 DESC, r.gpu_us_per_step ASC NULLS LAST, r.trace;
+ORDER BY r.gpu_us_per_step > 0 DESC, r.gpu_us_per_step ASC NULLS LAST, r.cpu_us_per_step ASC NULLS LAST, r.trace;

@@ -1,4 +1,5 @@
 -- Which kernels take the GPU's time? The top kernels of each trace by total GPU time.
+-- keys: trace, rank, kernel, total_us, pct_of_kernel_time
 -- columns:
 --   trace: trace name
 --   rank: 1 for the busiest kernel of the trace

@@ -1,6 +1,7 @@
 -- Which kernel names did the classification rules miss?
 -- A row per kernel name no rule matched (kernel_class NULL), busiest first: add a rule in
 -- tracekit/analysis/classify.py, or tell us the name.
+-- keys: kernel, total_us, max_pct_of_trace
 -- columns:
 --   kernel: kernel name
 --   traces: how many traces ran it

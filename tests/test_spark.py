@@ -304,6 +304,7 @@ def test_a_trace_name_that_needs_escaping_reads_back_as_loaded(spark_lake):
     "SELECT * FROM gemm_math",
     "SELECT * FROM step_totals",
     "SELECT * FROM cudnn_attention_calls",
+    "SELECT * FROM trace_shapes",  # a CPU trace's shape 'on the CPU', a foreign trace's NULL
     # jobs found across traces, and collectives matched and checked (the gloo job's on the CPU)
     "SELECT trace, rank, job FROM traces",
     "SELECT trace, rank, runs_on, collective, matched_by, match_key, ranks_matched, wait_us FROM collectives",

@@ -24,6 +24,8 @@ from tracekit.analysis.trace_lookup import trace_row
 RULE_COLUMNS = ("trace", "rule", "severity", "title", "detail", "fix", "whatif", "estimate_us_per_step", "evidence")
 FINDING_COLUMNS = ("trace", "rule", "severity", "title", "detail", "fix", "whatif", "saving_us_per_step",
                    "estimate_us_per_step", "evidence")
+# What a reader needs to read a finding: a table fitted to the terminal keeps these first.
+FINDING_KEYS = ("trace", "rule", "title", "saving_us_per_step")
 ALL_FIXES = "all_fixes"  # the rule of each trace's last row: its fixes replayed together
 SEVERITIES = ("high", "medium", "low", "info")
 _PART = re.compile(r"^(why|fix|saving):\s*(.*)$")

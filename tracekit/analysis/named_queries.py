@@ -1,8 +1,9 @@
 """Named queries (queries/*.sql) and ad hoc SQL, run against a tracekit database.
 
 A named query's file starts with a header comment: the question on the first line,
-more description, then `columns:` (each output column with its unit) and
-`params:` (`name = default: meaning`). Parameters reach DuckDB as `$name`.
+more description, then `keys:` (the columns a reader needs to read a row: a table fitted to a
+terminal keeps them first), `columns:` (each output column with its unit) and `params:`
+(`name = default: meaning`). Parameters reach DuckDB as `$name`.
 """
 
 import re
@@ -29,15 +30,18 @@ class NamedQuery:
     sql: str
     columns: dict = field(default_factory=dict)
     params: dict = field(default_factory=dict)  # name -> (default text or None, meaning)
+    keys: tuple = ()  # the key columns (`-- keys: a, b`), kept first when a table is fitted
 
 
 def _parse(name, text):
     header = header_lines(text)
     if not header:
         raise QueryError(f"queries/{name}.sql: no header comment with the question it answers")
-    question, description, columns, params, section = header[0], [], {}, {}, None
+    question, description, columns, params, keys, section = header[0], [], {}, {}, (), None
     for line in header[1:]:
-        if line in ("columns:", "params:"):
+        if line.startswith("keys:"):
+            keys = tuple(k.strip() for k in line[len("keys:"):].split(",") if k.strip())
+        elif line in ("columns:", "params:"):
             section = line[:-1]
         elif section == "columns" and _COLUMN.match(line):
             key, meaning = _COLUMN.match(line).groups()
@@ -47,7 +51,7 @@ def _parse(name, text):
             params[key] = (default, meaning)
         elif section is None:
             description.append(line)
-    return NamedQuery(name, question, " ".join(description), text, columns, params)
+    return NamedQuery(name, question, " ".join(description), text, columns, params, keys)
 
 
 def named_queries():

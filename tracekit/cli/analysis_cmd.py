@@ -76,9 +76,9 @@ def terminal_width():
     return shutil.get_terminal_size().columns if on_terminal else None
 
 
-def emit(rows, fmt, output, columns=None, escape_formulas=True):
+def emit(rows, fmt, output, columns=None, escape_formulas=True, keys=None):
     """Prints `rows` (a tracekit.outputs.rows.Rows) in `fmt`, or writes them to the file `output`;
-    `escape_formulas`: see output_options."""
+    `escape_formulas`: see output_options; `keys`: the columns a table fitted to the terminal keeps."""
     from tracekit.outputs.render import render, write
     if columns:
         rows = rows.select(columns)
@@ -86,7 +86,7 @@ def emit(rows, fmt, output, columns=None, escape_formulas=True):
         write(rows, fmt, output, escape_formulas)
         click.echo(f"wrote {len(rows.rows)} row(s) to {output}", err=True)
     else:
-        click.echo(render(rows, fmt, terminal_width(), escape_formulas), nl=False)
+        click.echo(render(rows, fmt, terminal_width(), escape_formulas, keys), nl=False)
 
 
 # A file's share of its bar spent reading its bytes; the rest is deriving the tables and the commit.
@@ -332,13 +332,14 @@ def query(name, sql, db, params, list_queries, allow_files, lake, engine, master
     fmt = output_format(fmt, output)
     if list_queries:
         check_output_file(output, fmt, force)
-        emit(_query_list(), fmt, output, columns, escape_formulas)
+        emit(_query_list(), fmt, output, columns, escape_formulas, keys=("query", "question"))
         return
     sql_text = _sql_to_run(name, sql)
     params = _params(params)
+    keys = _named_keys(name) if sql_text is None else None
     if _on_spark(engine, lake, master, db, allow_files):
         check_output_file(output, fmt, force, lake=lake)
-        emit(_spark_rows(lake, master, name, sql_text, params), fmt, output, columns, escape_formulas)
+        emit(_spark_rows(lake, master, name, sql_text, params), fmt, output, columns, escape_formulas, keys)
         return
     path = source_to_read(db, lake, "running on")
     check_output_file(output, fmt, force, database=path, lake=lake)
@@ -358,7 +359,13 @@ def query(name, sql, db, params, list_queries, allow_files, lake, engine, master
             raise QueryError(sql_text.blame(str(exc))) from None
     finally:
         con.close()
-    emit(rows, fmt, output, columns, escape_formulas)
+    emit(rows, fmt, output, columns, escape_formulas, keys)
+
+
+def _named_keys(name):
+    """The key columns the named query `name` declares (its `-- keys:` line)."""
+    from tracekit.analysis.named_queries import get_query
+    return get_query(name).keys
 
 
 def _on_spark(engine, lake, master, db, allow_files):

@@ -27,7 +27,7 @@ def findings(db, params, rule, list_rules, evidence, lake, fmt, force, output, c
     on the bundled sample traces.
     """
     from tracekit.cli import connect_source, source_to_read
-    from tracekit.analysis.findings_engine import rules, run_findings
+    from tracekit.analysis.findings_engine import FINDING_KEYS, rules, run_findings
     from tracekit.outputs.rows import Rows
 
     fmt = output_format(fmt, output)
@@ -37,7 +37,7 @@ def findings(db, params, rule, list_rules, evidence, lake, fmt, force, output, c
                  "params": ", ".join(f"{k}={d if d is not None else 'NULL'}" for k, (d, _) in r.params.items())}
                 for r in rules().values()]
         check_output_file(output, fmt, force)
-        emit(Rows.from_frame(pd.DataFrame(rows)), fmt, output, columns, escape_formulas)
+        emit(Rows.from_frame(pd.DataFrame(rows)), fmt, output, columns, escape_formulas, keys=("rule", "detects"))
         return
     path = source_to_read(db, lake, "explaining")
     check_output_file(output, fmt, force, database=path, lake=lake)
@@ -47,7 +47,7 @@ def findings(db, params, rule, list_rules, evidence, lake, fmt, force, output, c
     finally:
         con.close()
     emit(Rows.from_frame(frame if evidence else frame.drop(columns=["evidence"])), fmt, output, columns,
-         escape_formulas)
+         escape_formulas, FINDING_KEYS)
 
 
 COMMANDS = [findings]

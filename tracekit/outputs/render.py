@@ -16,12 +16,12 @@ from tracekit.outputs.table_fit import table
 FORMATS = ("table", "line", "csv", "tsv", "json", "ndjson", "markdown", "html", "parquet")
 
 
-def as_table(rows, width=None, max_rows=None, whole="-f line"):
-    """An aligned text table fitted to `width` characters (None: every value whole); `max_rows`
-    and `whole`: see tracekit.outputs.table_fit.table."""
+def as_table(rows, width=None, keys=None, max_rows=None, whole="-f line"):
+    """An aligned text table fitted to `width` characters (None: every value whole), keeping the
+    columns `keys` first; `max_rows` and `whole`: see tracekit.outputs.table_fit.table."""
     if is_plan(rows):
         return plan_text(rows)
-    return table(rows, width, max_rows, whole)
+    return table(rows, width, keys, max_rows, whole)
 
 
 def is_plan(rows):
@@ -127,12 +127,12 @@ _TEXT_FORMATS = {"line": as_line, "csv": as_csv, "tsv": as_tsv, "json": as_json,
                  "markdown": as_markdown, "html": as_html}
 
 
-def render(rows, fmt, width=None, escape_formulas=True, max_rows=None, whole="-f line"):
+def render(rows, fmt, width=None, escape_formulas=True, keys=None, max_rows=None, whole="-f line"):
     """`rows` as text in `fmt` (every format but parquet, which needs a file); `width` fits a table,
-    `max_rows` elides a long one's middle rows and `whole` is what its footer says shows it whole;
-    `escape_formulas` as as_csv's, for csv and tsv."""
+    keeping the columns `keys` first; `max_rows` elides a long one's middle rows and `whole` is what
+    its footer says shows it whole; `escape_formulas` as as_csv's, for csv and tsv."""
     if fmt == "table":
-        return as_table(rows, width, max_rows, whole)
+        return as_table(rows, width, keys, max_rows, whole)
     if fmt in ("csv", "tsv"):
         return _TEXT_FORMATS[fmt](rows, escape_formulas)
     if fmt in _TEXT_FORMATS:

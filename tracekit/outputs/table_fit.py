@@ -1,17 +1,37 @@
-"""The plain-text table, fitted to a terminal's width.
+"""The plain-text table, fitted to a terminal's width by keeping the columns that matter.
 
-Given a width, text columns are cut with `…` (never below their header or MIN_CUT characters) and
-the columns that still do not fit are left out from the right, with a footer saying so. Numbers are
-never cut: a cut number would be a wrong number, so a numeric column that does not fit is left out
-whole. Without a width (a pipe or a file) every value is shown whole.
+A named query declares its key columns (`-- keys:` in its header; `tracekit findings` its own):
+the columns a reader needs to read a row at all. Given a width, in this order:
+
+1. kernel names (a column named `kernel` or `..._kernel`) are shortened as the report shortens
+   them (tracekit.analysis.kernel_names.short_kernel_names: distinct names stay distinct);
+2. the key columns are kept, numbers whole and text widened evenly from MIN_CUT characters up to
+   KEY_READABLE where there is room (on a terminal too narrow even for that, the last keys go);
+3. a column that repeats a kept column's values is left out (summary's `variant` is its `trace`);
+4. the other columns are added, left to right, where they fit whole;
+5. the room left widens the key text columns to their whole values, then shows the other text
+   columns that fit at NON_KEY_MIN_CUT characters, cut with `…`.
+
+Numbers are never cut: a cut number would be a wrong number, so a numeric column that does not fit
+is left out whole, and the footer names the columns left out. Without a width (a pipe or a file)
+every value is shown whole; without keys (ad hoc SQL) the first column is the key.
 """
 
+from dataclasses import dataclass
+
+from tracekit.analysis.kernel_names import short_kernel_names
 from tracekit.outputs.cells import text
 from tracekit.outputs.safe_text import printable
 
 GAP = 2
 # A text column cut below this many characters (or its header's width) tells nothing.
 MIN_CUT = 8
+# A key text column gets this much (or its whole values) before any other column is added.
+KEY_READABLE = 32
+# Another text column is shown cut only where it keeps this many characters: less tells nothing.
+NON_KEY_MIN_CUT = 12
+# Kernel names are first shortened to at most this many characters, as the report's labels are.
+SHORT_KERNEL_CHARS = 48  # tracekit.outputs.report.units.SHORT_KERNEL_CHARS
 ELLIPSIS = "…"
 
 
@@ -20,76 +40,132 @@ def _one_line(value):
     return printable(text(value).replace("\r\n", " ").replace("\n", " ").replace("\r", " ").replace("\t", " "))
 
 
-def _shown_columns(floors, width):
-    """How many leading columns fit `width` at their narrowest (at least one)."""
-    used, count = 0, 0
-    for floor in floors:
-        need = floor + (GAP if count else 0)
-        if count and used + need > width:
-            break
-        used, count = used + need, count + 1
-    return count
+def is_kernel_column(name):
+    return name == "kernel" or name.endswith("_kernel")
 
 
-def _fit_widths(natural, floors, numeric, width):
-    """Widths for the shown columns: numbers whole, text columns grown evenly from their floors
-    towards their natural width with the room left (water-filling under one common cap)."""
-    room = width - GAP * (len(natural) - 1) - sum(n for n, num in zip(natural, numeric) if num)
-    texts = [(n, f) for n, f, num in zip(natural, floors, numeric) if not num]
+@dataclass
+class _Column:
+    header: str
+    values: list      # the cells' text, whole (kernel names: shortened to SHORT_KERNEL_CHARS once fitted)
+    numeric: bool
+    key: bool
+    kernel: bool      # holds kernel names (not numbers)
+    width: int = 0    # as shown; 0 while left out
+    full: list = None  # a kernel column's names before they were shortened
 
-    def used(cap):
-        return sum(min(n, max(f, cap)) for n, f in texts)
+    @property
+    def natural(self):
+        return max([len(self.header)] + [len(v) for v in self.values])
 
-    low, high = 0, max([n for n, _ in texts], default=0)
-    while low < high:  # the largest cap that fits the room: used() grows with the cap
-        middle = (low + high + 1) // 2
-        low, high = (middle, high) if used(middle) <= room else (low, middle - 1)
-    return [n if num else min(n, max(f, low)) for n, f, num in zip(natural, floors, numeric)]
+    def floor(self, least):
+        """The narrowest this column is shown: whole if a number, else cut to `least` (or its header)."""
+        return self.natural if self.numeric else min(self.natural, max(len(self.header), least))
+
+    def cells(self):
+        if self.full is not None and self.natural > self.width:
+            short = short_kernel_names(self.full, self.width)
+            return [short.get(v, v) for v in self.full]
+        return [v if len(v) <= self.width else v[: max(self.width - 1, 0)] + ELLIPSIS for v in self.values]
 
 
-def _cut(value, width):
-    return value if len(value) <= width else value[: max(width - 1, 0)] + ELLIPSIS
-
-
-def table(rows, width=None, max_rows=None, whole="-f line"):
-    """`rows` (a Rows) as an aligned text table with a `(N rows)` footer, fitted to `width`.
-    `max_rows`: more rows than this show the first and last halves around a `…` line, as DuckDB's
-    shell does (None: every row). `whole`: what the footer says shows a cut table whole."""
-    header = [_one_line(c) for c in rows.columns]
-    cells = [[_one_line(v) for v in row] for row in rows.rows]
-    numeric = rows.numeric()
-    count = len(cells)
+def table(rows, width=None, keys=None, max_rows=None, whole="-f line"):
+    """`rows` (a Rows) as an aligned text table with a `(N rows)` footer, fitted to `width`
+    keeping the columns `keys` (names; others are left out or cut first). `max_rows`: more rows
+    than this show the first and last halves around a `…` line, as DuckDB's shell does (None: every
+    row). `whole`: what the footer says shows a cut table whole."""
+    keys = set(keys or ()) & set(rows.columns) or set(rows.columns[:1])
+    count = len(rows.rows)
+    kept, elided_at = rows.rows, None
     if max_rows is not None and count > max(max_rows, 1):
-        cells = cells[:(max_rows + 1) // 2] + [None] + cells[count - max_rows // 2:]
-    kept = [r for r in cells if r is not None]
-    natural = [max([len(h)] + [len(r[i]) for r in kept]) for i, h in enumerate(header)]
-    shown, widths = len(header), natural
-    if width is not None and sum(natural) + GAP * (len(natural) - 1) > width:
-        floors = [n if num else min(n, max(len(h), MIN_CUT)) for n, h, num in zip(natural, header, numeric)]
-        shown = _shown_columns(floors, width)
-        widths = _fit_widths(natural[:shown], floors[:shown], numeric[:shown], width)
+        elided_at = (max_rows + 1) // 2
+        kept = rows.rows[:elided_at] + rows.rows[count - max_rows // 2:]
+    columns = [_Column(_one_line(c), [_one_line(r[i]) for r in kept], num, c in keys,
+                       is_kernel_column(c) and not num)
+               for i, (c, num) in enumerate(zip(rows.columns, rows.numeric()))]
+    notes = _fit(columns, width) if width is not None and _need([c.natural for c in columns]) > width else []
+    for column in columns:
+        column.width = column.width or (column.natural if not notes else 0)
+    shown = [c for c in columns if c.width]
+    cells = [c.cells() for c in shown]
 
     def line(values):
-        if values is None:  # the rows left out
-            values = [ELLIPSIS] * len(widths)
-        return "  ".join(_cut(v, w).rjust(w) if num else _cut(v, w).ljust(w)
-                         for v, w, num in zip(values, widths, numeric)).rstrip()
+        return "  ".join(v.rjust(c.width) if c.numeric else v.ljust(c.width) for v, c in zip(values, shown)).rstrip()
 
-    body = [line(header), "  ".join("-" * w for w in widths)] + [line(r) for r in cells]
-    cut = any(len(r[i]) > widths[i] for r in kept for i in range(shown))
-    footer = _footer(count, shown, len(header), cut, width, whole)
-    if len(kept) < count:
-        footer = footer.replace(f"{count} rows", f"{count} rows, {len(kept)} shown", 1)
-    return "\n".join(body + [footer]) + "\n"
+    lines = [line(values) for values in zip(*cells)] if cells else []
+    if elided_at is not None:  # the rows left out
+        lines.insert(elided_at, line([ELLIPSIS] * len(shown)))
+    body = [line([c.header for c in shown]), "  ".join("-" * c.width for c in shown)] + lines
+    footer = f"{count} row{'s' if count != 1 else ''}"
+    if elided_at is not None:
+        footer += f", {len(kept)} shown"
+    if notes:
+        footer += f"; to fit {width} columns: {'; '.join(notes)}; {whole} shows all"
+    return "\n".join(body + [f"({footer})"]) + "\n"
 
 
-def _footer(count, shown, total, cut, width, whole="-f line"):
-    notes = [f"{count} row{'s' if count != 1 else ''}"]
-    if shown < total:
-        notes.append(f"{shown} of {total} columns shown")
-    if cut:
+def _need(widths):
+    return sum(widths) + GAP * (len(widths) - 1)
+
+
+def _fit(columns, width):
+    """Sets each column's width (0: left out) for `width` characters; returns the footer's notes."""
+    for column in columns:
+        if column.kernel and column.natural > SHORT_KERNEL_CHARS:
+            short = short_kernel_names(column.values, SHORT_KERNEL_CHARS)
+            column.full, column.values = column.values, [short.get(v, v) for v in column.values]
+    keys = [c for c in columns if c.key]
+    while len(keys) > 1 and _need([c.floor(MIN_CUT) for c in keys]) > width:
+        keys.pop()  # a terminal too narrow even for the keys: the last ones go
+    for column in keys:
+        column.width = column.floor(MIN_CUT)
+    room = _widen([c for c in keys if not c.numeric], width - _need([c.width for c in keys]), KEY_READABLE)
+    others = [c for c in columns if not c.key]
+    repeats = [c for c in others if c.values and any(k.values == c.values for k in keys)]
+    for column in others:
+        if column not in repeats and column.natural + GAP <= room:
+            column.width, room = column.natural, room - column.natural - GAP
+    room = _widen([c for c in keys if not c.numeric], room)
+    for column in others:
+        least = column.floor(NON_KEY_MIN_CUT)
+        if not column.width and not column.numeric and column not in repeats and least + GAP <= room:
+            column.width, room = least, room - least - GAP
+    _widen([c for c in others if c.width and not c.numeric], room)
+    return _notes(columns, repeats)
+
+
+def _widen(columns, room, most=None):
+    """Grows `columns` towards their natural width (or `most`) with `room` characters, evenly
+    (water-filling under one common cap); returns the room left."""
+    if not columns or room <= 0:
+        return room
+    budget = room + sum(c.width for c in columns)
+
+    def used(cap):
+        return sum(min(c.natural, max(c.width, cap)) for c in columns)
+
+    low, high = 0, max(c.natural for c in columns) if most is None else most
+    while low < high:  # the largest cap that fits the budget: used() grows with the cap
+        middle = (low + high + 1) // 2
+        low, high = (middle, high) if used(middle) <= budget else (low, middle - 1)
+    for column in columns:
+        column.width = min(column.natural, max(column.width, low))
+    return budget - sum(c.width for c in columns)
+
+
+def _notes(columns, repeats):
+    shown = [c for c in columns if c.width]
+    notes = []
+    left_out = [_left_out_name(c, shown, repeats) for c in columns if not c.width]
+    if left_out:
+        notes.append(f"{len(shown)} of {len(columns)} columns shown, left out: {', '.join(left_out)}")
+    if any(c.full is not None for c in shown):
+        notes.append("kernel names shortened")
+    if any(len(v) > c.width for c in shown if c.full is None for v in c.values):
         notes.append(f"long values cut with {ELLIPSIS}")
-    if shown < total or cut:
-        notes[-1] += f" to fit {width} columns"
-        notes.append(f"{whole} shows all")
-    return f"({'; '.join(notes)})"
+    return notes
+
+
+def _left_out_name(column, shown, repeats):
+    same = [k.header for k in shown if column in repeats and k.values == column.values]
+    return f"{column.header} (= {same[0]})" if same else column.header

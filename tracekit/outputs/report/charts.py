@@ -18,6 +18,7 @@ CLASS_COLOURS = {
     "gemm": "#4e79a7", "convolution": "#2f4b7c", "attention": "#59a14f", "elementwise": "#f28e2b",
     "softmax": "#b07aa1", "reduction": "#edc948", "copy": "#76b7b2", "communication": "#ff9da7",
     "other": "#9c755f", "unclassified": "#bab0ac", "memcpy": "#e15759", "memset": "#5b5b5b",
+    "CPU op": "#a0cbe8",  # a trace without GPU work: its CPU ops on the timeline
 }
 ACCENT = "#4e79a7"
 VALUE_W = 96  # the value column right of the plot

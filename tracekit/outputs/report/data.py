@@ -79,7 +79,63 @@ QUALIFY row_number() OVER (PARTITION BY m.trace ORDER BY m.device_type = 'cpu', 
 ORDER BY m.trace
 """
 
-_TRACES = "SELECT trace, variant, device_name, compute_capability, metadata FROM traces ORDER BY trace"
+# The CPU work of the steady steps of each trace without GPU work: its outermost operators (an op
+# no other op on its thread encloses, so none is counted twice), as the GPU's work is counted for
+# the others.
+_STEADY_CPU_OPS = """
+WITH ops AS (
+    SELECT c.trace, c.op_id, c.step, c.name, c.tid, c.depth, c.ts_us, c.dur_us
+    FROM cpu_ops c JOIN steady_window w ON w.trace = c.trace AND w.step IS NOT DISTINCT FROM c.step
+    WHERE c.cat = 'cpu_op' AND c.trace NOT IN (SELECT trace FROM gpu_busy)
+)
+SELECT o.* FROM ops o
+WHERE NOT EXISTS (SELECT 1 FROM ops e WHERE e.trace = o.trace AND e.tid = o.tid AND e.depth < o.depth
+                  AND e.ts_us <= o.ts_us AND e.ts_us + e.dur_us >= o.ts_us + o.dur_us)
+"""
+
+# CPU time per steady step of each operator name, for traces without GPU work.
+_CPU_BY_OP = f"""
+WITH o AS ({_STEADY_CPU_OPS}),
+n AS (SELECT trace, any_value(steps) AS steps FROM steady_window GROUP BY trace)
+SELECT o.trace, o.name AS op, count(*) / any_value(n.steps) AS calls_per_step,
+       sum(o.dur_us) / any_value(n.steps) AS us_per_step
+FROM o JOIN n ON n.trace = o.trace
+GROUP BY o.trace, o.name
+ORDER BY o.trace, us_per_step DESC, op
+"""
+
+# The outermost CPU ops of the steady step whose op time is the median (as _TIMELINE picks), for
+# traces without GPU work; their time from the step's first op.
+_CPU_TIMELINE = f"""
+WITH o AS ({_STEADY_CPU_OPS}),
+per_step AS (
+    SELECT trace, step, sum(dur_us) AS cpu_us FROM o GROUP BY trace, step
+), ranked AS (
+    SELECT *, row_number() OVER (PARTITION BY trace ORDER BY cpu_us, step) AS r,
+           count(*) OVER (PARTITION BY trace) AS n
+    FROM per_step
+)
+SELECT o.trace, o.step, o.name, 'CPU op' AS kernel_class, NULL AS kind, NULL AS bytes,
+       o.ts_us - min(o.ts_us) OVER (PARTITION BY o.trace) AS start_us, o.dur_us
+FROM o JOIN ranked p ON p.trace = o.trace AND p.step IS NOT DISTINCT FROM o.step AND p.r = (p.n + 1) // 2
+ORDER BY o.trace, start_us, o.name
+"""
+
+# The occupancy each kernel's launch allows (view kernels: theoretical_occupancy_pct and what
+# limits it) over the steady steps, the launch shape most used speaking for the kernel: the figure
+# the low_occupancy rule's findings give, so the chart, the table and the cards say one number.
+_LAUNCH_OCCUPANCY = """
+SELECT k.trace, k.name AS kernel, mode(k.theoretical_occupancy_pct) AS occupancy_pct,
+       mode(k.occupancy_limiter) AS occupancy_limiter
+FROM kernels k JOIN steady_window w ON w.trace = k.trace AND w.step IS NOT DISTINCT FROM k.step
+GROUP BY k.trace, k.name
+"""
+
+_TRACES = """
+SELECT t.trace, t.variant, t.device_name, t.compute_capability, t.metadata, s.device, s.shape
+FROM traces t LEFT JOIN trace_shapes s ON s.trace = t.trace
+ORDER BY t.trace
+"""
 
 
 @dataclass
@@ -97,6 +153,9 @@ class ReportData:
     findings: pd.DataFrame   # the findings engine's rows, ranked (tracekit.analysis.findings_engine)
     flops: pd.DataFrame      # counted kernel FLOPs per steady step (traces with any)
     memory: pd.DataFrame     # each trace's highest steady memory peak (traces with memory events)
+    cpu_by_op: pd.DataFrame  # CPU µs per steady step of each outermost op (traces without GPU work)
+    cpu_timeline: pd.DataFrame  # the outermost CPU ops of one steady step (traces without GPU work)
+    launch_occupancy: pd.DataFrame  # each kernel's theoretical occupancy and its limiter
 
     @property
     def order(self):
@@ -110,10 +169,7 @@ def collect(con, source=""):
     if summary.empty:
         raise TracekitError(f"{source or 'the database'}: no traces loaded; "
                             "load some with `tracekit load TRACE... --db FILE`")
-    # Fastest first, as the summary orders them, but a trace with no GPU work is not "fastest".
-    idle = ~(summary["gpu_us_per_step"] > 0)
-    summary = summary.assign(_idle=idle).sort_values(["_idle", "gpu_us_per_step", "trace"], kind="stable") \
-        .drop(columns="_idle").reset_index(drop=True)
+    # Fastest first, as the summary orders them: by GPU time, then traces without GPU work by CPU time.
     return ReportData(
         source=source,
         summary=summary,
@@ -126,17 +182,21 @@ def collect(con, source=""):
         findings=run_findings(con),
         flops=run_sql(con, _FLOPS),
         memory=run_sql(con, _MEMORY),
+        cpu_by_op=run_sql(con, _CPU_BY_OP),
+        cpu_timeline=run_sql(con, _CPU_TIMELINE),
+        launch_occupancy=run_sql(con, _LAUNCH_OCCUPANCY),
     )
 
 
 def load(db=None):
     """ReportData of `db` (or ./tracekit.duckdb, else the bundled samples), opened read-only."""
     from tracekit.api import resolve_db
-    from tracekit.store.database import connect
+    from tracekit.store.database import connect_for_queries
 
     path, is_samples = resolve_db(db)
     source = "the bundled sample traces" if is_samples else str(path)
-    con = connect(path, read_only=True)
+    # As `tracekit query` opens it: a database loaded by an older tracekit gets this one's views.
+    con = connect_for_queries(path)
     try:
         return collect(con, source)
     finally:
@@ -144,10 +204,45 @@ def load(db=None):
 
 
 def top_kernel_rows(data):
-    """Each trace's top kernel (the summary's) with its launch resources from `occupancy`."""
-    merged = data.summary[["trace", "top_kernel", "top_kernel_occupancy_pct"]].merge(
+    """Each trace's top kernel (the summary's) with its launch resources from `occupancy` and the
+    occupancy its launch allows (occupancy_pct, occupancy_limiter: the low_occupancy rule's figure)."""
+    merged = data.summary[["trace", "top_kernel"]].merge(
         data.occupancy, how="left", left_on=["trace", "top_kernel"], right_on=["trace", "kernel"])
+    merged = merged.drop(columns=["kernel"]).merge(
+        data.launch_occupancy, how="left", left_on=["trace", "top_kernel"], right_on=["trace", "kernel"])
     return merged.drop(columns=["kernel"])
+
+
+def on_gpu(row):
+    """True when a summary row's trace has GPU work."""
+    return present(row.gpu_us_per_step) and row.gpu_us_per_step > 0
+
+
+def step_time(row):
+    """(µs per step, 'GPU' or 'CPU'): the GPU's busy time, or for a trace without GPU work its
+    CPU step; (None, None) when it has neither."""
+    if on_gpu(row):
+        return float(row.gpu_us_per_step), "GPU"
+    if present(row.cpu_us_per_step):
+        return float(row.cpu_us_per_step), "CPU"
+    return None, None
+
+
+def like_groups(data):
+    """{group: [traces, fastest first]} of the traces with a step time, a group per shape and
+    device (view trace_shapes); a trace whose shape is unknown groups by its device alone."""
+    shapes = {t.trace: t.shape if present(t.shape) else f"unknown shape on {t.device}"
+              for t in data.traces.itertuples()}
+    groups = {}
+    for row in data.summary.itertuples():
+        if step_time(row)[0] is not None:
+            groups.setdefault(shapes.get(row.trace), []).append(row.trace)
+    return groups
+
+
+def fastest_of_groups(data):
+    """The traces that are the fastest of a group of two or more like traces (like_groups)."""
+    return {traces[0] for traces in like_groups(data).values() if len(traces) > 1}
 
 
 def step_kinds(summary):

@@ -31,8 +31,9 @@ COLUMNS = [
     Column("trace", "variant", str, numeric=False, help="trace name"),
     Column("gpu_us_per_step", "GPU µs / step", lambda v: units.number(v),
            help="kernels + memcpy + memset per step"),
-    Column("speedup_vs_naive", "vs naive", units.times, help="naive's GPU time per step over this one's",
-           optional=True),
+    Column("speedup_vs_naive", "vs naive", units.times,
+           help="the GPU time per step of the naive trace of the same shape and device over this one's "
+                "(CPU time for traces without GPU work)", optional=True),
     Column("tflops", "TFLOP/s", lambda v: units.number(v, 0) if present(v) else "—",
            help="FLOPs over GPU time per step: the capture's attention FLOPs per call (4·B·H·S²·D, halved "
                 "when causal), else those counted on the trace's GEMM and fused attention kernels from "
@@ -44,8 +45,9 @@ COLUMNS = [
     Column("tensor_core_pct", "Tensor Core %", units.pct,
            help="share of GEMM, convolution and attention time on Tensor Cores"),
     Column("top_kernel", "top kernel", units.short_kernel, numeric=False),
-    Column("top_kernel_occupancy_pct", "occupancy", lambda v: units.pct(v) if present(v) and v > 0 else "—",
-           help="estimated achieved occupancy of the top kernel (— : none recorded)"),
+    Column("occupancy_pct", "occupancy", units.occupancy,
+           help="the occupancy the top kernel's launch allows (registers, shared memory and block size "
+                "against the SM's limits), as the low_occupancy finding gives it (— : not known)"),
     Column("plan_ms", "cuDNN plan", units.ms, help="first-call plan time", optional=True),
     Column("peak_mib", "peak MiB", lambda v: units.number(v, 2),
            help="the most memory allocated at once in a steady step, on the GPU (else the CPU): Kineto's "
@@ -69,6 +71,9 @@ def table_frame(data):
     shares = dict(zip(data.gemm["trace"], data.gemm["tensor_core_pct"]))
     frame["tensor_core_pct"] = [v if present(v) else shares.get(t) for t, v in
                                 zip(frame["trace"], frame["tensor_core_pct"])]
+    launches = data.launch_occupancy
+    occupancy = dict(zip(zip(launches["trace"], launches["kernel"]), launches["occupancy_pct"]))
+    frame["occupancy_pct"] = [occupancy.get((t, k)) for t, k in zip(frame["trace"], frame["top_kernel"])]
     return frame
 
 

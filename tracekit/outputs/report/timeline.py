@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tracekit.analysis.kernel_names import short_kernel_name
 from tracekit.outputs.report import svg, units
 from tracekit.outputs.report.charts import VALUE_W, colour_of, nice_ticks, present_keys
 from tracekit.outputs.report.downsample import downsample
@@ -61,7 +62,8 @@ def _label(block):
     """A kernel's function without its namespaces (what tells blocks apart), a copy's name, or
     a merged block's class and count."""
     if block.events == 1 and block.name is not None:
-        return units.short_kernel(block.name).split("::")[-1] if block.cls not in ("memcpy", "memset") else block.name
+        # Whole, not cut to SHORT_KERNEL_CHARS: the block's own width cuts the label.
+        return short_kernel_name(block.name).split("::")[-1] if block.cls not in ("memcpy", "memset") else block.name
     return f"{block.cls} ×{block.events:,}"
 
 

@@ -2,7 +2,7 @@
 
 import pandas as pd
 
-from tracekit.analysis.kernel_names import base_kernel_name
+from tracekit.analysis.kernel_names import short_kernel_names
 
 _BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
 # Kernel names carry their template arguments and parameters; a chart label shows the function.
@@ -66,6 +66,13 @@ def pct(value):
     return f"{float(value):.0f}%"
 
 
+def occupancy(value):
+    """An occupancy as the low_occupancy finding writes it: '18.8%' (one decimal), '—' unknown."""
+    if missing(value):
+        return "—"
+    return f"{float(value):.1f}%"
+
+
 def per_step(value):
     """A count per step: '1', '20,300', or '1.2' when the steps differ."""
     if missing(value):
@@ -75,11 +82,8 @@ def per_step(value):
 
 
 def short_kernel(name):
-    """'void pytorch_flash::flash_fwd_kernel<...>(...)' → 'pytorch_flash::flash_fwd_kernel'."""
+    """'void pytorch_flash::flash_fwd_kernel<...>(...)' → 'pytorch_flash::flash_fwd_kernel', as a
+    table fitted to a terminal shortens it (tracekit.analysis.kernel_names.short_kernel_names)."""
     if missing(name):
         return "—"
-    # The scope `(anonymous namespace)` says nothing a reader of a chart label needs.
-    text = base_kernel_name(name).replace("(anonymous namespace)::", "")
-    if len(text) > SHORT_KERNEL_CHARS:
-        text = text[:SHORT_KERNEL_CHARS - 1] + "…"
-    return text
+    return short_kernel_names([name], SHORT_KERNEL_CHARS)[str(name)]
