@@ -57,7 +57,7 @@ def test_without_a_terminal_or_columns_every_value_is_whole(sample_db, name):
 
 def test_the_footer_names_what_was_left_out(sample_db):
     footer = invoke("query", "summary", "--db", sample_db, env={"COLUMNS": "100"}).stdout.splitlines()[-1]
-    assert re.fullmatch(r"\(8 rows; to fit 100 columns: \d+ of 16 columns shown, left out: variant \(= trace\), "
+    assert re.fullmatch(r"\(8 rows; to fit 100 columns: \d+ of 17 columns shown, left out: variant \(= trace\), "
                         r"[a-z_, ]+(; long values cut with …)?; -f line shows all\)", footer)
 
 

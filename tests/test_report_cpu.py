@@ -20,7 +20,8 @@ SHAPE = "1x2x128x32 fp32 causal forward on the CPU"
 @pytest.fixture(scope="module")
 def cpu_db(tmp_path_factory):
     db = tmp_path_factory.mktemp("cpu") / "cpu.duckdb"
-    result = invoke("load", CPU, "--db", db)
+    # the folders the module's docstring names (tests/data/cpu holds other captures too)
+    result = invoke("load", CPU / "naive_cpu.json.gz", CPU / "variants", CPU / "repeats", CPU / "gloo_job", "--db", db)
     assert result.exit_code == 0, result.output
     return db
 

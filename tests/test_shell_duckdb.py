@@ -28,7 +28,7 @@ def test_mode_line_and_the_table_footer_names_it(sample_db):
                               ".mode line\nSELECT trace, count(*) AS kernels FROM kernels GROUP BY trace "
                               "ORDER BY trace LIMIT 2;\n", columns=40)
     assert result.exit_code == 0, result.stderr
-    assert "long values cut with … to fit 40 columns; .mode line shows all)" in result.stdout
+    assert "to fit 40 columns: long values cut with …; .mode line shows all)" in result.stdout
     assert result.stdout.endswith("  trace = flex\nkernels = 6\n\n  trace = naive\nkernels = 30\n")
 
 
