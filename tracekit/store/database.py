@@ -262,12 +262,16 @@ def _prepare(con):
 
 
 def create_views(con, temporary=False):
-    """Creates the views users query (views.sql, and `findings`) over the tables `con` sees: a
-    database's, or those tracekit.lake.reader makes of a lake's files. `temporary`: as this
-    connection's own (temporary) views, which shadow the database's."""
-    kind = "TEMP VIEW" if temporary else "VIEW"
+    """Creates the views users query (views.sql, views_<topic>.sql and their table macros, and
+    `findings`) over the tables `con` sees: a database's, or those tracekit.lake.reader makes of a
+    lake's files. `temporary`: as this connection's own (temporary) views, which shadow the
+    database's."""
+    temp = "TEMP " if temporary else ""
     for statement in _view_statements():
-        con.execute(statement.replace("CREATE OR REPLACE VIEW", f"CREATE OR REPLACE {kind}", 1))
+        # A table macro (views_perfetto.sql's ancestor_slice) goes where the views go.
+        for kind in ("VIEW", "MACRO"):
+            statement = statement.replace(f"CREATE OR REPLACE {kind}", f"CREATE OR REPLACE {temp}{kind}", 1)
+        con.execute(statement)
 
 
 def _view_statements():
