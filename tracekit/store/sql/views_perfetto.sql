@@ -90,7 +90,8 @@ WITH pids AS (
     FROM event_rows WHERE ph = 'M' AND name = 'process_name'
     QUALIFY row_number() OVER (PARTITION BY trace_id, coalesce(pid, '') ORDER BY ts_ns DESC NULLS LAST) = 1
 )
-SELECT row_number() OVER (ORDER BY p.trace_id, p.pid) - 1 AS upid, p.trace_id, p.pid, n.name
+SELECT row_number() OVER (ORDER BY p.trace_id, p.pid) - 1 AS upid, p.trace_id, p.pid,
+       coalesce(n.name, CASE WHEN TRY_CAST(p.pid AS BIGINT) IS NULL AND p.pid <> '' THEN p.pid END) AS name
 FROM pids p LEFT JOIN named n ON n.trace_id = p.trace_id AND n.pid = p.pid;
 
 CREATE OR REPLACE VIEW _perfetto_threads AS
@@ -100,7 +101,7 @@ WITH named AS (
     QUALIFY row_number() OVER (PARTITION BY trace_id, coalesce(pid, ''), coalesce(tid, '') ORDER BY ts_ns DESC NULLS LAST) = 1
 )
 SELECT row_number() OVER (ORDER BY t.trace_id, t.pid, t.tid) - 1 AS utid, t.track_id, t.trace_id, t.pid, t.tid,
-       n.name, p.upid
+       coalesce(n.name, CASE WHEN TRY_CAST(t.tid AS BIGINT) IS NULL AND t.tid <> '' THEN t.tid END) AS name, p.upid
 FROM _perfetto_tracks t
 JOIN _perfetto_processes p ON p.trace_id = t.trace_id AND p.pid = t.pid
 LEFT JOIN named n ON n.trace_id = t.trace_id AND n.pid = t.pid AND n.tid = t.tid
@@ -134,8 +135,9 @@ FROM _perfetto_slices s JOIN trace_files f USING (trace_id);
 -- @view process: Perfetto-compatible: Perfetto's `process` table, one row per pid of a trace
 -- (named by a process_name event, or with slices, instants or counters).
 --   upid, id: the process's id (unique across traces)
---   pid: the trace's pid, as a number (NULL where the trace writes a name)
---   name: its process_name (Kineto writes the program's, e.g. python3); NULL without one
+--   pid: the trace's pid, as a number (NULL where the trace writes text, as Kineto's 'Spans')
+--   name: its process_name (Kineto writes the program's, e.g. python3), else a pid written as
+--         text; NULL without either
 --   start_ts, end_ts, parent_upid, uid, cmdline: NULL: a Kineto trace does not say
 --   trace: the trace it comes from
 CREATE OR REPLACE VIEW process AS
@@ -147,8 +149,9 @@ FROM _perfetto_processes p JOIN trace_files f USING (trace_id);
 -- @view thread: Perfetto-compatible: Perfetto's `thread` table, one row per thread (pid, tid) of a
 -- trace; a GPU stream is a thread (tid = stream) of its device's process (pid = device).
 --   utid, id: the thread's id (unique across traces)
---   tid: the trace's tid, as a number (NULL where the trace writes a name)
---   name: its thread_name (Kineto: 'thread 480 (python3)', 'stream 7'); NULL without one
+--   tid: the trace's tid, as a number (NULL where the trace writes text)
+--   name: its thread_name (Kineto: 'thread 480 (python3)', 'stream 7 '), else a tid written as
+--         text (Kineto's 'PyTorch Profiler'); NULL without either
 --   upid: its process (process.upid)
 --   start_ts, end_ts: NULL: a Kineto trace does not say
 --   is_main_thread: tid = pid
