@@ -12,7 +12,7 @@ from tracekit.errors import QueryError
 from tracekit.lake.layout import per_trace_tables, shared_tables
 from tracekit.outputs.rows import Rows
 from tracekit.spark.ctes import query_frame, release
-from tracekit.spark.dialect import NOT_ON_SPARK, spark_tree, view_selects
+from tracekit.spark.dialect import NOT_ON_SPARK, NOT_ON_SPARK_WHY, spark_tree, view_selects
 from tracekit.spark.lake_tables import register_lake_tables
 from tracekit.spark.sandbox import ctes_around, check_reach, confine
 from tracekit.spark.session import own_session, spark_error_text, start_session
@@ -94,14 +94,15 @@ def _refuse_duckdb_only(tree):
     from sqlglot import exp
 
     for table in tree.find_all(exp.Table):
-        if table.name.lower() in _named_relations() and table.name.lower() not in ctes_around(table):
-            raise QueryError(f"{table.name} is a named query: on Spark run it by name (tracekit query "
-                             f"{table.name.lower()} --lake DIR --engine spark); as a table (FROM {table.name}) "
+        # a table function's name (ancestor_slice(42)) is its call's
+        name = table.this.name if isinstance(table.this, exp.Anonymous) else table.name
+        if name.lower() in _named_relations() and name.lower() not in ctes_around(table):
+            raise QueryError(f"{name} is a named query: on Spark run it by name (tracekit query "
+                             f"{name.lower()} --lake DIR --engine spark); as a table (FROM {name}) "
                              "it is DuckDB's only")
-        if table.name.lower() in NOT_ON_SPARK:
-            raise QueryError(f"{table.name} is not on Spark: it walks each step's critical path back hop by hop, "
-                             "which Spark runs far too slowly; query it with DuckDB on the same lake "
-                             "(tracekit query --lake DIR, without --engine spark)")
+        if name.lower() in NOT_ON_SPARK:
+            raise QueryError(f"{name} is not on Spark: {NOT_ON_SPARK_WHY[name.lower()]}; query it with DuckDB on the "
+                             "same lake (tracekit query --lake DIR, without --engine spark)")
 
 
 def _named_relations():

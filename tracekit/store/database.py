@@ -266,16 +266,19 @@ def _prepare(con):
 
 
 def create_views(con, temporary=False):
-    """Creates the views users query (views.sql, `findings`, and each named query: see
-    tracekit.store.query_relations) over the tables `con` sees: a
-    database's, or those tracekit.lake.reader makes of a lake's files. `temporary`: as this
+    """Creates the views users query (views.sql, views_<topic>.sql and their table macros,
+    `findings`, and each named query: see tracekit.store.query_relations) over the tables `con`
+    sees: a database's, or those tracekit.lake.reader makes of a lake's files. `temporary`: as this
     connection's own (temporary) views, which shadow the database's."""
     from tracekit.store.query_relations import relation_statements, view_names
 
-    kind = "TEMP VIEW" if temporary else "VIEW"
+    temp = "TEMP " if temporary else ""
     views = _view_statements()
     for statement in views:
-        con.execute(statement.replace("CREATE OR REPLACE VIEW", f"CREATE OR REPLACE {kind}", 1))
+        # A table macro (views_perfetto.sql's ancestor_slice) goes where the views go.
+        for kind in ("VIEW", "MACRO"):
+            statement = statement.replace(f"CREATE OR REPLACE {kind}", f"CREATE OR REPLACE {temp}{kind}", 1)
+        con.execute(statement)
     # Then each named query as a view and a table macro (FROM summary, FROM summary(trace := ...)),
     # but never over one of the views above or a table.
     taken = view_names(views) | {row[0] for row in con.execute(
