@@ -116,21 +116,25 @@ def test_a_dot_file_beside_a_shared_table_is_never_read(lake):
     assert traces_in(lake) == {"x": NAIVE_EVENTS}
 
 
-@pytest.mark.parametrize("point", ["written", "published:1", "published:9", "published:10"])
+# A trace's generation is published by renaming one file per per-trace table, trace_files last.
+PUBLISHED = len(PER_TRACE_TABLES)
+
+
+@pytest.mark.parametrize("point", ["written", "published:1", f"published:{PUBLISHED - 1}", f"published:{PUBLISHED}"])
 def test_kill_9_during_a_replace_leaves_the_old_trace_or_the_new(lake, tmp_path, point):
     source = lake.parent / "src" / "x.json.gz"
     shutil.copy(SAMPLE_TRACES / "flex.json.gz", source)
     run = interrupted(point, "x", "SIGKILL", ["load", source, "--lake", lake, "--replace"], tmp_path)
     renamed = int(point.split(":")[1]) if ":" in point else 0
     assert run.returncode == -9, run.stderr
-    expected = FLEX_EVENTS if renamed == 10 else NAIVE_EVENTS
+    expected = FLEX_EVENTS if renamed == PUBLISHED else NAIVE_EVENTS
     assert traces_in(lake) == {"x": expected}
     # The next load (of another file) removes what the dead replacer left, but the generation a
     # reader may still read; past SUPERSEDED_KEPT_S that goes too.
     assert run_lake(["load", SAMPLE_TRACES / "sdpa_flash.json.gz", "--lake", lake], tmp_path).returncode == 0
     assert traces_in(lake) == {"x": expected, "sdpa_flash": 242}
     files = {table: sorted(os.listdir(lake / table / "trace=x")) for table in PER_TRACE_TABLES}
-    assert all(len(names) == (2 if renamed == 10 else 1) for names in files.values()), files
+    assert all(len(names) == (2 if renamed == PUBLISHED else 1) for names in files.values()), files
     from tracekit.lake.publish import SUPERSEDED_KEPT_S
     note = lake / "_content" / "replaced" / "trace=x"
     assert note.exists() == (renamed > 0)

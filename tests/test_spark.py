@@ -38,6 +38,7 @@ ODD_NAME = "rank 0=é%,#"  # a space, =, a non-ASCII letter, %: each escaped in 
 # Besides the H200 training captures (train_fp32) and the gloo job, which launch_bound_db holds.
 TRACE_FOLDERS = [SAMPLE_TRACES, TEST_DATA / "foreign", TEST_DATA / "cpu" / "naive_cpu.json.gz",
                  TEST_DATA / "cpu" / "memory" / "held_scores.json.gz",  # a peak_copy finding
+                 TEST_DATA / "nccl" / "a100_pg509_rank0_of2_nccl_allreduce_broadcast.json.gz",  # slow_collective
                  TEST_DATA / "h200" / "train_bf16", TEST_DATA / "h200" / "fp32"]
 
 
