@@ -22,7 +22,14 @@ def _has_cuda():
     return torch.cuda.is_available()
 
 
+# The modules that take longest, first: with `-n 2 --dist loadfile` each worker takes a module at
+# a time in this order, so a long module started last would leave one worker running it alone.
+LONGEST_FIRST = ("test_spark.py", "test_docs_examples.py", "test_spark_sandbox.py", "test_lake_safety.py")
+
+
 def pytest_collection_modifyitems(config, items):
+    rank = {name: place for place, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(LONGEST_FIRST)))  # stable: the rest keep their order
     if _has_cuda():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU")

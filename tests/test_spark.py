@@ -38,7 +38,6 @@ ODD_NAME = "rank 0=é%,#"  # a space, =, a non-ASCII letter, %: each escaped in 
 # Besides the H200 training captures (train_fp32) and the gloo job, which launch_bound_db holds.
 TRACE_FOLDERS = [SAMPLE_TRACES, TEST_DATA / "foreign", TEST_DATA / "cpu" / "naive_cpu.json.gz",
                  TEST_DATA / "cpu" / "memory" / "held_scores.json.gz",  # a peak_copy finding
-                 TEST_DATA / "nccl" / "a100_pg509_rank0_of2_nccl_allreduce_broadcast.json.gz",  # slow_collective
                  TEST_DATA / "h200" / "train_bf16", TEST_DATA / "h200" / "fp32"]
 
 
@@ -156,11 +155,17 @@ def test_every_named_query_gives_the_same_rows_on_the_database_and_the_lake_with
     assert not any(isinstance(v, Decimal) for row in rows.rows for v in row)
 
 
+# Parameters other than the defaults, where the lake's traces hold no default case: its collectives
+# of 16 MiB or more are the built job's, whose ranks show one GPU each (no link to compare with);
+# the RTX 4090 pair's 400-byte all_reduce is slow_collective's case from the first byte.
+RULE_PARAMS = {"slow_collective": {"min_bytes": "1"}}
+
+
 def _rule_rows(run, rule):
     """The rule's rows with its default parameters (as text, as `tracekit findings` gives them),
-    its evidence parsed: JSON whose text differs between the engines only in spacing."""
+    but RULE_PARAMS's, its evidence parsed: JSON whose text differs between the engines only in spacing."""
     found = rules()[rule]
-    rows = run(found.sql, {key: default for key, (default, _) in found.params.items()})
+    rows = run(found.sql, {key: default for key, (default, _) in found.params.items()} | RULE_PARAMS.get(rule, {}))
     at = rows.columns.index("evidence")
     rows.rows = [row[:at] + (json.loads(row[at]) if row[at] is not None else None,) + row[at + 1:] for row in rows.rows]
     return rows
