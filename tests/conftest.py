@@ -67,6 +67,20 @@ def read_until_closed(fd):
     return output
 
 
+def db_dicts(db, sql, params=()):
+    """The rows of `sql` (with `params`) on database file `db` as dicts by column name, opened for
+    queries (its views current) for just this call."""
+    from tracekit.store.database import connect_for_queries
+
+    con = connect_for_queries(db)
+    try:
+        cursor = con.execute(sql, list(params))
+        names = [d[0] for d in cursor.description]
+        return [dict(zip(names, row)) for row in cursor.fetchall()]
+    finally:
+        con.close()
+
+
 def db_rows(db, sql):
     """The rows of `sql` on database file `db`, opened read-only for just this call."""
     import duckdb

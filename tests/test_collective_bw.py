@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from conftest import TEST_DATA, invoke_cli
+from conftest import TEST_DATA, db_dicts as _rows, invoke_cli
 from tracekit.analysis.findings_engine import run_findings
 from tracekit.ingest.loader import load_file
 from tracekit.store.database import connect, connect_for_queries
@@ -29,16 +29,6 @@ def bw_db(tmp_path_factory):
         assert load_file(con, file).status == "loaded", file
     con.close()
     return path
-
-
-def _rows(db, sql, params=()):
-    con = connect_for_queries(db)
-    try:
-        cursor = con.execute(sql, list(params))
-        names = [d[0] for d in cursor.description]
-        return [dict(zip(names, row)) for row in cursor.fetchall()]
-    finally:
-        con.close()
 
 
 def _kernel_event(path, name_start, ts):

@@ -8,25 +8,14 @@ saved, and against HTA's critical path of the same steps (tests/data/hta_critica
 import csv
 import json
 
-import duckdb
 import pytest
 
-from conftest import TEST_DATA
+from conftest import TEST_DATA, db_dicts as rows
 
 LOOPS = TEST_DATA / "h200" / "loops"
 TRUTH = {row["loop"]: row for row in csv.DictReader(open(LOOPS / "truth.csv"))}
 HTA = json.loads((TEST_DATA / "hta_critical_path.json").read_text())["traces"]
 STEADY = (4, 5, 6, 7)  # the loops' steady steps: not the first after the warmup, nor cut short
-
-
-def rows(db, sql, params=()):
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        cursor = con.execute(sql, list(params))
-        names = [d[0] for d in cursor.description]
-        return [dict(zip(names, row)) for row in cursor.fetchall()]
-    finally:
-        con.close()
 
 
 _BOUNDS = {}

@@ -14,23 +14,12 @@ import termios
 import pytest
 
 from conftest import invoke_cli as invoke, read_until_closed
-from table_checks import check_fitted, duckdb_rows
+from table_checks import check_fitted, duckdb_rows, fitted_table as read_table
 from tracekit.outputs.cells import text
 from tracekit.analysis.named_queries import named_queries, named_sql
 
 QUERIES = sorted(named_queries())
 WIDE = ["summary", "occupancy", "gemm_classes", "top_kernels", "memcpy"]
-
-
-def read_table(output):
-    """(header, rows of cells, footer) of a table, cut into columns at the dashes of its rule line."""
-    lines = output.rstrip("\n").splitlines()
-    spans = [m.span() for m in re.finditer(r"-+", lines[1])]
-
-    def cells(line):
-        return [line[start:end + (0 if i < len(spans) - 1 else len(line))].strip()
-                for i, (start, end) in enumerate(spans)]
-    return cells(lines[0]), [cells(line) for line in lines[2:-1]], lines[-1]
 
 
 @pytest.mark.parametrize("width", [60, 100, 160])
