@@ -48,7 +48,7 @@ def check_fitted(output, columns, expected, keys, width):
     header shown."""
     import re
 
-    from tracekit.outputs.cells import text
+    from tracekit.analysis.cells import text
 
     lines = output.splitlines()
     header, rows, footer = fitted_table(output)

@@ -11,9 +11,6 @@ PACKAGE = Path(__file__).resolve().parent.parent / "tracekit"
 RANK = {"errors": -1, "internal_paths": -1, "store": 0, "ingest": 1, "analysis": 2, "replay": 2, "lake": 2,
         "queries": 2, "outputs": 3, "spark": 3, "api": 4, "api_wording": 4, "cli": 5, "__main__": 5}
 STILL_UPWARD = {
-    ("tracekit.analysis.named_queries", "tracekit.outputs.cells"),
-    ("tracekit.analysis.named_queries", "tracekit.outputs.rows"),
-    ("tracekit.analysis.named_queries", "tracekit.outputs.parquet_out"),
     ("tracekit.analysis.schema_listing", "tracekit.outputs.hta_tables"),
     ("tracekit.outputs.report.data", "tracekit.api"),
     ("tracekit.store.database", "tracekit.ingest.load_stop"),

@@ -15,7 +15,7 @@ import pytest
 
 from conftest import invoke_cli as invoke, read_until_closed
 from table_checks import check_fitted, duckdb_rows, fitted_table as read_table
-from tracekit.outputs.cells import text
+from tracekit.analysis.cells import text
 from tracekit.analysis.named_queries import named_queries, named_sql
 
 QUERIES = sorted(named_queries())
@@ -82,7 +82,7 @@ def test_line_mode_shows_every_column_whole_as_duckdbs_mode_line(sample_db, name
 
 def test_line_mode_reads_like_duckdbs():
     from tracekit.outputs.render import as_line
-    from tracekit.outputs.rows import Rows
+    from tracekit.analysis.rows import Rows
 
     assert as_line(Rows(["a", "bbb"], [(1, "x"), (None, "y")])) == "  a = 1\nbbb = x\n\n  a =\nbbb = y\n"
 

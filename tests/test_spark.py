@@ -485,7 +485,7 @@ def test_a_spark_job_loads_a_jobs_ranks_on_its_workers(spark_lake, rank_job, tmp
 
 def test_the_python_api_runs_a_query_on_spark(lake_db, small_lake, spark_session):
     import tracekit
-    from tracekit.outputs.rows import Rows
+    from tracekit.analysis.rows import Rows
 
     params = {"trace": "naive", "limit": "3"}
     frame = tracekit.query("top_kernels", lake=small_lake, engine="spark", params=params)

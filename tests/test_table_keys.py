@@ -12,7 +12,7 @@ from tracekit.analysis.findings_engine import FINDING_KEYS
 from tracekit.analysis.kernel_names import short_kernel_names
 from tracekit.analysis.named_queries import named_queries, named_sql
 from tracekit.outputs.table_fit import table
-from tracekit.outputs.rows import Rows
+from tracekit.analysis.rows import Rows
 
 QUERIES = sorted(named_queries())
 WIDTHS = [80, 100, 120]

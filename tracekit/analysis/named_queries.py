@@ -12,7 +12,7 @@ from importlib import resources
 
 import duckdb
 
-from tracekit.outputs.cells import json_cell
+from tracekit.analysis.cells import json_cell
 from tracekit.errors import QueryError
 from tracekit.analysis.param_values import checked
 from tracekit.analysis.sql_sandbox import check_read_only, is_refused_access, refused_access_message
@@ -80,7 +80,7 @@ def _bind(query, given):
     return {key: checked(key, given.get(key, default)) for key, (default, _) in query.params.items()}
 
 
-def _friendly(exc, sql):
+def friendly_error(exc, sql):
     message = str(exc).strip()
     first = message.splitlines()[0]
     if is_refused_access(exc):
@@ -120,7 +120,7 @@ def _execute(con, sql, params):
     try:
         relation = con.execute(sql, params) if params else con.execute(sql)
     except duckdb.Error as exc:
-        raise _friendly(exc, sql) from None
+        raise friendly_error(exc, sql) from None
     if relation is None or relation.description is None:
         raise QueryError(f"the SQL returns no rows to show — in SQL: {_shown(sql)}")
     return relation
@@ -133,7 +133,7 @@ def run_sql(con, sql, params=None):
     try:
         frame = relation.df()
     except duckdb.Error as exc:
-        raise _friendly(exc, sql) from None
+        raise friendly_error(exc, sql) from None
     # JSON columns arrive as text; callers (and -f json) want the objects they hold.
     for column in json_columns:
         frame[column] = frame[column].map(lambda v: json_cell(v) if isinstance(v, str) else v)
@@ -167,20 +167,19 @@ def named_sql(name, params=None, con=None):
 
 def fetch_rows(con, sql, params=None):
     """Runs one SQL statement and returns its Rows, every value as DuckDB gives it (no pandas)."""
-    from tracekit.outputs.rows import Rows
+    from tracekit.analysis.rows import Rows
 
     cursor = _execute(con, sql, params)
     try:
         return Rows.from_cursor(cursor)
     except duckdb.Error as exc:
-        raise _friendly(exc, sql) from None
+        raise friendly_error(exc, sql) from None
 
 
-def write_parquet(con, sql, params, path, columns=None):
-    """Runs the SQL and writes its rows (only `columns`, when given) to the Parquet file `path`,
-    types and values exact; returns the number of rows."""
-    from tracekit.outputs.parquet_out import write_relation
-    from tracekit.outputs.rows import check_columns
+def query_relation(con, sql, params, columns=None):
+    """The DuckDB relation of one SELECT (only `columns`, when given), checked as every query is,
+    for a writer that streams it (tracekit.outputs.parquet_out)."""
+    from tracekit.analysis.rows import check_columns
 
     check_sql(sql, params)  # as _execute does: with --allow-files, a COPY here would write a file
     try:
@@ -190,9 +189,9 @@ def write_parquet(con, sql, params, path, columns=None):
         if columns:
             check_columns(relation.columns, columns)
             relation = relation.project(", ".join('"' + c.replace('"', '""') + '"' for c in columns))
-        return write_relation(relation, path)
+        return relation
     except duckdb.Error as exc:
-        raise _friendly(exc, sql) from None
+        raise friendly_error(exc, sql) from None
 
 
 def _without_ending(sql):

@@ -77,7 +77,7 @@ def terminal_width():
 
 
 def emit(rows, fmt, output, columns=None, escape_formulas=True, keys=None):
-    """Prints `rows` (a tracekit.outputs.rows.Rows) in `fmt`, or writes them to the file `output`;
+    """Prints `rows` (a tracekit.analysis.rows.Rows) in `fmt`, or writes them to the file `output`;
     `escape_formulas`: see output_options; `keys`: the columns a table fitted to the terminal keeps."""
     from tracekit.outputs.render import render, write
     if columns:
@@ -325,7 +325,8 @@ def query(name, sql, db, params, list_queries, allow_files, lake, engine, master
     A table fits the terminal (or COLUMNS); piped, it shows every value whole.
     """
     from tracekit.cli import connect_source, source_to_read
-    from tracekit.analysis.named_queries import fetch_rows, named_sql, write_parquet
+    from tracekit.analysis.named_queries import fetch_rows, named_sql
+    from tracekit.outputs.parquet_out import write_query
 
     if list_queries and (name is not None or sql is not None):
         raise click.UsageError("give --list or a query, not both")
@@ -349,7 +350,7 @@ def query(name, sql, db, params, list_queries, allow_files, lake, engine, master
                       else (sql_text.text, params or None))
         try:
             if fmt == "parquet":
-                count = write_parquet(con, sql, bound, output, columns)
+                count = write_query(con, sql, bound, output, columns)
                 click.echo(f"wrote {count} row(s) to {output}", err=True)
                 return
             rows = fetch_rows(con, sql, bound)
@@ -397,7 +398,7 @@ def _spark_rows(lake, master, name, sql_text, params):
 
 def _query_list():
     from tracekit.analysis.named_queries import named_queries
-    from tracekit.outputs.rows import Rows
+    from tracekit.analysis.rows import Rows
     return Rows(["query", "question", "params"],
                 [(q.name, q.question, ", ".join(f"{k}={d if d is not None else 'NULL'}" for k, (d, _) in q.params.items()))
                  for q in named_queries().values()])
@@ -448,7 +449,7 @@ def tables(db, lake, counts, fmt, force, output, columns, escape_formulas):
     with --counts) and what it holds. `tracekit schema` gives each one's columns."""
     from tracekit.cli import connect_source, source_to_read
     from tracekit.analysis.schema_listing import table_rows
-    from tracekit.outputs.rows import Rows
+    from tracekit.analysis.rows import Rows
 
     fmt = output_format(fmt, output)
     path = source_to_read(db, lake, "listing")

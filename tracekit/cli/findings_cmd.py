@@ -28,7 +28,7 @@ def findings(db, params, rule, list_rules, evidence, lake, fmt, force, output, c
     """
     from tracekit.cli import connect_source, source_to_read
     from tracekit.analysis.findings_engine import FINDING_KEYS, rules, run_findings
-    from tracekit.outputs.rows import Rows
+    from tracekit.analysis.rows import Rows
 
     fmt = output_format(fmt, output)
     if list_rules:

@@ -8,7 +8,7 @@ import json
 
 from tracekit.analysis.diff_result import METRICS
 from tracekit.outputs.render import as_markdown, as_table
-from tracekit.outputs.rows import Rows
+from tracekit.analysis.rows import Rows
 from tracekit.outputs.safe_text import markdown_code, markdown_text, printable
 
 _FIGURE_COLUMNS = ("metric", "a", "b", "change", "change_pct", "ci_low", "ci_high", "significant", "run_sd_pct")

@@ -44,6 +44,18 @@ def write_relation(relation, path):
     return len(frame)
 
 
+def write_query(con, sql, params, path, columns=None):
+    """Runs one checked SELECT on `con` (only `columns`, when given) and writes its rows to `path`,
+    types and values exact; returns the number of rows."""
+    from tracekit.analysis.named_queries import friendly_error, query_relation
+
+    relation = query_relation(con, sql, params, columns)
+    try:
+        return write_relation(relation, path)
+    except duckdb.Error as exc:
+        raise friendly_error(exc, sql) from None
+
+
 def write_rows(rows, path):
     """Writes a small Rows of plain values (`tracekit query --list`, rows Spark returned) to `path`,
     each column cast to the DuckDB type rows.types gives it (where it gives one)."""

@@ -2,14 +2,14 @@
 html (and parquet, which is a file: tracekit.outputs.parquet_out).
 
 It takes a Rows (column names, rows of plain Python values) and imports neither pandas nor numpy,
-so `tracekit query` starts fast. Every value goes through tracekit.outputs.cells: numbers exact in every
+so `tracekit query` starts fast. Every value goes through tracekit.analysis.cells: numbers exact in every
 format, JSON strict; and text from a trace through tracekit.outputs.safe_text: no control character
 reaches a terminal, no markup a markdown page, no formula a spreadsheet (unless asked).
 """
 
-from tracekit.outputs.cells import json_value, text
+from tracekit.analysis.cells import json_value, text
 from tracekit.errors import TracekitError
-from tracekit.outputs.rows import records  # noqa: F401  (the API's DataFrames as row dicts, for tests and scripts)
+from tracekit.analysis.rows import records  # noqa: F401  (the API's DataFrames as row dicts, for tests and scripts)
 from tracekit.outputs.safe_text import html_text, markdown_text, printable, spreadsheet_safe
 from tracekit.outputs.table_fit import table
 

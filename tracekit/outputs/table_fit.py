@@ -20,7 +20,7 @@ every value is shown whole; without keys (ad hoc SQL) the first column is the ke
 from dataclasses import dataclass
 
 from tracekit.analysis.kernel_names import short_kernel_names
-from tracekit.outputs.cells import text
+from tracekit.analysis.cells import text
 from tracekit.outputs.safe_text import printable
 
 GAP = 2

@@ -3,7 +3,7 @@
 import json
 
 from tracekit.outputs.render import as_table
-from tracekit.outputs.rows import Rows
+from tracekit.analysis.rows import Rows
 from tracekit.outputs.safe_text import printable
 
 

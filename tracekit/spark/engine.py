@@ -10,7 +10,7 @@ from tracekit.analysis.named_queries import check_sql, named_sql
 from tracekit.analysis.trace_lookup import no_such_trace
 from tracekit.errors import QueryError
 from tracekit.lake.layout import per_trace_tables, shared_tables
-from tracekit.outputs.rows import Rows
+from tracekit.analysis.rows import Rows
 from tracekit.spark.ctes import query_frame, release
 from tracekit.spark.dialect import NOT_ON_SPARK, NOT_ON_SPARK_WHY, spark_tree, view_selects
 from tracekit.spark.lake_tables import register_lake_tables

@@ -1,7 +1,7 @@
 """The report for a terminal or a pull request: the comparative table and the findings."""
 
 from tracekit.outputs.render import as_markdown
-from tracekit.outputs.rows import Rows
+from tracekit.analysis.rows import Rows
 from tracekit.outputs.safe_text import markdown_text
 from tracekit.outputs.report.data import steps_wording, table_heading
 from tracekit.outputs.report.findings_section import markdown_section

@@ -7,7 +7,7 @@ turned into the same shape by `Rows.from_frame`.
 
 from dataclasses import dataclass, field
 
-from tracekit.outputs.cells import JsonText, is_number
+from tracekit.analysis.cells import JsonText, is_number
 from tracekit.errors import TracekitError
 
 
