@@ -14,16 +14,7 @@ from tracekit.api_wording import speaks_python
 from tracekit.store.database import (DEFAULT_DB, DEFAULT_LOCK_WAIT_S, connect, connect_for_queries,
                                waiting_for_lock)
 from tracekit.errors import LoadError, TracekitError
-
-
-def resolve_db(db=None):
-    """(path, is_samples): the given database, ./tracekit.duckdb, or else the bundled samples."""
-    if db is not None:
-        return Path(db), False
-    if Path(DEFAULT_DB).exists():
-        return Path(DEFAULT_DB), False
-    from tracekit.store.samples import sample_database
-    return sample_database(), True
+from tracekit.store.samples import resolve_db
 
 
 def _waiting(wait):

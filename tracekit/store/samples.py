@@ -90,3 +90,14 @@ def sample_database():
             if leftover and os.path.exists(leftover):
                 os.unlink(leftover)
     return target
+
+
+def resolve_db(db=None):
+    """(path, is_samples): the given database, ./tracekit.duckdb, or else the bundled samples."""
+    from tracekit.store.database import DEFAULT_DB
+
+    if db is not None:
+        return Path(db), False
+    if Path(DEFAULT_DB).exists():
+        return Path(DEFAULT_DB), False
+    return sample_database(), True
