@@ -3,30 +3,15 @@ the last rank arrives. On the 3-rank job of tests/make_rank_traces.py (conftest.
 stalls 3 ms in step 3, so ranks 0 and 2 wait in that step's all_reduce), the waiting ranks' paths
 say whom they waited for, and a fix that removes the straggler's stall saves every rank."""
 
-import duckdb
 import pytest
 
-from conftest import invoke_cli
+from conftest import db_rows as rows, invoke_cli
 
 TOLERANCE_US = 100.0  # the ranks' jitter (20 µs each) and the wait's launch latency
 
 
 def by_rank(db):
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        return dict(con.execute("SELECT rank, trace FROM traces ORDER BY rank").fetchall())
-    finally:
-        con.close()
-
-
-def rows(db, sql, params=()):
-    from tracekit.store.database import connect_for_queries
-
-    con = connect_for_queries(db)
-    try:
-        return con.execute(sql, list(params)).fetchall()
-    finally:
-        con.close()
+    return dict(rows(db, "SELECT rank, trace FROM traces ORDER BY rank"))
 
 
 def test_a_rank_that_waited_for_a_late_one_says_whom_on_its_path(rank_job):
@@ -46,8 +31,8 @@ def test_a_rank_that_waited_for_a_late_one_says_whom_on_its_path(rank_job):
             assert comm_us == pytest.approx(job.allreduce_us, abs=1.0)  # the transfer alone
         elif step >= 1:
             assert rank_wait_us < TOLERANCE_US
-    named = rows(db, "SELECT DISTINCT trace, name FROM critical_path WHERE kind = 'rank_wait' AND step = ? AND dur_us > 1000",
-                 [job.step])
+    named = rows(db, "SELECT DISTINCT trace, name FROM critical_path WHERE kind = 'rank_wait' AND dur_us > 1000"
+                     f" AND step = {int(job.step)}")
     assert sorted(named) == sorted((ranks[r], f"waiting for rank {job.straggler} in all_reduce")
                                    for r in ranks if r != job.straggler)
 
@@ -87,7 +72,7 @@ def test_a_rank_loaded_alone_keeps_its_wait_in_the_collective(rank_job, tmp_path
     rank0 = sorted(folder.glob("rank0/*.json.gz"))
     assert invoke_cli("load", *rank0, "--db", alone).exit_code == 0
     trace = by_rank(alone)[0]
-    (comm_us, rank_wait_us), = rows(alone, "SELECT comm_us, rank_wait_us FROM step_bounds WHERE step = ?", [job.step])
+    (comm_us, rank_wait_us), = rows(alone, f"SELECT comm_us, rank_wait_us FROM step_bounds WHERE step = {int(job.step)}")
     assert rank_wait_us == 0.0
     assert comm_us == pytest.approx(job.delay_us + job.allreduce_us, abs=TOLERANCE_US)
     result = tracekit.whatif(trace, ["drop-cpu-gaps:2000"], db=alone)
