@@ -1,0 +1,207 @@
+"""Loops whose kernels the work models of issue [17] must count: convolutions, norms, FP8 and
+grouped GEMMs, optimizer steps, flex attention. Profiled as loops.py profiles (a schedule, no
+per-step sync, record_shapes=True), each with its truth, so that each formula of
+tracekit/store/knowledge/op_work_models.csv meets a real trace of its op.
+
+    python -m tracekit.capture.work_model_loops --out DIR [--device cuda|cpu] [--only NAME,...]
+
+The loops (GPU shapes; a CPU run uses small ones):
+  train_resnet50       ResNet-50 (timm or torchvision, random weights), batch 32 at 224x224, bf16
+                       autocast, channels_last, SGD with momentum (foreach): cuDNN convolutions
+                       forward, dgrad and wgrad, batch norm, max and average pools, cross-entropy
+  train_llama          a 4-layer Llama (transformers, from its config, random weights) at batch 4,
+                       1,024 tokens, bf16 weights, fused AdamW: RMS norm, embedding and its backward,
+                       rotary, SiLU, SDPA, cross-entropy
+  train_norms          layer, group and batch norm, forward and backward, bf16, then AdamW (foreach)
+  fp8_gemm             torch._scaled_mm of e4m3 8192x8192x8192, tensor-wise then row-wise scales
+  grouped_gemm         torch._grouped_mm of 8 bf16 groups (a mixture of experts' layout)
+  flex_attention       torch.compile'd flex_attention, causal, B=4 H=16 S=2048 D=64 bf16, forward
+                       and backward (Triton kernels)
+A loop this torch or machine cannot run is skipped and says why; the others still run.
+"""
+
+import argparse
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from tracekit.capture import loops
+
+
+class Skip(Exception):
+    """A loop this torch or device cannot run."""
+
+
+def _gpu(device):
+    return device == "cuda"
+
+
+def _resnet50(device):
+    try:
+        import timm
+        return timm.create_model("resnet50", pretrained=False)
+    except ImportError:
+        pass
+    try:
+        import torchvision
+        return torchvision.models.resnet50(weights=None)
+    except ImportError:
+        raise Skip("neither timm nor torchvision is installed") from None
+
+
+def resnet_train_step(device):
+    model = _resnet50(device).to(device).to(memory_format=torch.channels_last)
+    batch, size = (32, 224) if _gpu(device) else (2, 64)
+    images = torch.randn(batch, 3, size, size, device=device).to(memory_format=torch.channels_last)
+    labels = torch.randint(0, 1000, (batch,), device=device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, foreach=True)
+    dtype = torch.bfloat16
+
+    def step():
+        with torch.autocast(device, dtype=dtype):
+            loss = F.cross_entropy(model(images), labels)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    return step
+
+
+def llama_train_step(device):
+    try:
+        from transformers import LlamaConfig, LlamaForCausalLM
+    except ImportError:
+        raise Skip("transformers is not installed") from None
+    gpu = _gpu(device)
+    config = LlamaConfig(hidden_size=1024 if gpu else 64, intermediate_size=2816 if gpu else 128,
+                         num_hidden_layers=4 if gpu else 2, num_attention_heads=16 if gpu else 4,
+                         num_key_value_heads=16 if gpu else 4, vocab_size=32000 if gpu else 1000,
+                         max_position_embeddings=2048, attn_implementation="sdpa")
+    model = LlamaForCausalLM(config).to(device=device, dtype=torch.bfloat16 if gpu else torch.float32)
+    tokens = torch.randint(0, config.vocab_size, (4, 1024) if gpu else (1, 64), device=device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=gpu)
+
+    def step():
+        loss = model(tokens, labels=tokens).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    return step
+
+
+def norms_train_step(device):
+    gpu = _gpu(device)
+    dtype = torch.bfloat16 if gpu else torch.float32
+    channels, size, batch = (256, 56, 32) if gpu else (16, 8, 2)
+    layer = torch.nn.LayerNorm(4096 if gpu else 64, device=device, dtype=dtype)
+    group = torch.nn.GroupNorm(32 if gpu else 4, channels, device=device, dtype=dtype)
+    batch_norm = torch.nn.BatchNorm2d(channels, device=device, dtype=dtype)
+    tokens = torch.randn(8192 if gpu else 16, 4096 if gpu else 64, device=device, dtype=dtype, requires_grad=True)
+    images = torch.randn(batch, channels, size, size, device=device, dtype=dtype, requires_grad=True)
+    parameters = [*layer.parameters(), *group.parameters(), *batch_norm.parameters()]
+    optimizer = torch.optim.AdamW(parameters, lr=1e-4, foreach=True)
+
+    def step():
+        loss = layer(tokens).float().square().mean() + group(images).float().square().mean() \
+            + batch_norm(images).float().square().mean()
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    return step
+
+
+def fp8_gemm_step(device):
+    if not _gpu(device) or not hasattr(torch, "float8_e4m3fn"):
+        raise Skip("FP8 GEMMs need a CUDA GPU")
+    if torch.cuda.get_device_capability() < (8, 9):
+        raise Skip("FP8 GEMMs need sm_89 or later")
+    n = 8192
+    a = torch.randn(n, n, device=device).to(torch.float8_e4m3fn)
+    b = torch.randn(n, n, device=device).to(torch.float8_e4m3fn).t()  # column-major, as cuBLASLt wants
+    one = torch.ones((), device=device)
+    rows, columns = torch.ones(n, 1, device=device), torch.ones(1, n, device=device)
+
+    def step():
+        torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+        torch._scaled_mm(a, b, scale_a=rows, scale_b=columns, out_dtype=torch.bfloat16)
+    return step
+
+
+def grouped_gemm_step(device):
+    if not _gpu(device) or not hasattr(torch, "_grouped_mm"):
+        raise Skip("torch._grouped_mm needs a CUDA GPU and torch 2.8 or later")
+    groups, tokens, width, hidden = 8, 4096, 2048, 4096
+    x = torch.randn(groups * tokens, width, device=device, dtype=torch.bfloat16)
+    w = torch.randn(groups, width, hidden, device=device, dtype=torch.bfloat16)
+    offsets = torch.arange(tokens, groups * tokens + 1, tokens, device=device, dtype=torch.int32)
+
+    def step():
+        return torch._grouped_mm(x, w, offs=offsets)
+    return step
+
+
+def flex_attention_step(device):
+    if not _gpu(device):
+        raise Skip("compiled flex_attention needs a CUDA GPU")
+    try:
+        from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+    except ImportError:
+        raise Skip("this torch has no flex_attention") from None
+    batch, heads, seq, dim = 4, 16, 2048, 64
+    q, k, v = (torch.randn(batch, heads, seq, dim, device=device, dtype=torch.bfloat16, requires_grad=True)
+               for _ in range(3))
+    block_mask = create_block_mask(lambda b, h, q_idx, kv_idx: q_idx >= kv_idx, None, None, seq, seq, device=device)
+    attend = torch.compile(flex_attention)
+
+    def step():
+        attend(q, k, v, block_mask=block_mask).sum().backward()
+    return step
+
+
+LOOPS = {
+    "train_resnet50": resnet_train_step,
+    "train_llama": llama_train_step,
+    "train_norms": norms_train_step,
+    "fp8_gemm": fp8_gemm_step,
+    "grouped_gemm": grouped_gemm_step,
+    "flex_attention": flex_attention_step,
+}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--only", help="comma-separated loop names (default: all)")
+    args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    truths_path = args.out / "truth.json"
+    truths = json.loads(truths_path.read_text()) if truths_path.exists() else {}
+    failed = []
+    for name in args.only.split(",") if args.only else list(LOOPS):
+        started = time.time()
+        try:
+            step = LOOPS[name](args.device)
+            step()  # compiles, plans and allocates before the profiler's window
+            loops._sync(args.device)
+            truths[name] = loops.capture(name, args.device, args.out, {name: lambda _: (step, "scheduled")})
+        except Skip as why:
+            print(f"{name}: skipped on {args.device}: {why}", flush=True)
+            continue
+        except Exception:  # one loop's failure leaves the others to run
+            traceback.print_exc()
+            failed.append(name)
+            continue
+        print(f"{name}: {truths[name]} in {time.time() - started:.1f} s", flush=True)
+        truths_path.write_text(json.dumps(truths, indent=1) + "\n")
+    if failed:
+        print("failed:", ",".join(failed), flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
