@@ -202,7 +202,9 @@ def rank_job(tmp_path_factory):
 
 
 # One Spark for every Spark test module: its JVM takes 15-20 s to start. Settings for a small lake:
-# two shuffle partitions (each is a task); Spark's code generation off, as compiling each query's
+# one shuffle partition (each is a task); adaptive query execution off (it re-plans every stage of
+# a query at run time, which on a few thousand rows costs more than any plan it finds: the summary
+# query took half the time without it); Spark's code generation off, as compiling each query's
 # generated Java costs more than it saves on a few thousand rows (a query runs about twice as fast
 # interpreted here); no web UI. The JVM (local mode: driver and executors in one) runs a few
 # minutes of short queries, so it compiles with C1 alone (C2's optimizing compiles of Spark's own
@@ -211,7 +213,8 @@ def rank_job(tmp_path_factory):
 # and starts in half the time. Neither changes a result. SPARK_SECRET sits in the Python workers'
 # environment, for the sandbox tests to show a query cannot reach it.
 SPARK_SECRET = "tracekit-spark-secret-52c1"
-SPARK_TEST_SETTINGS = {"spark.sql.shuffle.partitions": "2", "spark.sql.codegen.wholeStage": "false",
+SPARK_TEST_SETTINGS = {"spark.sql.shuffle.partitions": "1", "spark.sql.adaptive.enabled": "false",
+                       "spark.sql.codegen.wholeStage": "false",
                        "spark.sql.codegen.factoryMode": "NO_CODEGEN", "spark.ui.enabled": "false",
                        "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
                        "spark.executorEnv.TK_SECRET": SPARK_SECRET}
