@@ -14,7 +14,6 @@ STILL_UPWARD = {
     ("tracekit.analysis.schema_listing", "tracekit.outputs.hta_tables"),
     ("tracekit.store.database", "tracekit.ingest.load_stop"),
     ("tracekit.store.database", "tracekit.outputs.output_guard"),
-    ("tracekit.store.database", "tracekit.analysis.sql_sandbox"),
     ("tracekit.store.database", "tracekit.analysis.findings_engine"),
     ("tracekit.store.samples", "tracekit.ingest.loader"),
 }

@@ -11,6 +11,7 @@ import duckdb
 
 from tracekit import __version__
 from tracekit.errors import DatabaseError, DatabaseLocked
+from tracekit.store.sql_sandbox import lock_down
 
 DEFAULT_DB = "tracekit.duckdb"
 # 2: trace_files.vendor and gpu_arch, gpu_busy_rows.
@@ -190,7 +191,7 @@ def _set_up(con, path, set_up):
 
 def connect_for_queries(path, *, allow_files=False):
     """A read-only connection for user SQL that reaches the tracekit database at `path` and nothing
-    else (with `allow_files`, the user's own files too, to read): see tracekit.analysis.sql_sandbox.
+    else (with `allow_files`, the user's own files too, to read): see tracekit.store.sql_sandbox.
 
     The database is attached to a DuckDB instance of its own, so the locked configuration never
     reaches another connection this process holds to the same file (DuckDB shares one instance
@@ -203,8 +204,6 @@ def connect_for_queries(path, *, allow_files=False):
 
 
 def _attach_for_queries(path, allow_files):
-    from tracekit.analysis.sql_sandbox import lock_down
-
     con = duckdb.connect(":memory:")
 
     def set_up():
