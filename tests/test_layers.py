@@ -13,7 +13,6 @@ RANK = {"errors": -1, "internal_paths": -1, "store": 0, "ingest": 1, "analysis":
 STILL_UPWARD = {
     ("tracekit.analysis.schema_listing", "tracekit.outputs.hta_tables"),
     ("tracekit.store.database", "tracekit.ingest.load_stop"),
-    ("tracekit.store.database", "tracekit.outputs.output_guard"),
     ("tracekit.store.database", "tracekit.analysis.findings_engine"),
     ("tracekit.store.samples", "tracekit.ingest.loader"),
 }

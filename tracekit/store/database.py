@@ -11,6 +11,7 @@ import duckdb
 
 from tracekit import __version__
 from tracekit.errors import DatabaseError, DatabaseLocked
+from tracekit.store.file_kind import sniff
 from tracekit.store.sql_sandbox import lock_down
 
 DEFAULT_DB = "tracekit.duckdb"
@@ -99,8 +100,6 @@ def _friendly(exc, path):
 def _refuse_other_files(path):
     """Refuses an existing file that is not a DuckDB database before DuckDB opens it: DuckDB would
     open a CSV, JSON or gzip file as an in-memory database holding a view of it."""
-    from tracekit.outputs.output_guard import sniff
-
     if path == ":memory:" or not Path(path).is_file():
         return
     try:
