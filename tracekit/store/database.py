@@ -11,6 +11,7 @@ import duckdb
 
 from tracekit import __version__
 from tracekit.errors import DatabaseError, DatabaseLocked
+from tracekit.store.disk_full import disk_full_folder
 from tracekit.store.file_kind import sniff
 from tracekit.store.sql_sandbox import lock_down
 
@@ -80,8 +81,6 @@ _LOCK_HOLDER = re.compile(r"lock is held in (\S+) \(PID (\d+)\)")
 
 
 def _friendly(exc, path):
-    from tracekit.ingest.load_stop import disk_full_folder
-
     message = str(exc)
     full = disk_full_folder(exc, Path(path).resolve().parent)
     if full is not None:
