@@ -12,7 +12,6 @@ RANK = {"errors": -1, "internal_paths": -1, "store": 0, "ingest": 1, "analysis":
         "queries": 2, "outputs": 3, "spark": 3, "api": 4, "api_wording": 4, "cli": 5, "__main__": 5}
 STILL_UPWARD = {
     ("tracekit.analysis.schema_listing", "tracekit.outputs.hta_tables"),
-    ("tracekit.store.database", "tracekit.analysis.findings_engine"),
     ("tracekit.store.samples", "tracekit.ingest.loader"),
 }
 

@@ -13,6 +13,7 @@ from tracekit import __version__
 from tracekit.errors import DatabaseError, DatabaseLocked
 from tracekit.store.disk_full import disk_full_folder
 from tracekit.store.file_kind import sniff
+from tracekit.store.findings_view import findings_view_sql
 from tracekit.store.sql_sandbox import lock_down
 
 DEFAULT_DB = "tracekit.duckdb"
@@ -286,9 +287,7 @@ def create_views(con, temporary=False):
 
 
 def _view_statements():
-    from tracekit.analysis.findings_engine import view_sql
-
-    return split_statements(views_sql()) + [f"CREATE OR REPLACE VIEW findings AS {view_sql()}"]
+    return split_statements(views_sql()) + [f"CREATE OR REPLACE VIEW findings AS {findings_view_sql()}"]
 
 
 def views_digest():
