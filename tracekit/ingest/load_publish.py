@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 
 import duckdb
 
-from tracekit import __version__
+from tracekit.version import __version__
 from tracekit.ingest.device import DEVICE_FROM_EVENTS, device_from_header
 from tracekit.ingest.distributed import base_time_ns, rank_info
 from tracekit.errors import DiskFullError, TraceFileError

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import duckdb
 
-from tracekit import __version__
+from tracekit.version import __version__
 from tracekit.errors import DatabaseError, DatabaseLocked
 from tracekit.store.disk_full import disk_full_folder
 from tracekit.store.file_kind import sniff
