@@ -8,7 +8,8 @@ import pytest
 
 from conftest import SAMPLE_TRACES, TEST_DATA, invoke_cli
 from tracekit.store.database import connect, connect_for_queries
-from tracekit.analysis.findings_engine import FINDING_COLUMNS, SEVERITIES, rules, run_findings, view_sql
+from tracekit.analysis.findings_engine import FINDING_COLUMNS, SEVERITIES, rules, run_findings
+from tracekit.store.findings_view import findings_view_sql
 from tracekit.ingest.loader import load_file
 
 H200 = TEST_DATA / "h200"
@@ -173,7 +174,7 @@ def test_the_findings_view_holds_what_the_engine_finds(h200_db, found):
         con.close()
     rules_rows = found[found["rule"] != "all_fixes"]
     assert sorted(rows) == sorted(rules_rows[["trace", "rule", "title"]].itertuples(index=False, name=None))
-    assert "UNION ALL" in view_sql()
+    assert "UNION ALL" in findings_view_sql()
 
 
 def test_cli_lists_findings_for_one_trace_and_rule(h200_db):

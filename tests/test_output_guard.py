@@ -10,7 +10,7 @@ import duckdb
 import pytest
 
 from conftest import SAMPLE_TRACES, invoke_cli as invoke
-from tracekit.outputs.output_guard import HTML, JSON, TEXT, sniff
+from tracekit.store.file_kind import HTML, JSON, TEXT, sniff
 
 NAIVE = SAMPLE_TRACES / "naive.json.gz"
 

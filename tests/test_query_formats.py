@@ -59,7 +59,7 @@ def test_every_named_query_reads_back_as_duckdbs_own_values(sample_db, tmp_path,
 
 
 def test_numbers_keep_every_digit_in_every_text_format(sample_db):
-    for fmt in ("table", "line", "csv", "tsv", "json", "ndjson", "markdown", "html"):
+    for fmt in ("table", "box", "line", "csv", "tsv", "json", "ndjson", "markdown", "html"):
         result = invoke("query", "--db", sample_db, "-f", fmt, "--sql", EVERY_KIND_SQL)
         assert result.exit_code == 0, result.output
         for exact in EXACT_TEXT:

@@ -124,7 +124,7 @@ def test_a_bad_columns_list_is_one_line_error(sample_db, tmp_path, monkeypatch, 
 def test_query_never_imports_pandas(sample_db, tmp_path):
     # pandas takes longer to import than all the rest of `tracekit query`; only parquet may use it.
     runs = [["query", "summary", "--db", str(sample_db), "-f", fmt]
-            for fmt in ("table", "line", "csv", "tsv", "json", "ndjson", "markdown", "html")]
+            for fmt in ("table", "box", "line", "csv", "tsv", "json", "ndjson", "markdown", "html")]
     runs += [["query", "--list"], ["query", "--sql", "SELECT 42", "--db", str(sample_db)],
              ["query", "memcpy", "--db", str(sample_db), "-o", str(tmp_path / "m.csv")]]
     script = (

@@ -63,7 +63,7 @@ def test_errors_are_reported_and_the_shell_goes_on(sample_db):
     assert [e.split(":")[1].strip() for e in errors] == [
         "DELETE is not allowed", "the query reaches outside the trace database (/etc/passwd)",
         "Binder Error", "no table or view named 'nope' (.tables lists them)",
-        "unknown command .nope (.help lists the commands)", "unknown format 'xml' (choose from table, line, csv, tsv, json, ndjson, markdown, html)"]
+        "unknown command .nope (.help lists the commands)", "unknown format 'xml' (choose from table, box, line, csv, tsv, json, ndjson, markdown, html)"]
     assert "traces\n------\n     8\n(1 row)" in result.output
     assert db_rows(sample_db, "SELECT count(*) FROM trace_files") == [(8,)]
 
@@ -134,6 +134,45 @@ def test_tab_completes_at_a_terminal(sample_db, tmp_path):
         os.close(main)
     history = (tmp_path / ".tracekit_history").read_text()
     assert ".timer on" in history and "SELECT count(*) AS n FROM unclassified;" in history
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs a pty")
+def test_mode_box_fits_the_terminals_own_width_and_once_writes_it_whole(sample_db, tmp_path):
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    env = {key: value for key, value in os.environ.items() if key != "COLUMNS"}  # the pty's size, not COLUMNS
+    main, secondary = pty.openpty()
+    fcntl.ioctl(secondary, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 50, 0, 0))
+    proc = subprocess.Popen([sys.executable, "-m", "tracekit", "shell", "--db", str(sample_db)],
+                            stdin=secondary, stdout=secondary, stderr=secondary, env=dict(env, HOME=str(tmp_path)),
+                            close_fds=True)
+    os.close(secondary)
+    sql = b"SELECT trace, name, dur_us FROM kernels ORDER BY dur_us DESC LIMIT 2;\n"
+    try:
+        _read_until(main, b"tracekit> ")
+        os.write(main, b".mode box\n")
+        _read_until(main, b"tracekit> ")
+        os.write(main, sql)
+        shown = _read_until(main, b"tracekit> ").decode().replace("\r\n", "\n").splitlines()
+        os.write(main, f".once {tmp_path / 'box.txt'}\n".encode())
+        _read_until(main, b"tracekit> ")
+        os.write(main, sql)
+        after = _read_until(main, b"tracekit> ").decode()
+        os.write(main, b".quit\n")
+        assert proc.wait(timeout=30) == 0
+    finally:
+        proc.kill()
+        os.close(main)
+    frame = [line for line in shown if line[:1] in ("┌", "│", "├", "└")]
+    assert len(frame) == 6 and all(len(line) == 50 for line in frame), shown
+    assert "(2 rows; to fit 50 columns: long values cut with …; .mode line shows all)" in shown
+    assert "│" not in after  # the result went to the file, not the screen
+    written = (tmp_path / "box.txt").read_text(encoding="utf-8").splitlines()
+    assert len(written) == 7 and written[-1] == "(2 rows)" and len(written[0]) > 50  # every value whole
+    assert [line.split("│")[3].strip() for line in written[3:5]] == [line.split("│")[3].strip() for line in frame[3:5]]
 
 
 def _read_until(fd, marker, timeout=30):

@@ -1,6 +1,7 @@
-"""`tracekit shell` made like DuckDB's shell (issue [16] item 11): .mode line, .maxrows with the
-middle rows elided, .timer, .read, .output through the -o guard, EXPLAIN printed as DuckDB draws
-it, named queries as tables, and Tab completion (the completer here, readline at a pty in test_shell.py)."""
+"""`tracekit shell` made like DuckDB's shell (issue [16] item 11): .mode line, box and markdown,
+.maxrows with the middle rows elided, .timer, .read, .output and .once through the -o guard, EXPLAIN
+printed as DuckDB draws it, named queries as tables, and Tab completion (the completer here, readline
+at a pty in test_shell.py)."""
 
 import re
 import shutil
@@ -36,7 +37,8 @@ def test_the_shell_takes_every_text_format_the_renderer_has():
     from tracekit.cli.shell_cmd import TEXT_FORMATS
     from tracekit.outputs import sql_shell
 
-    assert TEXT_FORMATS == sql_shell.TEXT_FORMATS == ("table", "line", "csv", "tsv", "json", "ndjson", "markdown", "html")
+    assert TEXT_FORMATS == sql_shell.TEXT_FORMATS == ("table", "box", "line", "csv", "tsv", "json", "ndjson",
+                                                      "markdown", "html")
 
 
 def test_a_long_table_shows_its_first_and_last_20_rows(sample_db):
@@ -105,6 +107,71 @@ def test_output_sends_results_to_a_file_through_the_o_guard(sample_db, tmp_path)
     assert trace.read_bytes() == (SAMPLE_TRACES / "naive.json.gz").read_bytes()
 
 
+KERNELS_PER_TRACE = "SELECT trace, count(*) AS kernels FROM kernels GROUP BY trace ORDER BY kernels DESC, trace;\n"
+
+
+def test_once_sends_the_next_statement_to_a_file_then_results_come_back(sample_db, tmp_path):
+    once, after, kept, trace = tmp_path / "once.csv", tmp_path / "after.md", tmp_path / "kept.csv", tmp_path / "t.json.gz"
+    shutil.copy(SAMPLE_TRACES / "naive.json.gz", trace)
+    result = shell(sample_db, f".mode csv\n.once {once}\nSELECT 1 AS a; SELECT 'é' AS b;\nSELECT 3 AS c;\n"
+                              f".output {kept}\nSELECT 4 AS d;\n.once '{after}'\n.mode markdown\nSELECT 5 AS e;\n"
+                              f"SELECT 6 AS f;\n.once\n.once {sample_db}\n.once {trace}\nSELECT 7 AS g;\n")
+    assert result.exit_code == 1  # the refused .once commands
+    # the next line's statements go to the file (both, as DuckDB's shell sends them), the one after comes here
+    assert once.read_text(encoding="utf-8") == "a\n1\nb\né\n"
+    # .once ends an .output, as DuckDB's does: its file keeps what came before
+    assert kept.read_text(encoding="utf-8") == "d\n4\n"
+    assert after.read_text(encoding="utf-8") == "| e |\n|---:|\n| 5 |\n"  # in the mode of when it runs
+    assert result.stdout == "c\n3\n| f |\n|---:|\n| 6 |\n| g |\n|---:|\n| 7 |\n"
+    assert result.stderr.splitlines() == [
+        "Error: .once takes a file: .once FILE",
+        f"Error: {sample_db}: is the database this command reads ({sample_db}); give another .output FILE",
+        f"Error: {trace}: exists and holds gzip data, not markdown; tracekit does not overwrite it "
+        "(give another .output FILE)"]
+    assert trace.read_bytes() == (SAMPLE_TRACES / "naive.json.gz").read_bytes()
+
+
+def test_mode_box_draws_the_table_in_lines_fitted_and_elided_as_a_table(sample_db):
+    result = shell(sample_db, f".mode box\n{KERNELS_PER_TRACE}.maxrows 4\n{KERNELS_PER_TRACE}"
+                              ".maxrows 40\nSELECT trace, name, dur_us FROM kernels ORDER BY dur_us DESC LIMIT 2;\n",
+                   columns=60)
+    assert result.exit_code == 0, result.stderr
+    whole, elided, fitted = result.stdout.split(")\n")[:3]
+    assert whole.splitlines() == [
+        "┌────────────────┬─────────┐",
+        "│ trace          │ kernels │",
+        "├────────────────┼─────────┤",
+        "│ sdpa_math      │     120 │",
+        "│ naive          │      30 │",
+        "│ naive_inplace  │      30 │",
+        "│ flex           │       6 │",
+        "│ sdpa_cudnn     │       6 │",
+        "│ sdpa_default   │       6 │",
+        "│ sdpa_efficient │       6 │",
+        "│ sdpa_flash     │       6 │",
+        "└────────────────┴─────────┘",
+        "(8 rows"]
+    assert elided.splitlines()[3:8] == ["│ sdpa_math      │     120 │", "│ naive          │      30 │",
+                                        "│ …              │       … │", "│ sdpa_efficient │       6 │",
+                                        "│ sdpa_flash     │       6 │"]
+    assert elided.endswith("(8 rows, 4 shown")
+    table = query(sample_db, "SELECT trace, name, dur_us FROM kernels ORDER BY dur_us DESC LIMIT 2")
+    longest = [line.split()[-1] for line in table.stdout.splitlines()[2:4]]
+    lines = fitted.splitlines()
+    assert all(len(line) == 60 for line in lines[:-1])  # the frame is fitted to the terminal, not past it
+    assert [line.split("│")[3].strip() for line in lines[3:5]] == longest  # numbers whole
+    assert lines[-1] == "(2 rows; to fit 60 columns: long values cut with …; .mode line shows all"
+    boxed = query(sample_db, "SELECT 1 AS one", "-f", "box")  # the renderer's: `tracekit query -f box` too
+    assert boxed.stdout == "┌─────┐\n│ one │\n├─────┤\n│   1 │\n└─────┘\n(1 row)\n"
+
+
+def test_mode_markdown_prints_what_query_prints(sample_db):
+    result = shell(sample_db, f".mode markdown\n{KERNELS_PER_TRACE}")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout == query(sample_db, KERNELS_PER_TRACE.strip().rstrip(";"), "-f", "markdown").stdout
+    assert result.stdout.startswith("| trace | kernels |\n|---|---:|\n| sdpa_math | 120 |\n")
+
+
 def test_explain_prints_the_plan_as_duckdb_draws_it(sample_db):
     result = shell(sample_db, "EXPLAIN SELECT kind, count(*) FROM memcpy GROUP BY ALL;\n"
                               "EXPLAIN ANALYZE SELECT count(*) FROM kernels;\n"
@@ -159,6 +226,7 @@ def test_tab_completes_names_commands_keywords_and_files(complete, tmp_path):
     (tmp_path / "q1.sql").write_text("")
     (tmp_path / "qdir").mkdir()
     assert complete(str(tmp_path / "q"), ".read ") == [str(tmp_path / "q1.sql"), str(tmp_path / "qdir") + "/"]
+    assert complete(str(tmp_path / "q1"), ".once ") == [str(tmp_path / "q1.sql")]
     assert not any(name.startswith("_") for name in complete("_", "FROM "))
 
 

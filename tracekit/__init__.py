@@ -4,7 +4,7 @@ The analysis half (load, query) needs only duckdb and pandas; torch is
 imported by the capture half alone.
 """
 
-__version__ = "0.1.0"
+from tracekit.version import __version__
 
 __all__ = ["__version__", "load", "query", "findings", "diff", "whatif", "report", "export", "schema", "hta",
            "hta_diff", "open"]

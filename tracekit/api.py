@@ -14,7 +14,7 @@ from tracekit.api_wording import speaks_python
 from tracekit.store.database import (DEFAULT_DB, DEFAULT_LOCK_WAIT_S, connect, connect_for_queries,
                                waiting_for_lock)
 from tracekit.errors import LoadError, TracekitError
-from tracekit.store.samples import resolve_db
+from tracekit.ingest.samples import resolve_db
 
 
 def _waiting(wait):

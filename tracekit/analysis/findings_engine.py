@@ -9,17 +9,18 @@ figure from its slice of the step (the copies' GPU time, the idle gaps, ...). Th
 each fix on the trace's graph (tracekit.replay): `saving_us_per_step` is what the step would save,
 never more than the step; each trace's findings end with all its fixes replayed together. Every
 consumer (the CLI, the Python API, the report, the Perfetto track) reads these rows; the
-`findings` view holds the rules' rows without the replay. A new rule is a new file, nothing else.
+`findings` view (tracekit.store.findings_view) holds the rules' rows without the replay. A new
+rule is a new file, nothing else.
 """
 
 import re
 from dataclasses import dataclass, field
-from importlib import resources
 
 from tracekit.errors import QueryError
 from tracekit.analysis.named_queries import header_lines, parse_param, run_sql
 from tracekit.analysis.param_values import as_sql_text, checked
 from tracekit.analysis.trace_lookup import trace_row
+from tracekit.store.findings_view import rule_texts
 
 RULE_COLUMNS = ("trace", "rule", "severity", "title", "detail", "fix", "whatif", "estimate_us_per_step", "evidence")
 FINDING_COLUMNS = ("trace", "rule", "severity", "title", "detail", "fix", "whatif", "saving_us_per_step",
@@ -65,9 +66,7 @@ def _parse(name, text):
 
 def rules():
     """Every finding rule, by id, from the installed queries.findings package."""
-    folder = resources.files("tracekit.queries").joinpath("findings")
-    return {entry.name[:-4]: _parse(entry.name[:-4], entry.read_text(encoding="utf-8"))
-            for entry in sorted(folder.iterdir(), key=lambda e: e.name) if entry.name.endswith(".sql")}
+    return {name: _parse(name, text) for name, text in rule_texts().items()}
 
 
 def get_rule(name):
@@ -166,19 +165,3 @@ def rank(found):
                               ascending=[False, False, False, False, True, True, True, True], na_position="last",
                               kind="stable")
     return order.drop(columns=["_has", "_estimated", "_severity"]).reset_index(drop=True)
-
-
-def view_sql():
-    """One SELECT over every rule with its default parameters: the `findings` view."""
-    parts = []
-    for r in rules().values():
-        sql = r.sql
-        for key, (default, _) in sorted(r.params.items(), key=lambda item: -len(item[0])):
-            sql = re.sub(rf"\${key}\b", "NULL" if default is None else _literal(default), sql)
-        body = "\n".join(line for line in sql.splitlines() if not line.lstrip().startswith("--")).rstrip().rstrip(";")
-        parts.append(f"SELECT * FROM ({body})")
-    return "\nUNION ALL\n".join(parts)
-
-
-def _literal(text):
-    return text if re.fullmatch(r"-?\d+(\.\d+)?", text) else "'" + text.replace("'", "''") + "'"

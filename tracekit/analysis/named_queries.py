@@ -15,7 +15,7 @@ import duckdb
 from tracekit.analysis.cells import json_cell
 from tracekit.errors import QueryError
 from tracekit.analysis.param_values import checked
-from tracekit.analysis.sql_sandbox import check_read_only, is_refused_access, refused_access_message
+from tracekit.store.sql_sandbox import check_read_only, is_refused_access, refused_access_message
 from tracekit.analysis.trace_lookup import trace_row
 from tracekit.store.sql_header import header_lines, parse_param  # noqa: F401  (findings_engine's too)
 

@@ -10,7 +10,7 @@ import re
 import textwrap
 
 from tracekit.store.database import schema_doc
-from tracekit.outputs.hta_tables import TABLE_DOCS
+from tracekit.store.hta_schema import TABLE_DOCS
 
 _WIDTH = 100
 

@@ -10,7 +10,7 @@ import sys
 
 import click
 
-from tracekit import __version__
+from tracekit.version import __version__
 from tracekit.errors import TracekitError
 from tracekit.outputs.safe_text import printable
 
@@ -51,7 +51,7 @@ def cli():
 
 def database_to_read(db, doing):
     """The database a reading command uses, saying so when it falls back to the bundled samples."""
-    from tracekit.store.samples import resolve_db
+    from tracekit.ingest.samples import resolve_db
     path, is_samples = resolve_db(db)
     if is_samples:
         click.echo(f"(no --db and no tracekit.duckdb here: {doing} the bundled sample traces)", err=True)

@@ -9,7 +9,7 @@ import click
 from tracekit.cli import wait_option
 from tracekit.errors import TracekitError
 
-TEXT_FORMATS = ("table", "line", "csv", "tsv", "json", "ndjson", "markdown", "html")  # sql_shell's
+TEXT_FORMATS = ("table", "box", "line", "csv", "tsv", "json", "ndjson", "markdown", "html")  # sql_shell's
 
 
 @click.command()
@@ -25,7 +25,7 @@ TEXT_FORMATS = ("table", "line", "csv", "tsv", "json", "ndjson", "markdown", "ht
 def shell(db, allow_files, fmt, harlequin):
     """Query the database interactively, as in DuckDB's shell: SQL SELECTs ending with `;`
     (EXPLAIN [ANALYZE] too; named queries are tables: FROM summary), and .tables, .schema NAME,
-    .mode FORMAT, .maxrows N, .timer on, .output FILE, .read FILE, .help, .quit.
+    .mode FORMAT, .maxrows N, .timer on, .output FILE, .once FILE, .read FILE, .help, .quit.
 
     Read-only and sandboxed as `tracekit query --sql` is. Each statement opens the database
     for itself, so a load in another terminal can run between statements. At a terminal,

@@ -12,13 +12,13 @@ from datetime import datetime, timezone
 
 import duckdb
 
-from tracekit import __version__
+from tracekit.version import __version__
 from tracekit.ingest.device import DEVICE_FROM_EVENTS, device_from_header
 from tracekit.ingest.distributed import base_time_ns, rank_info
 from tracekit.errors import DiskFullError, TraceFileError
 from tracekit.ingest.event_read import duckdb_problem
-from tracekit.ingest.load_stop import disk_full_folder
 from tracekit.ingest.raw_file import file_sha256
+from tracekit.store.disk_full import disk_full_folder
 from tracekit.ingest.turns import Turns
 
 

@@ -7,14 +7,10 @@ way is let finish (a fraction of a second: the events and tables are written by 
 either wholly in the database, and its load says so, or not in it at all.
 """
 
-import errno
 import os
-import re
 import signal
-import tempfile
 import threading
 from contextlib import contextmanager
-from pathlib import Path
 
 from tracekit.errors import LoadInterrupted
 
@@ -121,29 +117,3 @@ class LoadStop:
 
     def _on_signal(self, signum, frame):
         self.request(signal.Signals(signum).name)
-
-
-# What the OS says, and DuckDB repeats, when a disk has no room left (or the user's quota is spent).
-_NO_SPACE = ("No space left on device", "Disk quota exceeded")
-_QUOTED_PATH = re.compile(r'"(/[^"]+)"')
-
-
-def disk_full_folder(exc, fallback):
-    """The folder whose disk is full, when `exc` (a DuckDB error, an OSError, or a tracekit error
-    that repeats DuckDB's message) says a disk is full; None otherwise. `fallback` when it does
-    not say where."""
-    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        written = exc.filename
-    elif any(words in str(exc) for words in _NO_SPACE):
-        quoted = _QUOTED_PATH.search(str(exc))
-        written = quoted.group(1) if quoted else None
-    else:
-        return None
-    if written is None:
-        return str(fallback)
-    folder = Path(written).parent
-    if folder.name.endswith(".tmp"):
-        folder = folder.parent  # DuckDB's spill folder beside the database (`DB.tmp`): name the database's
-    elif str(folder).startswith(tempfile.gettempdir()) and folder.name.startswith("tracekit-"):
-        folder = folder.parent  # a FIFO folder of our own: name the temp folder the user can change ($TMPDIR)
-    return str(folder)

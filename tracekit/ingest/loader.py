@@ -17,13 +17,14 @@ import duckdb
 
 from tracekit.store.class_tables import store_classes
 from tracekit.store.database import split_statements, sql_resource, worker_connection
+from tracekit.store.disk_full import disk_full_folder
 from tracekit.store.work_models import render as render_work_models
 from tracekit.errors import DiskFullError, LoadInterrupted, TraceFileError, TracekitError
 from tracekit.ingest.event_read import TRUNCATED, FastReadRefused, lenient_insert, read_exact, read_fast, read_lenient
 # LoadResult, what load_file returns, is imported from here too.
 from tracekit.ingest.load_publish import (LoadResult, Publisher, already_loaded, commit, file_error, publish, quietly,  # noqa: F401
                                    rollback, same_file_loaded)
-from tracekit.ingest.load_stop import LoadStop, disk_full_folder
+from tracekit.ingest.load_stop import LoadStop
 from tracekit.ingest.raw_file import check_trace_file, expected_size, file_sha256
 from tracekit.ingest.scratch import remove_stale_scratch, remove_stale_spill
 from tracekit.ingest.track_layout import restore_tracks

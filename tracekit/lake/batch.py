@@ -209,7 +209,7 @@ def _write_error(path, lake, exc):
     names the lake where DuckDB or the OS named a path of tracekit's own making, a writer's staging
     folder most often (tracekit.internal_paths): the user knows the lake, not its insides."""
     from tracekit.ingest.event_read import duckdb_problem
-    from tracekit.ingest.load_stop import disk_full_folder
+    from tracekit.store.disk_full import disk_full_folder
     from tracekit.internal_paths import hide_internal_paths
 
     full = disk_full_folder(exc, Path(lake))
@@ -227,7 +227,7 @@ def _ready(lake):
         remove_leftovers(lake)
     except (OSError, duckdb.Error) as exc:
         from tracekit.ingest.event_read import duckdb_problem
-        from tracekit.ingest.load_stop import disk_full_folder
+        from tracekit.store.disk_full import disk_full_folder
 
         full = disk_full_folder(exc, Path(lake))
         if full is not None:

@@ -8,7 +8,7 @@ import re
 import stat
 from pathlib import Path
 
-from tracekit import __version__
+from tracekit.version import __version__
 from tracekit.errors import TracekitError
 from tracekit.ingest.loader import LAKE_MARKER
 

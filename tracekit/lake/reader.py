@@ -39,7 +39,7 @@ class _SnapshotMoved(Exception):
 
 
 def _connect(lake, allow_files):
-    from tracekit.analysis.sql_sandbox import lock_down
+    from tracekit.store.sql_sandbox import lock_down
     from tracekit.store.database import create_views, prepare
 
     folder = Path(lake).resolve()

@@ -1,4 +1,4 @@
-"""One renderer for every output format of rows: table, line, csv, tsv, json, ndjson, markdown,
+"""One renderer for every output format of rows: table, box, line, csv, tsv, json, ndjson, markdown,
 html (and parquet, which is a file: tracekit.outputs.parquet_out).
 
 It takes a Rows (column names, rows of plain Python values) and imports neither pandas nor numpy,
@@ -13,15 +13,16 @@ from tracekit.analysis.rows import records  # noqa: F401  (the API's DataFrames 
 from tracekit.outputs.safe_text import html_text, markdown_text, printable, spreadsheet_safe
 from tracekit.outputs.table_fit import table
 
-FORMATS = ("table", "line", "csv", "tsv", "json", "ndjson", "markdown", "html", "parquet")
+FORMATS = ("table", "box", "line", "csv", "tsv", "json", "ndjson", "markdown", "html", "parquet")
 
 
-def as_table(rows, width=None, keys=None, max_rows=None, whole="-f line"):
+def as_table(rows, width=None, keys=None, max_rows=None, whole="-f line", box=False):
     """An aligned text table fitted to `width` characters (None: every value whole), keeping the
-    columns `keys` first; `max_rows` and `whole`: see tracekit.outputs.table_fit.table."""
+    columns `keys` first; `max_rows`, `whole` and `box` (drawn in box lines, as DuckDB's `.mode box`):
+    see tracekit.outputs.table_fit.table."""
     if is_plan(rows):
         return plan_text(rows)
-    return table(rows, width, keys, max_rows, whole)
+    return table(rows, width, keys, max_rows, whole, box)
 
 
 def is_plan(rows):
@@ -131,8 +132,8 @@ def render(rows, fmt, width=None, escape_formulas=True, keys=None, max_rows=None
     """`rows` as text in `fmt` (every format but parquet, which needs a file); `width` fits a table,
     keeping the columns `keys` first; `max_rows` elides a long one's middle rows and `whole` is what
     its footer says shows it whole; `escape_formulas` as as_csv's, for csv and tsv."""
-    if fmt == "table":
-        return as_table(rows, width, keys, max_rows, whole)
+    if fmt in ("table", "box"):
+        return as_table(rows, width, keys, max_rows, whole, box=fmt == "box")
     if fmt in ("csv", "tsv"):
         return _TEXT_FORMATS[fmt](rows, escape_formulas)
     if fmt in _TEXT_FORMATS:

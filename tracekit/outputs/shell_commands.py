@@ -1,5 +1,5 @@
 """The dot commands of `tracekit shell`, as DuckDB's shell has them: .mode, .timer, .maxrows,
-.output, .read, .tables, .schema, .help and .quit."""
+.output, .once, .read, .tables, .schema, .help and .quit."""
 
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,12 +17,14 @@ or EXPLAIN [ANALYZE] of one. Named queries are tables too: FROM summary, FROM to
 .maxrows [N]       show or set how many rows a table shows: more are elided in the middle (0: all)
 .timer on|off      print how long each statement took
 .output [FILE]     send results to FILE (never over the database or a file of another kind); alone: back here
+.once FILE         send the next statement's result to FILE (as .output does), then back here
 .read FILE         run the statements and commands of FILE (UTF-8)
 .help              this help
 .quit              leave (also .exit, or Ctrl-D)
 Tab completes table, view, column and named query names, and these commands.
 The database is read-only: the shell runs only SELECT (WITH, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN)."""
-COMMANDS = (".tables", ".schema", ".mode", ".maxrows", ".timer", ".output", ".read", ".help", ".quit", ".exit")
+COMMANDS = (".tables", ".schema", ".mode", ".maxrows", ".timer", ".output", ".once", ".read", ".help", ".quit",
+            ".exit")
 
 
 def run_command(shell, line):
@@ -96,10 +98,12 @@ def _timer(shell, argument):
 
 @dataclass
 class OutputFile:
-    """Where .output sends results: a file opened once, each result written after the last."""
+    """Where .output sends results: a file opened once, each result written after the last.
+    `once`: .once's, closed after the next statement (those of the next line, when it has several)."""
 
     name: str
     handle: object
+    once: bool = False
 
     def write(self, text):
         try:
@@ -113,12 +117,22 @@ class OutputFile:
 
 
 def _output(shell, argument):
-    from tracekit.outputs.output_guard import HTML, JSON, TEXT, check_output
+    shell.close_output()
+    if argument:  # alone: back to the terminal
+        _open_output(shell, _unquoted(argument))
 
+
+def _once(shell, argument):
+    """As DuckDB's .once: it ends an .output, and after the next statement results come back here."""
     shell.close_output()
     if not argument:
-        return  # back to the terminal
-    name = _unquoted(argument)
+        raise TracekitError(".once takes a file: .once FILE")
+    _open_output(shell, _unquoted(argument), once=True)
+
+
+def _open_output(shell, name, once=False):
+    from tracekit.outputs.output_guard import HTML, JSON, TEXT, check_output
+
     kind = {"json": JSON, "ndjson": JSON, "html": HTML}.get(shell.fmt, TEXT)
     try:
         check_output(name, kind, what=shell.fmt, database=shell.path)
@@ -129,7 +143,7 @@ def _output(shell, argument):
         handle = open(name, "w", encoding="utf-8", newline="")
     except OSError as exc:
         raise TracekitError(f"{name}: cannot write ({exc.strerror})") from None
-    shell.output = OutputFile(name, handle)
+    shell.output = OutputFile(name, handle, once)
 
 
 def read_file(shell, argument):
@@ -196,4 +210,4 @@ def in_columns(names, width=100):
 
 
 _HANDLERS = {".help": _help, ".tables": _tables, ".schema": _schema, ".mode": _mode, ".maxrows": _max_rows,
-             ".timer": _timer, ".output": _output}
+             ".timer": _timer, ".output": _output, ".once": _once}

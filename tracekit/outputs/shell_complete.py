@@ -1,5 +1,5 @@
 """Tab completion for `tracekit shell`: table, view and column names, named queries (views too),
-SQL keywords, the dot commands, and file names after .read and .output.
+SQL keywords, the dot commands, and file names after .read, .output and .once.
 
 `Completer(words)` answers `complete(text, before)`: the candidates for the word `text`, where
 `before` is the line up to it; `install` hands it to readline. The names come from the database
@@ -13,7 +13,7 @@ from tracekit.outputs.shell_commands import COMMANDS
 
 # Where a word ends for readline: not at `.`, so `.mo` and `k.na` are one word each.
 DELIMS = " \t\n;,()=<>+-*/|'\"!"
-_FILE_COMMANDS = (".read", ".output")
+_FILE_COMMANDS = (".read", ".output", ".once")
 
 
 class Completer:

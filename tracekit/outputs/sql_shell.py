@@ -51,7 +51,7 @@ class Shell:
     fmt: str = "table"
     max_rows: int = DEFAULT_MAX_ROWS
     timer: bool = False
-    output: object = None  # tracekit.outputs.shell_commands.OutputFile while .output sends results to a file
+    output: object = None  # tracekit.outputs.shell_commands.OutputFile while .output (.once) sends results to a file
     errors: int = 0
     buffer: list = field(default_factory=list)
     where: tuple = None  # (file, line) of the line being run, inside .read
@@ -121,6 +121,8 @@ class Shell:
                 self.fail(str(exc), self.started_at)
             except KeyboardInterrupt:
                 self.fail("interrupted", self.started_at)
+        if self.output is not None and self.output.once:
+            self.close_output()
 
     def _fetch(self, statement):
         from tracekit.analysis.named_queries import fetch_rows

@@ -15,6 +15,9 @@ the columns a reader needs to read a row at all. Given a width, in this order:
 Numbers are never cut: a cut number would be a wrong number, so a numeric column that does not fit
 is left out whole, and the footer names the columns left out. Without a width (a pipe or a file)
 every value is shown whole; without keys (ad hoc SQL) the first column is the key.
+
+`box` draws the same table in lines, as DuckDB's `.mode box` does (its frame and rules are fitted
+to the width with it).
 """
 
 from dataclasses import dataclass
@@ -24,6 +27,8 @@ from tracekit.analysis.cells import text
 from tracekit.outputs.safe_text import printable
 
 GAP = 2
+# A boxed table puts ` │ ` between columns and `│ `, ` │` at its edges.
+BOX_GAP, BOX_EDGES = 3, 4
 # A text column cut below this many characters (or its header's width) tells nothing.
 MIN_CUT = 8
 # A key text column gets this much (or its whole values) before any other column is added.
@@ -69,11 +74,11 @@ class _Column:
         return [v if len(v) <= self.width else v[: max(self.width - 1, 0)] + ELLIPSIS for v in self.values]
 
 
-def table(rows, width=None, keys=None, max_rows=None, whole="-f line"):
+def table(rows, width=None, keys=None, max_rows=None, whole="-f line", box=False):
     """`rows` (a Rows) as an aligned text table with a `(N rows)` footer, fitted to `width`
     keeping the columns `keys` (names; others are left out or cut first). `max_rows`: more rows
     than this show the first and last halves around a `…` line, as DuckDB's shell does (None: every
-    row). `whole`: what the footer says shows a cut table whole."""
+    row). `whole`: what the footer says shows a cut table whole. `box`: drawn in box lines."""
     keys = set(keys or ()) & set(rows.columns) or set(rows.columns[:1])
     count = len(rows.rows)
     kept, elided_at = rows.rows, None
@@ -83,19 +88,20 @@ def table(rows, width=None, keys=None, max_rows=None, whole="-f line"):
     columns = [_Column(_one_line(c), [_one_line(r[i]) for r in kept], num, c in keys,
                        is_kernel_column(c) and not num)
                for i, (c, num) in enumerate(zip(rows.columns, rows.numeric()))]
-    notes = _fit(columns, width) if width is not None and _need([c.natural for c in columns]) > width else []
+    gap, edges = (BOX_GAP, BOX_EDGES) if box else (GAP, 0)
+    fits = width is None or _need([c.natural for c in columns], gap) + edges <= width
+    notes = [] if fits else _fit(columns, width - edges, gap)
     for column in columns:
         column.width = column.width or (column.natural if not notes else 0)
     shown = [c for c in columns if c.width]
-    cells = [c.cells() for c in shown]
 
-    def line(values):
-        return "  ".join(v.rjust(c.width) if c.numeric else v.ljust(c.width) for v, c in zip(values, shown)).rstrip()
+    def aligned(values):
+        return [v.rjust(c.width) if c.numeric else v.ljust(c.width) for v, c in zip(values, shown)]
 
-    lines = [line(values) for values in zip(*cells)] if cells else []
+    lines = [aligned(values) for values in zip(*(c.cells() for c in shown))]
     if elided_at is not None:  # the rows left out
-        lines.insert(elided_at, line([ELLIPSIS] * len(shown)))
-    body = [line([c.header for c in shown]), "  ".join("-" * c.width for c in shown)] + lines
+        lines.insert(elided_at, aligned([ELLIPSIS] * len(shown)))
+    body = (_boxed if box else _plain)(aligned([c.header for c in shown]), lines, shown)
     footer = f"{count} row{'s' if count != 1 else ''}"
     if elided_at is not None:
         footer += f", {len(kept)} shown"
@@ -104,32 +110,52 @@ def table(rows, width=None, keys=None, max_rows=None, whole="-f line"):
     return "\n".join(body + [f"({footer})"]) + "\n"
 
 
-def _need(widths):
-    return sum(widths) + GAP * (len(widths) - 1)
+def _plain(header, lines, shown):
+    """The header, a rule of dashes under each column, and the rows, two spaces apart."""
+    def line(cells):
+        return "  ".join(cells).rstrip()
+
+    return [line(header), "  ".join("-" * c.width for c in shown)] + [line(cells) for cells in lines]
 
 
-def _fit(columns, width):
-    """Sets each column's width (0: left out) for `width` characters; returns the footer's notes."""
+def _boxed(header, lines, shown):
+    """The header and rows framed in box lines, as DuckDB's (and SQLite's) `.mode box` draws them."""
+    def rule(left, middle, right):
+        return left + middle.join("─" * (c.width + 2) for c in shown) + right
+
+    def line(cells):
+        return "│ " + " │ ".join(cells) + " │"
+
+    return [rule("┌", "┬", "┐"), line(header), rule("├", "┼", "┤"), *map(line, lines), rule("└", "┴", "┘")]
+
+
+def _need(widths, gap=GAP):
+    return sum(widths) + gap * (len(widths) - 1)
+
+
+def _fit(columns, width, gap=GAP):
+    """Sets each column's width (0: left out) for `width` characters, `gap` between two columns;
+    returns the footer's notes."""
     for column in columns:
         if column.kernel and column.natural > SHORT_KERNEL_CHARS:
             short = short_kernel_names(column.values, SHORT_KERNEL_CHARS)
             column.full, column.values = column.values, [short.get(v, v) for v in column.values]
     keys = [c for c in columns if c.key]
-    while len(keys) > 1 and _need([c.floor(MIN_CUT) for c in keys]) > width:
+    while len(keys) > 1 and _need([c.floor(MIN_CUT) for c in keys], gap) > width:
         keys.pop()  # a terminal too narrow even for the keys: the last ones go
     for column in keys:
         column.width = column.floor(MIN_CUT)
-    room = _widen([c for c in keys if not c.numeric], width - _need([c.width for c in keys]), KEY_READABLE)
+    room = _widen([c for c in keys if not c.numeric], width - _need([c.width for c in keys], gap), KEY_READABLE)
     others = [c for c in columns if not c.key]
     repeats = [c for c in others if c.values and any(k.values == c.values for k in keys)]
     for column in others:
-        if column not in repeats and column.natural + GAP <= room:
-            column.width, room = column.natural, room - column.natural - GAP
+        if column not in repeats and column.natural + gap <= room:
+            column.width, room = column.natural, room - column.natural - gap
     room = _widen([c for c in keys if not c.numeric], room)
     for column in others:
         least = column.floor(NON_KEY_MIN_CUT)
-        if not column.width and not column.numeric and column not in repeats and least + GAP <= room:
-            column.width, room = least, room - least - GAP
+        if not column.width and not column.numeric and column not in repeats and least + gap <= room:
+            column.width, room = least, room - least - gap
     _widen([c for c in others if c.width and not c.numeric], room)
     return _notes(columns, repeats)
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import duckdb
 
 from tracekit.errors import QueryError, TracekitError
-from tracekit.analysis.sql_sandbox import check_read_only, is_refused_access, refused_access_message
+from tracekit.store.sql_sandbox import check_read_only, is_refused_access, refused_access_message
 from tracekit.ingest.track_layout import OVERLAP_TRACKS_KEY, assign_lanes
 
 EVENT_COLUMNS = ("trace", "cat", "name", "ph", "ts_ns", "dur_ns", "pid", "tid", "id", "bp", "s", "args")

@@ -1,5 +1,5 @@
 """What a query may reach on Spark: the lake's tables and views, through pure functions, and
-nothing else, as on DuckDB (tracekit.analysis.sql_sandbox; docs/query.md: What a query can reach).
+nothing else, as on DuckDB (tracekit.store.sql_sandbox; docs/query.md: What a query can reach).
 
 Spark has no switch like DuckDB's enable_external_access: its functions reach out on their own
 (xpath_string fetches the DTD a document names, reflect calls any Java method), and a path may

@@ -9,8 +9,12 @@ from pathlib import Path
 
 import duckdb
 
-from tracekit import __version__
+from tracekit.version import __version__
 from tracekit.errors import DatabaseError, DatabaseLocked
+from tracekit.store.disk_full import disk_full_folder
+from tracekit.store.file_kind import sniff
+from tracekit.store.findings_view import findings_view_sql
+from tracekit.store.sql_sandbox import lock_down
 
 DEFAULT_DB = "tracekit.duckdb"
 # 2: trace_files.vendor and gpu_arch, gpu_busy_rows.
@@ -78,8 +82,6 @@ _LOCK_HOLDER = re.compile(r"lock is held in (\S+) \(PID (\d+)\)")
 
 
 def _friendly(exc, path):
-    from tracekit.ingest.load_stop import disk_full_folder
-
     message = str(exc)
     full = disk_full_folder(exc, Path(path).resolve().parent)
     if full is not None:
@@ -98,8 +100,6 @@ def _friendly(exc, path):
 def _refuse_other_files(path):
     """Refuses an existing file that is not a DuckDB database before DuckDB opens it: DuckDB would
     open a CSV, JSON or gzip file as an in-memory database holding a view of it."""
-    from tracekit.outputs.output_guard import sniff
-
     if path == ":memory:" or not Path(path).is_file():
         return
     try:
@@ -190,7 +190,7 @@ def _set_up(con, path, set_up):
 
 def connect_for_queries(path, *, allow_files=False):
     """A read-only connection for user SQL that reaches the tracekit database at `path` and nothing
-    else (with `allow_files`, the user's own files too, to read): see tracekit.analysis.sql_sandbox.
+    else (with `allow_files`, the user's own files too, to read): see tracekit.store.sql_sandbox.
 
     The database is attached to a DuckDB instance of its own, so the locked configuration never
     reaches another connection this process holds to the same file (DuckDB shares one instance
@@ -203,8 +203,6 @@ def connect_for_queries(path, *, allow_files=False):
 
 
 def _attach_for_queries(path, allow_files):
-    from tracekit.analysis.sql_sandbox import lock_down
-
     con = duckdb.connect(":memory:")
 
     def set_up():
@@ -289,9 +287,7 @@ def create_views(con, temporary=False):
 
 
 def _view_statements():
-    from tracekit.analysis.findings_engine import view_sql
-
-    return split_statements(views_sql()) + [f"CREATE OR REPLACE VIEW findings AS {view_sql()}"]
+    return split_statements(views_sql()) + [f"CREATE OR REPLACE VIEW findings AS {findings_view_sql()}"]
 
 
 def views_digest():

@@ -190,7 +190,7 @@ def collect(con, source=""):
 
 def load(db=None):
     """ReportData of `db` (or ./tracekit.duckdb, else the bundled samples), opened read-only."""
-    from tracekit.store.samples import resolve_db
+    from tracekit.ingest.samples import resolve_db
     from tracekit.store.database import connect_for_queries
 
     path, is_samples = resolve_db(db)

@@ -1,6 +1,6 @@
 """The report page: one self-contained HTML file (inline CSS and SVG, no scripts, nothing fetched)."""
 
-from tracekit import __version__
+from tracekit.version import __version__
 from tracekit.outputs.report import units
 from tracekit.outputs.report.data import (all_captures, fastest_of_groups, like_groups, present, step_time,
                                           steps_wording, table_heading)

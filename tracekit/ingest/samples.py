@@ -11,7 +11,7 @@ import tempfile
 from importlib import resources
 from pathlib import Path
 
-from tracekit import __version__
+from tracekit.version import __version__
 from tracekit.errors import TracekitError
 
 

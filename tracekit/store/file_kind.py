@@ -1,0 +1,53 @@
+"""What a file holds, read from its first bytes: the magic numbers of binary formats (DuckDB,
+SQLite, gzip, Parquet, images, archives, ...); otherwise UTF-8 without NUL bytes is text, and text
+that opens with `{` or `[` is JSON, with `<html` or `<!doctype html` HTML.
+
+Opening a database refuses a file that holds something else (tracekit.store.database), and an
+output refuses to replace one (tracekit.outputs.output_guard).
+"""
+
+import codecs
+
+_SNIFF_BYTES = 8192
+# (offset, magic, what the file is), binary formats that an output might be pointed at by mistake.
+_MAGIC = (
+    (8, b"DUCK", "a DuckDB database"),
+    (0, b"SQLite format 3\x00", "an SQLite database"),
+    (0, b"\x1f\x8b", "gzip data"),
+    (0, b"PAR1", "a Parquet file"),
+    (0, b"ARROW1", "an Arrow file"),
+    (0, b"\x89PNG\r\n\x1a\n", "a PNG image"),
+    (0, b"\xff\xd8\xff", "a JPEG image"),
+    (0, b"GIF8", "a GIF image"),
+    (0, b"%PDF-", "a PDF document"),
+    (0, b"PK\x03\x04", "a zip archive"),
+    (0, b"\x7fELF", "an executable"),
+    (0, b"\x28\xb5\x2f\xfd", "zstd data"),
+    (0, b"\xfd7zXZ\x00", "xz data"),
+)
+TEXT, JSON, HTML = "text", "JSON", "HTML"
+
+
+def sniff(path):
+    """What the existing file at `path` holds: one of _MAGIC's descriptions, TEXT, JSON, HTML,
+    "binary data", or None when it is empty."""
+    with open(path, "rb") as handle:
+        head = handle.read(_SNIFF_BYTES)
+    if not head:
+        return None
+    for offset, magic, what in _MAGIC:
+        if head[offset:offset + len(magic)] == magic:
+            return what
+    try:
+        # Not final: the sample may end inside a character.
+        text = codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
+    except UnicodeDecodeError:
+        return "binary data"
+    if "\x00" in text:
+        return "binary data"
+    start = text.lstrip("\ufeff \t\r\n")[:15].lower()
+    if start[:1] in ("{", "["):
+        return JSON
+    if start.startswith(("<!doctype html", "<html")):
+        return HTML
+    return TEXT
