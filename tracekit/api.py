@@ -346,10 +346,3 @@ def _side_files(side):
     if not names_trace_files(side):
         return None
     return expand_paths([str(side)] if isinstance(side, (str, Path)) else [str(p) for p in side])
-    path, _ = resolve_db(db)
-    with _waiting(wait):
-        con = connect_for_queries(path)
-    try:
-        return run_diff(con, a, b, by=by, fail_on=fail_on, top=top)
-    finally:
-        con.close()
