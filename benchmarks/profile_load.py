@@ -84,12 +84,16 @@ def statements(path, db, settings, top):
     print(f"| {rest:.2f} | {rest / total:.0%} | the other {max(len(ranked) - top, 0)} statements |")
 
 
+def _head(sql):
+    return " ".join(sql.split())[:400]
+
+
 def _phase_of(sql, derive_stage):
     """The phase a statement the loader ran belongs to."""
     from tracekit.store.class_tables import _CLASSIFY
 
-    if sql in derive_stage:
-        return f"derive: {derive_stage[sql]}"
+    if _head(sql) in derive_stage:
+        return f"derive: {derive_stage[_head(sql)]}"
     flat = " ".join(sql.split())
     if sql == _CLASSIFY:
         return "kernel classes (store_classes)"
@@ -104,9 +108,9 @@ def _phase_of(sql, derive_stage):
 
 def phases(path, db, repeat):
     """Each phase of a load of `path` (load_files, as the CLI runs it), best of `repeat` by total."""
-    derive_stage = {statement: name for name in loader.DERIVE_STAGES
-                    for statement in loader._derive_statements() if statement in {
-                        loader.render_work_models(s) for s in loader.split_statements(loader.sql_resource(name))}}
+    # By each statement's start: _op_work's formulas are filled in as it runs, deep inside it.
+    derive_stage = {_head(loader.render_work_models(statement)): name for name in loader.DERIVE_STAGES
+                    for statement in loader.split_statements(loader.sql_resource(name))}
     runs = []
     for _ in range(repeat):
         for leftover in (Path(db), Path(f"{db}.wal")):
