@@ -233,16 +233,14 @@ def connect_scratch():
     """An in-memory database with tracekit's tables and the macros a load uses, and no views: a
     lake's writer (tracekit.lake) loads each file into one of these and keeps only its tables."""
     from tracekit.store.classify import rule_rows
-    from tracekit.store.knowledge import create_with_rows
+    from tracekit.store.knowledge import create_with_rows, insert_rows
 
     con = duckdb.connect(":memory:")
     for statement in split_statements(sql_resource("tables.sql")):
         con.execute(statement)
     create_with_rows(con, "library_modules")  # the load's source-line rule reads it
-    rules = rule_rows()
     # One statement for all the rules: an insert per rule would take most of the set-up's time.
-    con.execute("INSERT INTO kernel_rules VALUES " + ", ".join([f"({', '.join('?' * len(rules[0]))})"] * len(rules)),
-                [value for rule in rules for value in rule])
+    insert_rows(con, "kernel_rules", rule_rows())
     _prepare(con)
     return con
 
