@@ -157,6 +157,10 @@ def connect(path=DEFAULT_DB, *, read_only=False):
     if read_only and path != ":memory:" and not Path(path).exists():
         raise DatabaseError(f"{path}: no such database; create it with `tracekit load TRACE... --db {path}`")
     _refuse_other_files(path)
+    if not read_only:
+        from tracekit.store.schema_template import start_from_template
+
+        start_from_template(path)
     return _opened_when_free(lambda: _connect_once(path, read_only))
 
 

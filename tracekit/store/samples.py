@@ -21,7 +21,8 @@ def sample_trace_paths():
     return sorted(Path(str(entry)) for entry in folder.iterdir() if entry.name.endswith(".json.gz"))
 
 
-def _cache_dir():
+def cache_dir():
+    """tracekit's cache folder (TRACEKIT_CACHE, else the user's cache), made when missing."""
     root = Path(os.environ.get("TRACEKIT_CACHE") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "tracekit"))
     try:
@@ -60,7 +61,7 @@ def _fingerprint():
 
 def sample_database():
     """Path of a database holding the sample traces, building it on first use."""
-    target = _cache_dir() / f"samples-{_fingerprint()}.duckdb"
+    target = cache_dir() / f"samples-{_fingerprint()}.duckdb"
     if target.exists():
         return target  # the loader is imported only to build it: `tracekit query` starts faster
     from tracekit.store.database import connect
