@@ -106,7 +106,7 @@ def _phase_of(sql, derive_stage):
     return "other (settings, counts, sequence)"
 
 
-def phases(path, db, repeat):
+def phases(path, db, repeat, top):
     """Each phase of a load of `path` (load_files, as the CLI runs it), best of `repeat` by total."""
     # By each statement's start: _op_work's formulas are filled in as it runs, deep inside it.
     derive_stage = {_head(loader.render_work_models(statement)): name for name in loader.DERIVE_STAGES
@@ -135,6 +135,10 @@ def phases(path, db, repeat):
         print(f"| {phase} | {count} | {seconds:.2f} | {seconds / total:.0%} | {cpu:.2f} |")
     rest = total - sum(v[0] for v in by_phase.values())
     print(f"| Python between statements (skip check, hashing a .gz file) | | {rest:.2f} | {rest / total:.0%} | |")
+    print("\n| s | CPU-s | phase | statement |\n|---:|---:|---|---|")
+    ranked = sorted(zip((t for t, _ in timed.timings), timed.cpu, timed.texts), key=lambda row: -row[0])
+    for seconds, cpu, sql in ranked[:top]:
+        print(f"| {seconds:.2f} | {cpu:.2f} | {_phase_of(sql, derive_stage).split(' (')[0]} | `{_head(sql)[:90]}` |")
 
 
 def array_file(path):
@@ -355,7 +359,7 @@ def main(argv=None):
     if args.what == "statements":
         statements(args.target, args.db, args.set, args.top)
     elif args.what == "phases":
-        phases(args.target, args.db, args.repeat)
+        phases(args.target, args.db, args.repeat, args.top)
     elif args.what == "insert":
         insert(args.target, args.source, args.max_object, args.set, args.typed)
     elif args.what == "experiments":

@@ -4,9 +4,11 @@ spends its time, and the command's wall time against other trees of the code, in
   breakdown TRACE             each part of a load into a new database, timed in a fresh process:
                               the interpreter, importing duckdb and tracekit's CLI, creating the
                               database, its tables, knowledge tables, views and rules, the load's
-                              statements, closing; the median of --repeat processes.
+                              statements, closing; then what the tree's connect() of another new
+                              path costs; the median of --repeat processes.
   command TRACE --tree DIR..  `python -m tracekit load TRACE --db NEW` run from each tree in turn
-                              (each tree's own tracekit), --repeat rounds; medians and each run.
+                              (each tree's own tracekit), --repeat rounds after a warm-up round
+                              (--no-warm-up for big traces); medians of wall and CPU time, peak RSS.
 
     python benchmarks/small_load.py breakdown tests/data/h200/loops/infer_inplace.json.gz
     python benchmarks/small_load.py command tests/data/h200/loops/infer_inplace.json.gz --tree /work/main --tree .
@@ -46,6 +48,7 @@ d.prepare(con); mark("settings and macros")
 [(path, result)] = list(loader.load_files(con, [sys.argv[1]])); assert result.status == "loaded", result
 mark("load_files (the trace's statements)")
 con.close(); mark("close (checkpoint)")
+d.connect(sys.argv[2] + ".second").close(); mark("the same tree's connect() of another new path, closed (what a command pays)")
 print(json.dumps([(name, t - marks[i][1]) for i, (name, t) in enumerate(marks[1:])]))
 """
 
@@ -68,6 +71,7 @@ def breakdown(trace, repeat, tree):
             runs.append(json.loads(out))
     print(f"{trace}, from {Path(tree).resolve()}: median of {repeat} fresh processes\n")
     print("| part | s (median) | share of the process |\n|---|---:|---:|")
+    # the last part is no part of the load above: its share is of the process all the same
     wall = statistics.median(walls)
     python = statistics.median(bare)
     print(f"| the interpreter's start and exit (`python -c pass`) | {python:.3f} | {python / wall:.0%} |")
@@ -80,6 +84,7 @@ def breakdown(trace, repeat, tree):
 def command(trace, trees, repeat, quiet=False):
     times = {tree: [] for tree in trees}
     cpu = {tree: [] for tree in trees}
+    rss = {tree: [] for tree in trees}
     with tempfile.TemporaryDirectory(prefix="tk_small_") as folder:
         for _ in range(repeat):
             for tree in trees:  # interleaved, so a busy moment hits every tree alike
@@ -92,15 +97,16 @@ def command(trace, trees, repeat, quiet=False):
                 times[tree].append(time.perf_counter() - started)
                 # CPU time, user and system: steadier than the wall time when others share the cores
                 cpu[tree].append(usage.ru_utime + usage.ru_stime)
+                rss[tree].append(usage.ru_maxrss / 1024)
     if quiet:
         return
-    print(f"`tracekit load {trace} --db NEW`, {repeat} rounds, trees in turn (after a warm-up round)\n")
-    print("| tree | median s | median CPU-s | runs, s |\n|---|---:|---:|---|")
+    print(f"`tracekit load {trace} --db NEW`, {repeat} rounds, trees in turn\n")
+    print("| tree | median s | median CPU-s | peak RSS MB (max) | runs, s |\n|---|---:|---:|---:|---|")
     for tree, values in times.items():
         commit = subprocess.run(["git", "-C", tree, "rev-parse", "--short", "HEAD"], capture_output=True,
                                 text=True).stdout.strip()
         print(f"| {Path(tree).resolve()} ({commit}) | {statistics.median(values):.3f} | "
-              f"{statistics.median(cpu[tree]):.3f} | {', '.join(f'{v:.3f}' for v in values)} |")
+              f"{statistics.median(cpu[tree]):.3f} | {max(rss[tree]):,.0f} | {', '.join(f'{v:.3f}' for v in values)} |")
 
 
 def main(argv=None):
@@ -109,6 +115,7 @@ def main(argv=None):
     parser.add_argument("trace")
     parser.add_argument("--tree", action="append", help="a checkout of tracekit (default: this one)")
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--no-warm-up", action="store_true", help="for `command`: no warm-up round")
     args = parser.parse_args(argv)
     trees = args.tree or [str(Path(__file__).resolve().parents[1])]
     os.environ.pop("PYTHONPATH", None)  # each tree's own tracekit: the one in its working folder
@@ -117,7 +124,7 @@ def main(argv=None):
     # a folder of the benchmark's own, kept between runs; the first round is a warm-up, not counted.
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     os.environ["PYTHONPYCACHEPREFIX"] = str(Path(tempfile.gettempdir()) / "tk_small_pycache")
-    if args.what == "command":
+    if args.what == "command" and not args.no_warm_up:
         command(args.trace, trees, 1, quiet=True)
     if args.what == "breakdown":
         for tree in trees:
