@@ -2,6 +2,9 @@
 
   statements TRACE   runs the real tracekit.ingest.loader.load_file on a fresh database through a connection
                      proxy that times each execute(), so it follows whatever the loader does today.
+  phases TRACE       the same through load_files (the CLI's path: its memory limit, its publish), each
+                     statement put in its phase (the event read, each derive_*.sql stage, the kernel
+                     classes, publish, commit): wall and CPU seconds (all threads) and share, best of --repeat.
   insert TRACE       one way of getting the events into event_rows, in this process: through a FIFO fed
                      by stream_events (today's way) or by `cat`, or from a file; --max-object, --set.
   experiments TRACE  every `insert` variant in a fresh process (time and peak RSS), then the JSON
@@ -37,12 +40,14 @@ class TimedConnection:
     """Passes every call to a DuckDB connection and records how long each execute() took."""
 
     def __init__(self, con):
-        self._con, self.timings = con, []
+        self._con, self.timings, self.cpu, self.texts = con, [], [], []
 
     def execute(self, sql, *args):
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         result = self._con.execute(sql, *args)
         self.timings.append((time.perf_counter() - started, " ".join(sql.split())))
+        self.cpu.append(time.process_time() - cpu)
+        self.texts.append(sql)
         return result
 
     def executemany(self, sql, *args):
@@ -77,6 +82,63 @@ def statements(path, db, settings, top):
         print(f"| {seconds:.2f} | {seconds / total:.0%} | `{sql[:110]}` |")
     rest = sum(s for s, _ in ranked[top:])
     print(f"| {rest:.2f} | {rest / total:.0%} | the other {max(len(ranked) - top, 0)} statements |")
+
+
+def _head(sql):
+    return " ".join(sql.split())[:400]
+
+
+def _phase_of(sql, derive_stage):
+    """The phase a statement the loader ran belongs to."""
+    from tracekit.store.class_tables import _CLASSIFY
+
+    if _head(sql) in derive_stage:
+        return f"derive: {derive_stage[_head(sql)]}"
+    flat = " ".join(sql.split())
+    if sql == _CLASSIFY:
+        return "kernel classes (store_classes)"
+    if flat.startswith("INSERT INTO event_rows") or "FROM event_rows WHERE trace_id = $trace_id AND (ph IS NULL" in flat:
+        return "read events (JSON to event_rows through the FIFOs, the typed read's check)"
+    if flat in ("COMMIT", "BEGIN"):
+        return "begin, commit"
+    if "trace_files" in flat or "kernel_rows WHERE trace_id = ?" in flat or "min(s), max(e)" in flat:
+        return "publish (trace_files row, device, names)"
+    return "other (settings, counts, sequence)"
+
+
+def phases(path, db, repeat, top):
+    """Each phase of a load of `path` (load_files, as the CLI runs it), best of `repeat` by total."""
+    # By each statement's start: _op_work's formulas are filled in as it runs, deep inside it.
+    derive_stage = {_head(loader.render_work_models(statement)): name for name in loader.DERIVE_STAGES
+                    for statement in loader.split_statements(loader.sql_resource(name))}
+    runs = []
+    for _ in range(repeat):
+        for leftover in (Path(db), Path(f"{db}.wal")):
+            leftover.unlink(missing_ok=True)
+        con = connect(db)
+        timed = TimedConnection(con)
+        started, cpu = time.perf_counter(), time.process_time()
+        [(_, result)] = list(loader.load_files(timed, [path]))
+        runs.append((time.perf_counter() - started, time.process_time() - cpu, timed, result))
+        con.close()
+    total, total_cpu, timed, result = min(runs, key=lambda run: run[0])
+    by_phase = {}
+    for seconds, cpu, sql in zip((t for t, _ in timed.timings), timed.cpu, timed.texts):
+        wall_cpu = by_phase.setdefault(_phase_of(sql, derive_stage), [0.0, 0.0, 0])
+        wall_cpu[0] += seconds
+        wall_cpu[1] += cpu
+        wall_cpu[2] += 1
+    print(f"{path}: {result.events:,} events, load_files {total:.2f} s wall, {total_cpu:.2f} CPU-s"
+          f" (best of {repeat}), peak RSS {_rss_mb():,.0f} MB\n")
+    print("| phase | statements | s | share | CPU-s |\n|---|---:|---:|---:|---:|")
+    for phase, (seconds, cpu, count) in sorted(by_phase.items(), key=lambda item: -item[1][0]):
+        print(f"| {phase} | {count} | {seconds:.2f} | {seconds / total:.0%} | {cpu:.2f} |")
+    rest = total - sum(v[0] for v in by_phase.values())
+    print(f"| Python between statements (skip check, hashing a .gz file) | | {rest:.2f} | {rest / total:.0%} | |")
+    print("\n| s | CPU-s | phase | statement |\n|---:|---:|---|---|")
+    ranked = sorted(zip((t for t, _ in timed.timings), timed.cpu, timed.texts), key=lambda row: -row[0])
+    for seconds, cpu, sql in ranked[:top]:
+        print(f"| {seconds:.2f} | {cpu:.2f} | {_phase_of(sql, derive_stage).split(' (')[0]} | `{_head(sql)[:90]}` |")
 
 
 def array_file(path):
@@ -281,7 +343,7 @@ def derive(db):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("what", choices=("statements", "insert", "experiments", "derive", "prepare"))
+    parser.add_argument("what", choices=("statements", "phases", "insert", "experiments", "derive", "prepare"))
     parser.add_argument("target", help="a trace file (a database for `derive`)")
     parser.add_argument("--db", default=str(WORK / "profile.duckdb"), help="for `statements`")
     parser.add_argument("--set", action="append", default=[], help="a DuckDB setting, e.g. threads=1")
@@ -290,11 +352,14 @@ def main(argv=None):
     parser.add_argument("--typed", choices=("args", "no-args"), help="for `insert`: typed columns, no checks")
     parser.add_argument("--max-object", type=int, default=0, help="for `insert`: maximum_object_size")
     parser.add_argument("--top", type=int, default=15)
+    parser.add_argument("--repeat", type=int, default=3, help="for `phases`")
     parser.add_argument("--part", choices=("all", "inserts", "scans"), default="all", help="for `experiments`")
     args = parser.parse_args(argv)
     WORK.mkdir(parents=True, exist_ok=True)
     if args.what == "statements":
         statements(args.target, args.db, args.set, args.top)
+    elif args.what == "phases":
+        phases(args.target, args.db, args.repeat, args.top)
     elif args.what == "insert":
         insert(args.target, args.source, args.max_object, args.set, args.typed)
     elif args.what == "experiments":

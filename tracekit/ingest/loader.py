@@ -18,7 +18,7 @@ import duckdb
 from tracekit.store.class_tables import store_classes
 from tracekit.store.database import split_statements, sql_resource, worker_connection
 from tracekit.store.disk_full import disk_full_folder
-from tracekit.store.work_models import render as render_work_models
+from tracekit.store.work_models import FORMULA_MARKERS, render as render_work_models, render_formulas
 from tracekit.errors import DiskFullError, LoadInterrupted, TraceFileError, TracekitError
 from tracekit.ingest.event_read import TRUNCATED, FastReadRefused, lenient_insert, read_exact, read_fast, read_lenient
 # LoadResult, what load_file returns, is imported from here too.
@@ -314,6 +314,8 @@ def _load_events(con, path, replace, read, lenient, deriving, stop, publisher, t
     steps = len(statements) + 1  # the last is the commit
     for done, statement in enumerate(statements, start=1):
         stop.check(path)
+        if FORMULA_MARKERS[0] in statement:
+            statement = render_formulas(statement, _rules_used(con))
         con.execute(statement, {"trace_id": trace_id} if "$trace_id" in statement else None)
         if deriving is not None:
             deriving(done, steps)
@@ -324,6 +326,11 @@ def _load_events(con, path, replace, read, lenient, deriving, stop, publisher, t
 # The derivation of a trace's rows from its events, stage by stage (tracekit/store/sql/).
 DERIVE_STAGES = ("derive_1_ops.sql", "derive_2_launches.sql", "derive_3_kernels.sql", "derive_4_collectives.sql",
                  "derive_5_transfers_busy.sql")
+
+
+def _rules_used(con):
+    """The work-model rules (op_work_models.csv's rows, numbered) that the trace's ops take."""
+    return {row[0] for row in con.execute("SELECT DISTINCT rule FROM _op_rules WHERE rule IS NOT NULL").fetchall()}
 
 
 @functools.lru_cache(maxsize=None)

@@ -4,7 +4,6 @@
 answers at once.
 """
 
-import errno
 import hashlib
 import os
 import tempfile
@@ -12,31 +11,13 @@ from importlib import resources
 from pathlib import Path
 
 from tracekit.version import __version__
-from tracekit.errors import TracekitError
+from tracekit.store.cache_folder import cache_dir, unusable_cache
 
 
 def sample_trace_paths():
     """The bundled sample traces (real H200 captures), sorted by name."""
     folder = resources.files("tracekit.sample_traces")
     return sorted(Path(str(entry)) for entry in folder.iterdir() if entry.name.endswith(".json.gz"))
-
-
-def _cache_dir():
-    root = Path(os.environ.get("TRACEKIT_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "tracekit"))
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-        if not os.access(root, os.W_OK | os.X_OK):
-            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
-    except OSError as exc:
-        why = "it is a file, not a folder" if root.exists() and not root.is_dir() else exc.strerror or str(exc)
-        raise _unusable(root, why) from None
-    return root
-
-
-def _unusable(folder, why):
-    return TracekitError(f"{folder}: the cache folder cannot be used ({why}); set TRACEKIT_CACHE to a folder"
-                         " tracekit may write, or give --db")
 
 
 def _fingerprint():
@@ -60,7 +41,7 @@ def _fingerprint():
 
 def sample_database():
     """Path of a database holding the sample traces, building it on first use."""
-    target = _cache_dir() / f"samples-{_fingerprint()}.duckdb"
+    target = cache_dir() / f"samples-{_fingerprint()}.duckdb"
     if target.exists():
         return target  # the loader is imported only to build it: `tracekit query` starts faster
     from tracekit.store.database import connect
@@ -81,10 +62,10 @@ def sample_database():
         # A rename is atomic: a concurrent first use sees either no file or a complete one.
         os.replace(scratch, target)
     except OSError as exc:
-        raise _unusable(target.parent, exc.strerror or type(exc).__name__) from None
+        raise unusable_cache(target.parent, exc.strerror or type(exc).__name__) from None
     except DatabaseError:
         # Its message names the scratch file, which is ours, not the user's.
-        raise _unusable(target.parent, "the sample database cannot be written there") from None
+        raise unusable_cache(target.parent, "the sample database cannot be written there") from None
     finally:
         for leftover in (scratch, f"{scratch}.wal"):
             if leftover and os.path.exists(leftover):

@@ -7,6 +7,7 @@ MAX_CLASSIFIED_CHARS are looked at, as classify() does, so a 100 MB name costs w
 """
 
 from tracekit.store.classify import MAX_CLASSIFIED_CHARS, RULES, rule_rows
+from tracekit.store.knowledge import insert_rows
 
 _CLASS_COLUMNS = "(name, kernel_class, gemm_class, math_unit, rule, trace_id)"
 
@@ -40,7 +41,7 @@ def sync_rules(con):
     if stored == current:
         return
     con.execute("DELETE FROM kernel_rules")
-    con.executemany(f"INSERT INTO kernel_rules VALUES ({', '.join('?' * len(current[0]))})", current)
+    insert_rows(con, "kernel_rules", current)
     con.execute("DELETE FROM kernel_classes")
     for (trace_id,) in con.execute("SELECT trace_id FROM trace_files ORDER BY trace_id").fetchall():
         store_classes(con, trace_id)

@@ -282,7 +282,8 @@ RULES = (
 
 
 def _check(rules):
-    """Fails at import, not on a user's trace, if a rule is malformed."""
+    """Fails at import, not on a user's trace, if a rule is malformed (a pattern that does not
+    compile fails at the first classify(); tests/test_classify.py classifies at once)."""
     for rule in rules:
         if rule.kernel_class not in KERNEL_CLASSES:
             raise ValueError(f"rule {rule.pattern!r}: unknown kernel_class {rule.kernel_class!r}")
@@ -290,10 +291,16 @@ def _check(rules):
         if rule.math_unit not in allowed:
             raise ValueError(f"rule {rule.pattern!r}: math_unit {rule.math_unit!r} "
                              f"does not fit kernel_class {rule.kernel_class!r}")
-    return tuple(re.compile(rule.pattern, re.IGNORECASE) for rule in rules)
 
 
-_COMPILED = _check(RULES)
+_check(RULES)
+
+
+@lru_cache(maxsize=None)
+def _compiled():
+    # On first use, not at import: a load classifies in DuckDB (class_tables) and never needs
+    # them, and compiling 57 patterns took a tenth of the loader's imports.
+    return tuple(re.compile(rule.pattern, re.IGNORECASE) for rule in RULES)
 
 
 # A name is classified by its first this many characters (the loader's SQL does the same). The
@@ -314,7 +321,7 @@ def classify(name):
 
 @lru_cache(maxsize=1 << 16)
 def _classify(name):
-    for regex, rule in zip(_COMPILED, RULES):
+    for regex, rule in zip(_compiled(), RULES):
         if regex.search(name):
             return rule.kernel_class, rule.math_unit, rule.why
     return UNKNOWN

@@ -15,6 +15,7 @@ from tracekit.store.disk_full import disk_full_folder
 from tracekit.store.file_kind import sniff
 from tracekit.store.findings_view import findings_view_sql
 from tracekit.store.sql_sandbox import lock_down
+from tracekit.store.schema_template import start_from_template
 
 DEFAULT_DB = "tracekit.duckdb"
 # 2: trace_files.vendor and gpu_arch, gpu_busy_rows.
@@ -157,6 +158,8 @@ def connect(path=DEFAULT_DB, *, read_only=False):
     if read_only and path != ":memory:" and not Path(path).exists():
         raise DatabaseError(f"{path}: no such database; create it with `tracekit load TRACE... --db {path}`")
     _refuse_other_files(path)
+    if not read_only:
+        start_from_template(path, f"schema-{SCHEMA_VERSION}-{views_digest()}", ensure_schema)
     return _opened_when_free(lambda: _connect_once(path, read_only))
 
 
@@ -231,16 +234,14 @@ def connect_scratch():
     """An in-memory database with tracekit's tables and the macros a load uses, and no views: a
     lake's writer (tracekit.lake) loads each file into one of these and keeps only its tables."""
     from tracekit.store.classify import rule_rows
-    from tracekit.store.knowledge import create_with_rows
+    from tracekit.store.knowledge import create_with_rows, insert_rows
 
     con = duckdb.connect(":memory:")
     for statement in split_statements(sql_resource("tables.sql")):
         con.execute(statement)
     create_with_rows(con, "library_modules")  # the load's source-line rule reads it
-    rules = rule_rows()
     # One statement for all the rules: an insert per rule would take most of the set-up's time.
-    con.execute("INSERT INTO kernel_rules VALUES " + ", ".join([f"({', '.join('?' * len(rules[0]))})"] * len(rules)),
-                [value for rule in rules for value in rule])
+    insert_rows(con, "kernel_rules", rule_rows())
     _prepare(con)
     return con
 
@@ -276,14 +277,26 @@ def create_views(con, temporary=False):
         # A table macro (views_perfetto.sql's ancestor_slice) goes where the views go.
         for kind in ("VIEW", "MACRO"):
             statement = statement.replace(f"CREATE OR REPLACE {kind}", f"CREATE OR REPLACE {temp}{kind}", 1)
-        con.execute(statement)
+        con.execute(deferred(statement))
     # Then each named query as a view and a table macro (FROM summary, FROM summary(trace := ...)),
     # but never over one of the views above or a table.
     taken = view_names(views) | {row[0] for row in con.execute(
         "SELECT table_name FROM information_schema.tables WHERE table_type = 'BASE TABLE' "
         "AND table_catalog = current_database()").fetchall()}
     for statement in relation_statements(taken, temporary):
-        con.execute(statement)
+        con.execute(deferred(statement))
+
+
+_VIEW_HEAD = re.compile(r"^((?:\s*--[^\n]*\n)*\s*CREATE OR REPLACE (?:TEMP )?VIEW\s+\w+)", re.I)
+
+
+def deferred(statement):
+    """A CREATE VIEW statement whose view DuckDB binds when a query first reads it, not as it is
+    made: binding every view (the findings view is the union of every finding rule) took 0.4-0.75 s,
+    most of what a small trace's load into a new database took. A query binds a view either way, so
+    none pays more; a view that cannot bind fails the query that reads it (tests/test_views_bind.py
+    binds every one). Other statements come back unchanged."""
+    return _VIEW_HEAD.sub(r"\1 WITH (DEFER_BINDING)", statement, count=1)
 
 
 def _view_statements():

@@ -74,14 +74,20 @@ def to_sql(formula):
     return sql
 
 
-def _case(column, otherwise=None):
+def _case(column, otherwise=None, used=None):
     arms = "\n".join(f"                WHEN {number} THEN {to_sql(row[column] or row.get(otherwise) or '')}"
-                     for number, row in enumerate(rules(), start=1))
-    return f"CASE rule\n{arms}\n           END"
+                     for number, row in enumerate(rules(), start=1) if used is None or number in used)
+    # No rule in use: no row to work out, and CASE needs an arm.
+    return f"CASE rule\n{arms}\n           END" if arms else "NULL"
+
+
+# The formulas' places in _op_work: render_formulas fills them in for the rules a trace uses.
+FORMULA_MARKERS = ("/*work_flops*/", "/*work_bytes*/", "/*work_model_flops*/")
 
 
 def render(statement):
-    """derive_3_kernels.sql's _op_work statement with the formulas in place of its markers."""
+    """A derive_3_kernels.sql statement with the rules in place of their markers (the rules'
+    VALUES, their patterns' CASE); the formulas' markers are render_formulas' to fill."""
     if "/*work_rules*/" not in statement:
         return statement
     values = ",\n           ".join(
@@ -89,10 +95,15 @@ def render(statement):
         for number, row in enumerate(rules(), start=1))
     match = "CASE " + " ".join(f"WHEN regexp_full_match(name, '{row['op']}') THEN {number}"
                                for number, row in enumerate(rules(), start=1)) + " END"
-    return (statement.replace("/*work_rules*/", values).replace("/*work_match*/", match)
-            .replace("/*work_flops*/", _case("flops"))
-            .replace("/*work_bytes*/", _case("bytes"))
-            .replace("/*work_model_flops*/", _case("model_flops", otherwise="flops")))
+    return statement.replace("/*work_rules*/", values).replace("/*work_match*/", match)
+
+
+def render_formulas(statement, used=None):
+    """_op_work with the formulas of the rules numbered in `used` (None: every rule) in place of
+    its markers; the other rules' arms are left out, as no row takes them."""
+    return (statement.replace("/*work_flops*/", _case("flops", used=used))
+            .replace("/*work_bytes*/", _case("bytes", used=used))
+            .replace("/*work_model_flops*/", _case("model_flops", otherwise="flops", used=used)))
 
 
 def formulas_markdown():

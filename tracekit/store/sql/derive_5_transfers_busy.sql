@@ -53,6 +53,7 @@ DROP TABLE _gpu_linked;
 DROP TABLE _tree;
 DROP TABLE _paths;
 DROP TABLE _gpu_ops;
+DROP TABLE _op_rules;
 DROP TABLE _op_work;
 DROP TABLE _kernel_work;
 DROP TABLE _comm_names;
