@@ -48,7 +48,7 @@ SELECT i.lane, i.kind, i.name, coalesce(i.op_path, '') AS op_path, i.end_ns - i.
 FROM _replay_items i
 LEFT JOIN _replay_calls c ON c.correlation = i.correlation
 LEFT JOIN _trace_specs sp ON sp.trace_id = i.trace_id
-LEFT JOIN _cp_rank_waits w ON w.trace_id = i.trace_id AND w.device = i.device AND w.stream = i.stream
+LEFT JOIN {rank_waits} w ON w.trace_id = i.trace_id AND w.device = i.device AND w.stream = i.stream
      AND w.correlation = i.correlation
 QUALIFY row_number() OVER (PARTITION BY i.n ORDER BY c.n) = 1
 ORDER BY i.n
@@ -166,12 +166,13 @@ class Graph:
     steady: list               # the steps of view steady_steps, the loop's steady state
 
 
-def read_graph(con, trace):
+def read_graph(con, trace, rank_waits="_cp_rank_waits"):
     """The Graph of `trace` on connection `con` (a database or a lake, DuckDB; it must be able to
-    make temporary tables)."""
+    make temporary tables); `rank_waits`: the relation of _cp_rank_waits's rows to read (a job's
+    replay reads them once for all its ranks: replay.job.Jobs)."""
     for statement in _NODES.strip().split(";\n"):
         con.execute(statement, {"trace": trace})
-    items = con.execute(_ITEMS).fetchnumpy()
+    items = con.execute(_ITEMS.replace("{rank_waits}", rank_waits)).fetchnumpy()
     calls = con.execute(_CALLS).fetchnumpy()
     steps = con.execute(_STEPS, {"trace": trace}).fetchall()
     lanes = [(pid, tid) for _, pid, tid in con.execute(_LANES).fetchall()]
