@@ -49,7 +49,7 @@ def test_the_path_tiles_each_step_one_segment_after_another(request, db_name):
         for before, after in zip(path, path[1:]):
             assert after["ts_us"] >= before["ts_us"] + before["dur_us"] - 0.001, key
     kinds = {s["kind"] for s in segments}
-    assert kinds <= {"cpu", "launch", "kernel", "comm", "memcpy", "memset", "sync_wait", "idle"}
+    assert kinds <= {"cpu", "launch", "kernel", "comm", "rank_wait", "memcpy", "memset", "sync_wait", "idle"}
 
 
 def test_in_a_loop_with_the_gpu_behind_a_step_takes_the_gpus_pace(loops_db):
@@ -79,7 +79,7 @@ def test_a_fix_takes_off_the_path_what_it_saved(loops_db):
     assert all(pinned[s]["memcpy_us"] < pageable[s]["memcpy_us"] / 4 for s in STEADY)
 
 
-def test_launch_bound_training_and_a_gloo_job_are_cpu_bound(launch_bound_db):
+def test_launch_bound_training_and_a_gloo_jobs_late_rank_are_cpu_bound(launch_bound_db):
     for trace in ("train_naive", "train_sdpa_default"):
         steps = bounds(launch_bound_db, trace)
         assert all(steps[s]["bound"] == "cpu-bound" and steps[s]["bound_pct"] > 80 for s in range(1, 8)), trace
@@ -87,9 +87,10 @@ def test_launch_bound_training_and_a_gloo_job_are_cpu_bound(launch_bound_db):
         assert all(steps[s]["kernel_us"] == 0 and steps[s]["launch_us"] > 0 for s in range(1, 8)), trace
         assert all(steps[s]["cpu_us"] + steps[s]["launch_us"] + steps[s]["sync_wait_us"]
                    == pytest.approx(steps[s]["step_us"], abs=0.01) for s in range(1, 8)), trace
-    for rank in (0, 1):
-        steps = bounds(launch_bound_db, f"train_naive_inplace_rank{rank}")
-        assert {row["bound"] for row in steps.values()} == {"cpu-bound"}
+    # the gloo job's rank 1, which sleeps 20 ms before each step, never waits for rank 0 in the steady
+    # steps; rank 0 waits for it (tests/test_job_replay.py)
+    late = bounds(launch_bound_db, "train_naive_inplace_rank1")
+    assert all(late[s]["bound"] == "cpu-bound" and late[s]["rank_wait_us"] == 0 for s in range(2, 8))
 
 
 def test_the_path_follows_backward_onto_autograds_thread_and_back(launch_bound_db):

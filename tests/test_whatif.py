@@ -32,7 +32,12 @@ def test_the_replay_without_change_gives_every_step_back(request, db_name):
     names = traces(db)
     assert len(names) >= 3
     for trace in names:
-        for step in whatif(db, trace).steps:
+        result = whatif(db, trace)
+        if len(result.ranks) > 1:
+            # the gloo job's ranks, replayed together: each all_reduce ends on both at once, which CPU
+            # threads do not (tests/test_job_replay.py holds them to what that allows)
+            continue
+        for step in result.steps:
             assert step.replayed_us == pytest.approx(step.trace_us, rel=0.001, abs=0.01), (trace, step)
             assert step.fixed_us == step.replayed_us
 

@@ -1,8 +1,10 @@
 """A trace's dependency graph as arrays, read with SQL from the database's views and tables.
 
 Two kinds of node, each in its lane's order:
-- items: GPU work on a stream (kind, name, duration), each with the call that launched it;
-- calls: runtime calls on a CPU thread, each with the CPU time before it on its thread (`gap`,
+- items: GPU work on a stream (kind, name, duration), each with the call that launched it; and a
+  CPU backend's (gloo) collective on its worker thread, launched by its c10d op (_cp_items);
+- calls: runtime calls on a CPU thread, and for a CPU collective its c10d op and its caller's idle
+  stretch waiting for it (a call that waited for an item: view _cp_waits), each with the CPU time before it on its thread (`gap`,
   the thread's own work since its previous call) and, for a call that synchronised, the item it
   waited for and how long after that item's end it returned (`tail`); for a call after a handoff
   (its thread waited for another's: _HANDOFFS), that thread's call and the lag after it.
@@ -29,7 +31,18 @@ CREATE OR REPLACE TEMP TABLE _replay_calls AS
 SELECT row_number() OVER (ORDER BY r.pid, r.tid, r.ts_ns, r.dur_ns, r.correlation) - 1 AS n,
        dense_rank() OVER (ORDER BY r.pid, r.tid) - 1 AS lane, r.*,
        lag(r.ts_ns + r.dur_ns) OVER (PARTITION BY r.pid, r.tid ORDER BY r.ts_ns, r.dur_ns, r.correlation) AS prev_end_ns
-FROM runtime_rows r JOIN trace_files t ON t.trace_id = r.trace_id
+FROM (SELECT trace_id, name, ts_ns, dur_ns, pid, tid, correlation, cpu_op_id FROM runtime_rows
+      UNION ALL
+      -- a CPU collective's enqueue, its launch (a c10d op, which may enqueue several: once)
+      SELECT trace_id, launch_name, launch_ns, launch_end_ns - launch_ns, pid, launch_tid, correlation, launch_op_id
+      FROM _cp_cpu_collectives
+      QUALIFY row_number() OVER (PARTITION BY trace_id, launch_op_id ORDER BY ts_ns, op_id) = 1
+      UNION ALL
+      -- and its caller's idle stretch waiting for it, as _cp_waits has it
+      SELECT trace_id, concat('wait for ', name), wait_from_ns, resumed_ns - wait_from_ns, pid, launch_tid, NULL,
+             resumed_op_id
+      FROM _cp_cpu_collectives WHERE resumed_ns IS NOT NULL) r
+JOIN trace_files t ON t.trace_id = r.trace_id
 WHERE t.trace = $trace AND r.ts_ns IS NOT NULL;
 """
 
@@ -48,7 +61,7 @@ SELECT i.lane, i.kind, i.name, coalesce(i.op_path, '') AS op_path, i.end_ns - i.
 FROM _replay_items i
 LEFT JOIN _replay_calls c ON c.correlation = i.correlation
 LEFT JOIN _trace_specs sp ON sp.trace_id = i.trace_id
-LEFT JOIN _cp_rank_waits w ON w.trace_id = i.trace_id AND w.device = i.device AND w.stream = i.stream
+LEFT JOIN {rank_waits} w ON w.trace_id = i.trace_id AND w.device = i.device AND w.stream = i.stream
      AND w.correlation = i.correlation
 QUALIFY row_number() OVER (PARTITION BY i.n ORDER BY c.n) = 1
 ORDER BY i.n
@@ -166,12 +179,13 @@ class Graph:
     steady: list               # the steps of view steady_steps, the loop's steady state
 
 
-def read_graph(con, trace):
+def read_graph(con, trace, rank_waits="_cp_rank_waits"):
     """The Graph of `trace` on connection `con` (a database or a lake, DuckDB; it must be able to
-    make temporary tables)."""
+    make temporary tables); `rank_waits`: the relation of _cp_rank_waits's rows to read (a job's
+    replay reads them once for all its ranks: replay.job.Jobs)."""
     for statement in _NODES.strip().split(";\n"):
         con.execute(statement, {"trace": trace})
-    items = con.execute(_ITEMS).fetchnumpy()
+    items = con.execute(_ITEMS.replace("{rank_waits}", rank_waits)).fetchnumpy()
     calls = con.execute(_CALLS).fetchnumpy()
     steps = con.execute(_STEPS, {"trace": trace}).fetchall()
     lanes = [(pid, tid) for _, pid, tid in con.execute(_LANES).fetchall()]

@@ -20,8 +20,8 @@ from tracekit.replay.steps import completions_of
 # the other ranks whose collectives this trace's are matched with (ranks loaded beside it)
 _RANKS = """
 SELECT DISTINCT f.trace, f.rank
-FROM _cp_rank_waits mine
-JOIN _cp_rank_waits theirs ON theirs.call_key = mine.call_key
+FROM {rank_waits} mine
+JOIN {rank_waits} theirs ON theirs.call_key = mine.call_key
 JOIN trace_files f ON f.trace_id = theirs.trace_id
 WHERE mine.trace_id = (SELECT trace_id FROM trace_files WHERE trace = $trace)
 ORDER BY f.rank, f.trace
@@ -31,19 +31,42 @@ _ITEM_LINKS = ("item_launch", "call"), ("item_after", "item")
 _CALL_LINKS = ("call_wait", "item"), ("call_after", "call")
 
 
-def ranks_of(con, trace):
+# The matched collectives of every loaded trace, computed once: view _cp_rank_waits evaluates the
+# collectives view over all of them, each time it is read.
+_CACHED_RANK_WAITS = "_job_rank_waits"
+
+
+def ranks_of(con, trace, rank_waits="_cp_rank_waits"):
     """The traces of `trace`'s job it shares collectives with, itself included, first rank first
-    ([trace] alone when no other rank is loaded)."""
-    traces = [row[0] for row in con.execute(_RANKS, {"trace": trace}).fetchall()]
+    ([trace] alone when no other rank is loaded); `rank_waits` as read_graph takes it."""
+    traces = [row[0] for row in con.execute(_RANKS.replace("{rank_waits}", rank_waits), {"trace": trace}).fetchall()]
     return traces if len(traces) > 1 else [trace]
+
+
+class Jobs:
+    """The jobs of the traces replayed on one connection, each job's graphs read once, and the
+    collectives matched across ranks (view _cp_rank_waits) computed once for all of them into a
+    temporary table: not once per rank and query, as reading the view does."""
+
+    def __init__(self, con):
+        self.con = con
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {_CACHED_RANK_WAITS} AS SELECT * FROM _cp_rank_waits")
+        self._jobs = {}
+
+    def of(self, trace):
+        """The Job `trace` is replayed in (itself alone where no other rank is loaded)."""
+        traces = tuple(ranks_of(self.con, trace, _CACHED_RANK_WAITS))
+        if traces not in self._jobs:
+            self._jobs[traces] = Job(self.con, traces, _CACHED_RANK_WAITS)
+        return self._jobs[traces]
 
 
 class Job:
     """The graphs of a job's ranks, to replay together."""
 
-    def __init__(self, con, traces):
+    def __init__(self, con, traces, rank_waits="_cp_rank_waits"):
         self.traces = list(traces)
-        self.graphs = {trace: read_graph(con, trace) for trace in self.traces}
+        self.graphs = {trace: read_graph(con, trace, rank_waits) for trace in self.traces}
 
     def completions(self, changed_by_trace=None):
         """{trace: [(start, completion)] of each step} replayed together, each rank's graph with its

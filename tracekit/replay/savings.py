@@ -11,7 +11,7 @@ import numpy as np
 
 from tracekit.errors import TracekitError
 from tracekit.replay.fixes import parse_fix
-from tracekit.replay.job import Job, ranks_of
+from tracekit.replay.job import Jobs
 from tracekit.replay.whatif import Replayer
 
 FIX_SEPARATOR = "; "  # between the fixes of one whatif
@@ -34,11 +34,7 @@ class TraceReplay:
     def __init__(self, con, trace, jobs=None):
         self.con, self.trace, self.problem = con, trace, None
         try:
-            traces = tuple(ranks_of(con, trace))
-            jobs = {} if jobs is None else jobs
-            if traces not in jobs:
-                jobs[traces] = Job(con, traces)
-            self.replayer = Replayer(jobs[traces], trace)
+            self.replayer = Replayer((jobs or Jobs(con)).of(trace), trace)
             self.graph = self.replayer.graph
             if not self.graph.steps:
                 self.problem = "the trace has no steps to replay"
@@ -79,7 +75,7 @@ def replay_savings(con, traces_and_fixes):
     by_trace = {}
     for trace, whatif in traces_and_fixes:
         by_trace.setdefault(trace, []).append(whatif)
-    jobs = {}  # a job's ranks are read once for all of them
+    jobs = Jobs(con) if by_trace else None  # a job's ranks are read once for all of them
     for trace, fixes in by_trace.items():
         replayer = TraceReplay(con, trace, jobs)
         for whatif in dict.fromkeys(fixes):

@@ -13,7 +13,7 @@ import numpy as np
 
 from tracekit.errors import TracekitError
 from tracekit.replay.fixes import apply
-from tracekit.replay.job import Job, ranks_of
+from tracekit.replay.job import Jobs
 from tracekit.replay.simulate import replay
 from tracekit.replay.steps import completions_of
 
@@ -57,7 +57,7 @@ def whatif(con, trace, fixes, fix_texts=()):
     """The WhatIf of `trace` on `con` (DuckDB, a database or a lake) with `fixes` (parsed)."""
     if not con.execute("SELECT 1 FROM trace_files WHERE trace = ?", [trace]).fetchone():
         raise TracekitError(f"no trace named {trace!r} is loaded")
-    replayer = Replayer(Job(con, ranks_of(con, trace)), trace)
+    replayer = Replayer(Jobs(con).of(trace), trace)
     graph = replayer.graph
     if not graph.steps:
         raise TracekitError(f"{trace}: no steps to replay (no ProfilerStep#N and no marked iterations)")

@@ -64,7 +64,9 @@ _PERFETTO = ("the Perfetto-compatible views nest slices and bind flows with ASOF
               "_perfetto_processes", "_perfetto_threads", "_perfetto_flow_ends", "slice", "process", "thread",
               "track", "thread_track", "process_track", "counter_track", "process_counter_track", "counter", "flow",
               "trace_bounds", "ancestor_slice", "descendant_slice"})
-NOT_ON_SPARK_WHY = {name: why for why, names in (_CRITICAL_PATH, _PERFETTO) for name in names}
+_PATH_NODES = ("the critical path's nodes take a CPU collective's enqueue (its c10d op) and its caller's wait for it "
+               "with ASOF joins, which Spark SQL has not", {"_cp_cpu_collectives", "_cp_items", "_cp_steps"})
+NOT_ON_SPARK_WHY = {name: why for why, names in (_CRITICAL_PATH, _PATH_NODES, _PERFETTO) for name in names}
 NOT_ON_SPARK = frozenset(NOT_ON_SPARK_WHY)
 
 

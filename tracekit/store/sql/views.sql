@@ -647,11 +647,67 @@ WHERE flops IS NOT NULL AND kernel_class = 'gemm' AND work_family IN ('gemm', 'c
 -- its launch call; a thread of the CPU runs its calls one after another, and waits for the GPU
 -- in a call that synchronises (cudaDeviceSynchronize, cudaStreamSynchronize, a blocking copy).
 
+-- A collective of a backend that runs it on a CPU thread (gloo, MPI: collectives.runs_on = 'cpu')
+-- as the walk and the replay see it: work on a lane of its own (its worker thread: device -2,
+-- stream numbered per trace; correlation -op_id, as no runtime call launched it), launched by the
+-- c10d op its caller's thread was in when the range started, or before (c10d::allreduce_: the
+-- enqueue), and waited for by that thread where it sat idle for it: a stretch of at least 50 µs in
+-- which the thread ran no op (only ops around it open: DDP's wait for its buckets is no op), which
+-- began after the enqueue and before the range ended, and ended after the range started and no
+-- more than 5 ms before it ended; the longest such stretch, each stretch waiting for one collective
+-- (the one ending nearest its end). Gloo completes a call's future, which wakes the thread waiting
+-- on it, before it ends the call's range (ProcessGroupGloo::AsyncWork::finishWorkGloo, then
+-- Work::finish), so on a busy host the range ends up to a time slice after the thread resumed
+-- (3.4 and 3.7 ms in tests/data/cpu/gloo_job): end_ns is then the thread's resumption. A
+-- collective no thread sat waiting for (it ran while its caller computed) has no resumed_ns.
+CREATE OR REPLACE VIEW _cp_cpu_collectives AS
+WITH ranges AS MATERIALIZED (
+    SELECT x.trace_id, x.cpu_op_id AS op_id, x.name, x.ts_ns, x.ts_ns + greatest(x.dur_ns, 0) AS range_end_ns, x.step,
+           o.pid, o.tid, dense_rank() OVER (PARTITION BY x.trace_id ORDER BY o.pid, o.tid) - 1 AS stream
+    FROM collective_rows x JOIN cpu_op_rows o ON o.trace_id = x.trace_id AND o.op_id = x.cpu_op_id
+    WHERE x.runs_on = 'cpu' AND x.ts_ns IS NOT NULL
+), enqueued AS MATERIALIZED (
+    SELECT r.*, e.tid AS launch_tid, e.ts_ns AS launch_ns, e.ts_ns + e.dur_ns AS launch_end_ns, e.op_id AS launch_op_id,
+           e.name AS launch_name, e.op_path AS launch_op_path
+    FROM ranges r
+    ASOF JOIN (SELECT trace_id, pid, tid, op_id, name, op_path, ts_ns, dur_ns FROM cpu_op_rows
+               WHERE name LIKE 'c10d::%' AND trace_id IN (SELECT trace_id FROM ranges)) e
+         ON e.trace_id = r.trace_id AND e.pid = r.pid AND e.ts_ns <= r.ts_ns
+), callers AS (
+    SELECT DISTINCT trace_id, pid, launch_tid AS tid FROM enqueued
+), events AS (
+    SELECT o.trace_id, o.pid, o.tid, o.ts_ns AS t, 1 AS opens, o.op_id FROM cpu_op_rows o JOIN callers USING (trace_id, pid, tid)
+    UNION ALL
+    SELECT o.trace_id, o.pid, o.tid, o.ts_ns + o.dur_ns, 0, o.op_id FROM cpu_op_rows o JOIN callers USING (trace_id, pid, tid)
+), idle AS (
+    -- an op's start right after another's end: the thread ran no op in between
+    SELECT trace_id, pid, tid, prev_t AS from_ns, t AS resumed_ns, op_id AS resumed_op_id
+    FROM (SELECT *, lag(t) OVER w AS prev_t, lag(opens) OVER w AS prev_opens FROM events
+          WINDOW w AS (PARTITION BY trace_id, pid, tid ORDER BY t, opens, op_id))
+    WHERE opens = 1 AND prev_opens = 0 AND t - prev_t >= 50000
+), candidates AS (
+    SELECT e.trace_id, e.op_id, i.from_ns, i.resumed_ns, i.resumed_op_id
+    FROM enqueued e
+    JOIN idle i ON i.trace_id = e.trace_id AND i.pid = e.pid AND i.tid = e.launch_tid AND i.from_ns >= e.launch_end_ns
+         AND i.from_ns < e.range_end_ns AND i.resumed_ns > e.ts_ns AND i.resumed_ns >= e.range_end_ns - 5000000
+    QUALIFY row_number() OVER (PARTITION BY i.trace_id, i.pid, i.tid, i.resumed_ns
+                               ORDER BY abs(i.resumed_ns - e.range_end_ns), e.op_id) = 1
+), waits AS (
+    SELECT * FROM candidates
+    QUALIFY row_number() OVER (PARTITION BY trace_id, op_id ORDER BY resumed_ns - from_ns DESC, resumed_ns) = 1
+)
+SELECT e.trace_id, e.op_id, e.name, e.ts_ns, e.range_end_ns, least(e.range_end_ns, coalesce(w.resumed_ns, e.range_end_ns)) AS end_ns,
+       e.step, e.pid, e.tid, -2 AS device, e.stream, -e.op_id AS correlation, e.launch_tid, e.launch_ns, e.launch_end_ns,
+       e.launch_op_id, e.launch_name, e.launch_op_path, w.from_ns AS wait_from_ns, w.resumed_ns, w.resumed_op_id
+FROM enqueued e LEFT JOIN waits w ON w.trace_id = e.trace_id AND w.op_id = e.op_id;
+
 -- GPU work as the walk sees it, each item with its launch call and what it waited for: 'launch'
 -- where its launch call ended after the item before it on the stream had ended (the stream was
 -- idle, waiting for the CPU), else 'stream' (queued behind that item); NULL: the first item on
 -- its stream, launched outside the trace. run: items queued behind each other, numbered per
--- stream; run_first: the place of the run's first item.
+-- stream; run_first: the place of the run's first item. A CPU backend's collective is an item
+-- too, of kind comm, on its worker thread (tid; device -2), launched by its enqueue
+-- (_cp_cpu_collectives).
 CREATE OR REPLACE VIEW _cp_items AS
 WITH items AS (
     SELECT k.trace_id, k.ts_ns, k.ts_ns + greatest(k.dur_ns, 0) AS end_ns, coalesce(k.device, -1) AS device,
@@ -661,22 +717,29 @@ WITH items AS (
            -- the work of matrix math only: the replay runs it at its Tensor Core roofline
            CASE WHEN k.work_family IN ('gemm', 'convolution', 'attention') THEN k.flops END AS flops, k.flops_dtype,
            CASE WHEN k.work_family IN ('gemm', 'convolution', 'attention') THEN k.bytes END AS bytes,
-           CAST(NULL AS VARCHAR) AS copy_kind
+           CAST(NULL AS VARCHAR) AS copy_kind, CAST(NULL AS VARCHAR) AS tid
     FROM kernel_rows k LEFT JOIN kernel_classes c ON c.trace_id = k.trace_id AND c.name = k.name
     WHERE k.ts_ns IS NOT NULL
     UNION ALL
     SELECT trace_id, ts_ns, ts_ns + greatest(dur_ns, 0), coalesce(device, -1), coalesce(stream, -1), correlation,
-           step, name, op, cpu_op_path, NULL, NULL, NULL, bytes, kind
+           step, name, op, cpu_op_path, NULL, NULL, NULL, bytes, kind, NULL
     FROM transfer_rows WHERE ts_ns IS NOT NULL
 ), launched AS (
     SELECT i.trace_id, i.ts_ns, i.end_ns, i.device, i.stream, i.correlation, i.step, i.name, i.kind, i.op_path,
-           i.math_unit, i.flops, i.flops_dtype, i.bytes, i.copy_kind,
+           i.math_unit, i.flops, i.flops_dtype, i.bytes, i.copy_kind, i.tid,
            r.pid AS launch_pid, r.tid AS launch_tid, r.ts_ns AS launch_ns, r.ts_ns + r.dur_ns AS launch_end_ns,
            r.cpu_op_id AS launch_op_id, r.name AS launch_name,
            lag(i.end_ns) OVER (PARTITION BY i.trace_id, i.device, i.stream ORDER BY i.ts_ns, i.end_ns, i.correlation) AS prev_end_ns,
            row_number() OVER (PARTITION BY i.trace_id, i.device, i.stream ORDER BY i.ts_ns, i.end_ns, i.correlation) AS place
     FROM items i
     LEFT JOIN runtime_rows r ON r.trace_id = i.trace_id AND r.correlation = i.correlation
+    UNION ALL
+    -- a CPU collective on its worker thread, enqueued by its c10d op (_cp_cpu_collectives)
+    SELECT trace_id, ts_ns, end_ns, device, stream, correlation, step, name, 'comm', launch_op_path, NULL, NULL, NULL,
+           NULL, NULL, tid, pid, launch_tid, launch_ns, launch_end_ns, launch_op_id, launch_name,
+           lag(end_ns) OVER (PARTITION BY trace_id, device, stream ORDER BY ts_ns, end_ns, correlation),
+           row_number() OVER (PARTITION BY trace_id, device, stream ORDER BY ts_ns, end_ns, correlation)
+    FROM _cp_cpu_collectives
 ), waited AS (
     SELECT *, CASE WHEN prev_end_ns IS NOT NULL AND (launch_end_ns IS NULL OR launch_end_ns <= prev_end_ns) THEN 'stream'
                    WHEN launch_ns IS NOT NULL THEN 'launch' END AS waited_for
@@ -687,14 +750,14 @@ WITH items AS (
     FROM waited
 )
 SELECT trace_id, ts_ns, end_ns, device, stream, correlation, step, name, kind, op_path, math_unit, flops, flops_dtype,
-       bytes, copy_kind, launch_pid, launch_tid, launch_ns, launch_end_ns, launch_op_id, launch_name, prev_end_ns,
+       bytes, copy_kind, tid, launch_pid, launch_tid, launch_ns, launch_end_ns, launch_op_id, launch_name, prev_end_ns,
        place, waited_for, run,
        min(place) OVER (PARTITION BY trace_id, device, stream, run) AS run_first
 FROM runs;
 
 -- The runtime calls that waited for the GPU: a sync, a blocking copy or fill, a free, which
 -- returned within 50 µs of the end of an item that ended inside the call; the item: the last to
--- end. (An asynchronous copy from pageable memory blocks too, on its own copy: see _cp_segments.)
+-- end. And a thread's idle stretch in which it waited for a CPU collective. (An asynchronous copy from pageable memory blocks too, on its own copy: see _cp_segments.)
 -- (The last item to end by the call's end: an ASOF join, not a range join of every call with
 -- every item, which took 11 s on the 1 GB benchmark trace.)
 CREATE OR REPLACE VIEW _cp_waits AS
@@ -702,16 +765,26 @@ SELECT r.trace_id, r.pid, r.tid, r.name, r.ts_ns, r.end_ns, r.cpu_op_id,
        i.device, i.stream, i.place, i.end_ns AS item_end_ns
 FROM (SELECT trace_id, pid, tid, name, ts_ns, ts_ns + dur_ns AS end_ns, cpu_op_id FROM runtime_rows
       WHERE regexp_matches(lower(name), 'synchroni[sz]e|^(cuda|hip)(memcpy|memset)[23]?d?(_v2)?$|^(cuda|hip)?free')) r
-ASOF JOIN (SELECT trace_id, end_ns, device, stream, place FROM _cp_items) i
+ASOF JOIN (SELECT trace_id, end_ns, device, stream, place FROM _cp_items WHERE device <> -2) i
      ON i.trace_id = r.trace_id AND i.end_ns <= r.end_ns
-WHERE i.end_ns > r.ts_ns AND r.end_ns - i.end_ns <= 50000;
+WHERE i.end_ns > r.ts_ns AND r.end_ns - i.end_ns <= 50000
+UNION ALL
+-- a thread idle for a CPU collective it enqueued (_cp_cpu_collectives), as a call from its going
+-- idle to its resuming
+SELECT c.trace_id, c.pid, c.launch_tid, concat('wait for ', c.name), c.wait_from_ns, c.resumed_ns, c.resumed_op_id,
+       i.device, i.stream, i.place, i.end_ns
+FROM _cp_cpu_collectives c
+JOIN _cp_items i ON i.trace_id = c.trace_id AND i.device = c.device AND i.stream = c.stream AND i.correlation = c.correlation
+WHERE c.resumed_ns IS NOT NULL;
 
 -- Each step's window, from the previous step's completion to its own: a step completes when its
 -- CPU span and the GPU work it owns have both ended. pid, tid: the thread its span ran on;
 -- cpu_ended_last: its CPU span ended after its GPU work (the walk then starts on that thread).
 CREATE OR REPLACE VIEW _cp_steps AS
 WITH owned AS (
-    SELECT trace_id, step, max(end_ns) AS gpu_end_ns FROM _cp_items WHERE step IS NOT NULL GROUP BY trace_id, step
+    -- the thread that waited for a CPU collective completes its step, not the collective's range
+    SELECT trace_id, step, max(end_ns) AS gpu_end_ns FROM _cp_items WHERE step IS NOT NULL AND device <> -2
+    GROUP BY trace_id, step
 ), spans AS (
     SELECT s.trace_id, s.step, s.ts_ns, s.end_ns, o.pid, o.tid
     FROM step_rows s
@@ -908,7 +981,7 @@ WITH hops AS MATERIALIZED (
 ), item_hops AS MATERIALIZED (
     SELECT * FROM hops WHERE place > 0
 ), items AS MATERIALIZED (
-    SELECT trace_id, device, stream, place, kind, name, ts_ns, end_ns, prev_end_ns, correlation FROM _cp_items
+    SELECT trace_id, device, stream, place, kind, name, ts_ns, end_ns, prev_end_ns, correlation, tid FROM _cp_items
 ), runs AS MATERIALIZED (
     SELECT trace_id, step, hop, pid, tid, CASE WHEN lo_ns > from_ns THEN lo_ns ELSE from_ns END AS lo_ns, t AS hi_ns,
            hi_op_id
@@ -937,7 +1010,7 @@ WITH hops AS MATERIALIZED (
 )
 -- GPU items of each node's run, and the idle time between them
 SELECT trace_id, step, kind, name, greatest(ts_ns, from_ns) AS ts_ns, end_ns, device, stream, correlation,
-       CAST(NULL AS BIGINT) AS cpu_op_id, CAST(NULL AS VARCHAR) AS tid
+       CAST(NULL AS BIGINT) AS cpu_op_id, tid
 FROM on_path
 UNION ALL
 SELECT trace_id, step, 'idle', NULL, greatest(prev_end_ns, from_ns), ts_ns, device, stream, NULL, NULL, NULL
@@ -974,16 +1047,29 @@ WHERE r.hi_ns > greatest(coalesce(l.end_ns, r.lo_ns), r.lo_ns);
 -- is the other rank's time, not the network's. Per kernel of a call matched across the job's
 -- ranks (its first kernel on this rank, where it took several): the wait, the rank it waited for
 -- (the last to arrive: the shortest kernel, ties to the later start, then the lower rank), and the
--- call's identity across ranks (call_key), which the replay links the ranks' kernels by.
+-- call's identity across ranks (call_key), which the replay links the ranks' kernels by. A CPU
+-- backend's collective (gloo) likewise, as an item of _cp_cpu_collectives (device -2): its wait
+-- from the durations too, its item's (the range, up to its caller's resuming) less the call's
+-- shortest across the ranks (not
+-- collectives.wait_us, which for a CPU range compares starts on the epoch's clock, which only the
+-- ranks of one host share).
 CREATE OR REPLACE VIEW _cp_rank_waits AS
 WITH matched AS (
-    SELECT c.*, f.trace_id,
+    SELECT c.* REPLACE (coalesce(x.device, c.device) AS device, coalesce(x.stream, c.stream) AS stream,
+                        coalesce(x.correlation, c.correlation) AS correlation,
+                        coalesce((x.end_ns - x.ts_ns) / 1000.0, c.dur_us) AS dur_us),
+           f.trace_id,
            concat_ws('|', coalesce(c.job, c.trace), c.runs_on, coalesce(c.process_group, ''), c.matched_by,
                      CAST(c.match_key AS VARCHAR)) AS call_key
     FROM collectives c JOIN trace_files f ON f.trace = c.trace
-    WHERE c.runs_on = 'gpu' AND c.ranks_matched > 1 AND c.wait_us IS NOT NULL
+    LEFT JOIN _cp_cpu_collectives x ON c.runs_on = 'cpu' AND x.trace_id = f.trace_id AND x.op_id = c.cpu_op_id
+    WHERE c.ranks_matched > 1 AND c.wait_us IS NOT NULL AND (c.runs_on = 'gpu' OR x.op_id IS NOT NULL)
+), timed AS (
+    SELECT * REPLACE (CASE WHEN runs_on = 'cpu' THEN dur_us - min(dur_us) OVER (PARTITION BY call_key) ELSE wait_us END
+                      AS wait_us)
+    FROM matched
 ), kernels_of_call AS (
-    SELECT *, count(*) OVER (PARTITION BY call_key, trace_id) AS kernels_here FROM matched
+    SELECT *, count(*) OVER (PARTITION BY call_key, trace_id) AS kernels_here FROM timed
 ), last_in AS (
     SELECT call_key, arg_min(rank, struct_pack(w := wait_us, l := -coalesce(start_lag_us, 0), r := rank)) AS last_rank,
            count(DISTINCT trace_id) AS ranks
@@ -1030,23 +1116,28 @@ FROM split WHERE waited_until IS NOT NULL AND end_ns > waited_until;
 --   trace, step: the trace and its step (steps view)
 --   seq: the segment's place on the path, 1 first in time
 --   kind: cpu (a thread's own time between calls, or a call that is not a launch), launch (a launch
---         call, and the time from it to its work's start), kernel, comm (a collective's kernel,
---         its own transfer), rank_wait (the start of a collective's kernel that waited for a later
---         rank of the job, named 'waiting for rank R in all_reduce': that rank's path holds why;
---         only where the job's other ranks are loaded),
+--         call, and the time from it to its work's start; for a CPU backend's collective, its
+--         c10d op's start to its range's), kernel, comm (a collective's kernel, its own transfer;
+--         a CPU backend's (gloo) collective, its range on its worker thread, where its caller's
+--         thread sat idle waiting for it), rank_wait (the start of a collective's kernel or CPU
+--         range that waited for a later rank of the job, named 'waiting for rank R in
+--         all_reduce': that rank's path holds why; only where the job's other ranks are loaded),
 --         memcpy, memset (a copy or fill; a copy call from pageable memory that blocked on it),
 --         sync_wait (a sync's return after the work it waited for; a stream's start after the other
 --         stream's work it waited for; a thread's start after the other thread's call, named
---         'handoff from thread TID'), idle (a stream waiting for nothing on the path)
+--         'handoff from thread TID'; a thread's resuming after the CPU collective it sat idle
+--         for, named 'wait for gloo:all_reduce'), idle (a stream waiting for nothing on the path)
 --   name: the kernel, copy, runtime call, or for cpu time the op that made the next call
 --   ts_us, dur_us: the segment's span on the path
---   device, stream: where GPU work ran; correlation: its launch's (a call's own)
+--   device, stream: where GPU work ran; correlation: its launch's (a call's own; a CPU
+--         collective's: minus its range's op_id)
 --   cpu_op_id: the op that made the call (cpu_ops.op_id)
---   tid: the CPU thread of a call, of CPU time, of a launch or of a thread's wait (NULL for GPU work)
+--   tid: the CPU thread of a call, of CPU time, of a launch, of a thread's wait or of a CPU
+--        collective's range (NULL for GPU work)
 CREATE OR REPLACE VIEW critical_path AS
 SELECT t.trace, s.step, row_number() OVER (PARTITION BY s.trace_id, s.step ORDER BY s.ts_ns, s.end_ns) AS seq,
        s.kind, s.name, s.ts_ns / 1000.0 AS ts_us, (s.end_ns - s.ts_ns) / 1000.0 AS dur_us,
-       CASE WHEN s.device >= 0 THEN s.device END AS device, CASE WHEN s.stream >= 0 THEN s.stream END AS stream,
+       CASE WHEN s.device >= 0 THEN s.device END AS device, CASE WHEN s.device >= 0 AND s.stream >= 0 THEN s.stream END AS stream,
        s.correlation, s.cpu_op_id, s.tid
 FROM _cp_path s JOIN trace_files t ON t.trace_id = s.trace_id
 WHERE s.end_ns > s.ts_ns;
