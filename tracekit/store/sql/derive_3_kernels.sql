@@ -217,7 +217,8 @@ SELECT $trace_id, g.name, g.ts_ns, g.dur_ns, g.device, g.stream, g.correlation, 
        coalesce(w.flops, i.flops), coalesce(w.dtype, i.dtype), coalesce(w.bytes, i.bytes),
        coalesce(w.model_flops, i.model_flops), coalesce(w.family, i.family),
        g.source_file, g.source_line, g.source_function,
-       CASE WHEN w.flops IS NOT NULL THEN w.work_source WHEN i.flops IS NOT NULL THEN 'identical kernel' END
+       CASE WHEN coalesce(w.flops, w.bytes) IS NOT NULL THEN w.work_source
+            WHEN i.flops IS NOT NULL THEN 'identical kernel' END
 FROM _gpu_ops g
 LEFT JOIN _kernel_work w ON w.cpu_op_id = g.cpu_op_id AND w.ts_ns = g.ts_ns AND w.name = g.name
 LEFT JOIN _inferred_work i ON g.cpu_op_id IS NULL AND i.name = g.name AND i.grid = g.grid AND i.block = g.block

@@ -236,8 +236,9 @@ SELECT *, least(by_registers, by_shared_memory, by_threads, max_blocks_per_sm) A
 --          attention (the pairs a causal mask keeps; recompute counted), softmax, norms, losses,
 --          embeddings, copies, elementwise ops, reductions, optimizer steps. An op that ran as
 --          several kernels (a split-K GEMM and its reduction, attention's backward) has its work
---          split over them by their time. NULL when the trace has no shapes (or no is_causal) or
---          no formula knows the op
+--          split over them by their time. A kernel whose launch is not in the trace takes the work
+--          of its identical kernels, where they agree (work_source). NULL when the trace has no
+--          shapes (or no is_causal) or no formula knows the op
 --   achieved_tflops: flops over its duration, TFLOP/s
 --   peak_tflops: the compute peak its roofline takes: for matrix math (work_family gemm,
 --                convolution, attention) the device's dense Tensor Core peak for its inputs'
