@@ -40,21 +40,14 @@ SELECT trace, count(*) AS kernels, sum(dur_us) / 1000 AS gpu_ms,
            / sum(dur_us) FILTER (WHERE cpu_op IS NOT NULL) AS launched_pct
 FROM kernels GROUP BY trace HAVING sum(dur_us) > 0
 """
-# The time left: by the op that launched it (the innermost), and whether that op recorded shapes.
+# The time left: by the op that launched it (the innermost), and why (kernels.work_missing).
 _LEFT = """
-SELECT coalesce(k.cpu_op, '(no launch in the trace)') AS op,
-       CASE WHEN k.cpu_op IS NULL THEN 'launch outside the trace, no identical kernel that agrees'
-            WHEN o.input_dims IS NULL THEN 'no shapes recorded'
-            WHEN k.work_family IS NULL THEN 'no formula'
-            WHEN o.input_types::VARCHAR LIKE '%TensorList%' THEN 'a tensor list without shapes or dtype'
-            ELSE 'shapes incomplete (no is_causal, a scalar)' END AS why,
-       count(DISTINCT k.trace) AS traces, sum(k.dur_us) / 1000 AS gpu_ms
-FROM kernels k JOIN trace_files f ON f.trace = k.trace
-LEFT JOIN cpu_op_rows o ON o.trace_id = f.trace_id AND o.op_id = k.cpu_op_id
-WHERE k.flops IS NULL OR k.bytes IS NULL
+SELECT coalesce(cpu_op, '(no launch in the trace)') AS op, work_missing AS why,
+       count(DISTINCT trace) AS traces, sum(dur_us) / 1000 AS gpu_ms
+FROM kernels
+WHERE flops IS NULL OR bytes IS NULL
 GROUP BY ALL ORDER BY gpu_ms DESC LIMIT 25
 """
-
 # Leave one out: each launched kernel that was its op's only kernel, with known work, against the
 # others of its name, grid and block (of other ops): where those all did one work, the inference
 # rule would give it theirs had its launch been hidden. `differ`: it would have been wrong.

@@ -125,9 +125,10 @@ def test_the_tensors_each_element_moves_are_those_the_kernels_functor_reads_and_
 
 def test_lists_stay_unsized_where_the_gradients_do_not_give_the_kernels_blocks(db):
     # One AccumulateGrad fewer in the first step: its lists stay NULL; the other steps' are sized.
-    rows = _query(db, "SELECT step, count(*), count(flops), count(bytes), count(work_source) FROM kernels "
+    rows = _query(db, "SELECT step, count(*), count(flops), count(bytes), count(work_source), "
+                      "count(work_missing), any_value(work_missing) FROM kernels "
                       "WHERE trace = 'one_gradient_less' AND cpu_op LIKE 'aten::\\_foreach%' ESCAPE '\\' "
                       "GROUP BY step ORDER BY step")
     assert [r[0] for r in rows] == [3, 4, 5, 6, 7]
-    assert rows[0][1] == 40 and rows[0][2:] == (0, 0, 0)
-    assert all(r[1] == r[2] == r[3] == r[4] == 40 for r in rows[1:])
+    assert rows[0][1] == 40 and rows[0][2:] == (0, 0, 0, 40, "a tensor list without shapes")
+    assert all(r[1:6] == (40, 40, 40, 40, 0) for r in rows[1:])

@@ -180,14 +180,19 @@ def test_roofline_takes_the_tensor_core_peak_for_matrix_math_and_the_vector_peak
 def test_work_is_null_where_the_trace_cannot_say(db):
     con = connect_for_queries(db)
     try:
-        no_shapes = con.execute("SELECT count(*), count(flops), count(bytes), count(roofline_us) FROM kernels "
-                                "WHERE trace = 'a100'").fetchone()
+        no_shapes = con.execute("SELECT count(*), count(flops), count(bytes), count(roofline_us), "
+                                "list(DISTINCT work_missing) FROM kernels WHERE trace = 'a100'").fetchone()
         # The MI300 trace names no device: work known, roofline not.
-        mi300 = con.execute("SELECT count(flops), count(roofline_us) FROM kernels WHERE trace = 'mi300'").fetchone()
+        mi300 = con.execute("SELECT count(flops), count(roofline_us), count(work_missing) FROM kernels "
+                            "WHERE trace = 'mi300'").fetchone()
+        # Kernels whose op no formula knows: train_gpt2's position ids (aten::arange).
+        no_formula = con.execute("SELECT count(*), count(flops), list(DISTINCT work_missing) FROM kernels "
+                                 "WHERE trace = 'train_gpt2' AND cpu_op = 'aten::arange'").fetchone()
     finally:
         con.close()
-    assert no_shapes[0] == 5 and no_shapes[1:] == (0, 0, 0)
-    assert mi300[0] == 20 and mi300[1] == 0
+    assert no_shapes[0] == 5 and no_shapes[1:] == (0, 0, 0, ["no shapes recorded"])
+    assert mi300 == (20, 0, 0)
+    assert no_formula == (10, 0, ["no formula for its op"])
 
 
 def test_most_gpu_time_of_the_real_traces_is_modelled(db):

@@ -156,17 +156,25 @@ WITH rules(rule, pattern, family, dtype_of) AS (
            CAST(/*work_flops*/ AS DOUBLE) AS flops,
            CAST(/*work_bytes*/ AS DOUBLE) AS bytes,
            CAST(/*work_model_flops*/ AS DOUBLE) AS model_flops,
-           CASE WHEN list_elements IS NOT NULL THEN 'step gradients' ELSE 'op shapes' END AS work_source
+           CASE WHEN list_elements IS NOT NULL THEN 'step gradients' ELSE 'op shapes' END AS work_source,
+           -- why, where flops or bytes stay NULL
+           CASE WHEN dims IS NULL THEN 'no shapes recorded'
+                WHEN list_contains(list_transform(ins, lambda x, i: CAST(types AS VARCHAR[])[i] = 'TensorList'
+                                                  AND x.n IS NULL), true) THEN 'a tensor list without shapes'
+                WHEN tensor_lists > 0 AND kernel_elem_bytes IS NULL THEN 'a tensor list without a dtype'
+                WHEN family = 'attention' AND conc IS NULL THEN 'no is_causal (Concrete Inputs)'
+                WHEN flops IS NOT NULL THEN 'no bytes formula'
+                ELSE 'shapes incomplete' END AS work_missing
     FROM sized
 )
-SELECT c.launcher, k.op_id, w.family, w.dtype, w.flops, w.bytes, w.model_flops, w.work_source
+SELECT c.launcher, k.op_id, w.family, w.dtype, w.flops, w.bytes, w.model_flops, w.work_source, w.work_missing
 FROM chosen c JOIN calls k USING (op_id) JOIN work w USING (shape);
 
 -- Each kernel's share of its op's work: the op's FLOPs and bytes split over the kernels it (and
 -- the ops under it up to two levels) launched, by their time (a split-K GEMM and its reduction,
 -- cuDNN attention's backward and its dO·O and dQ kernels). op_kernels: how many shared it.
 CREATE OR REPLACE TEMP TABLE _kernel_work AS
-SELECT g.cpu_op_id, g.ts_ns, g.name, g.grid, g.block, w.family, w.dtype, w.work_source,
+SELECT g.cpu_op_id, g.ts_ns, g.name, g.grid, g.block, w.family, w.dtype, w.work_source, w.work_missing,
        w.flops * g.dur_ns / nullif(sum(g.dur_ns) OVER (PARTITION BY w.op_id), 0) AS flops,
        w.bytes * g.dur_ns / nullif(sum(g.dur_ns) OVER (PARTITION BY w.op_id), 0) AS bytes,
        w.model_flops * g.dur_ns / nullif(sum(g.dur_ns) OVER (PARTITION BY w.op_id), 0) AS model_flops,
@@ -218,7 +226,11 @@ SELECT $trace_id, g.name, g.ts_ns, g.dur_ns, g.device, g.stream, g.correlation, 
        coalesce(w.model_flops, i.model_flops), coalesce(w.family, i.family),
        g.source_file, g.source_line, g.source_function,
        CASE WHEN coalesce(w.flops, w.bytes) IS NOT NULL THEN w.work_source
-            WHEN i.flops IS NOT NULL THEN 'identical kernel' END
+            WHEN i.flops IS NOT NULL THEN 'identical kernel' END,
+       CASE WHEN coalesce(w.flops, i.flops) IS NOT NULL AND coalesce(w.bytes, i.bytes) IS NOT NULL THEN NULL
+            WHEN g.cpu_op_id IS NULL THEN 'no launch in the trace, no identical kernel that agrees'
+            WHEN w.cpu_op_id IS NULL THEN 'no formula for its op'
+            ELSE w.work_missing END
 FROM _gpu_ops g
 LEFT JOIN _kernel_work w ON w.cpu_op_id = g.cpu_op_id AND w.ts_ns = g.ts_ns AND w.name = g.name
 LEFT JOIN _inferred_work i ON g.cpu_op_id IS NULL AND i.name = g.name AND i.grid = g.grid AND i.block = g.block

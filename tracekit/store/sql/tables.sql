@@ -94,7 +94,8 @@ CREATE TABLE IF NOT EXISTS kernel_rows (
     source_file VARCHAR, source_line INTEGER, source_function VARCHAR,
     -- Where the work came from: 'op shapes', 'step gradients' (a tensor list sized by the step's
     -- AccumulateGrad shapes), 'identical kernel' (no launch in the trace); NULL with no work.
-    work_source VARCHAR
+    -- work_missing: why flops or bytes are NULL (NULL when both are known).
+    work_source VARCHAR, work_missing VARCHAR
 );
 
 CREATE TABLE IF NOT EXISTS transfer_rows (
