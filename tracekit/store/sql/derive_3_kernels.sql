@@ -121,9 +121,10 @@ WITH rules(rule, pattern, family, dtype_of) AS (
     -- gradients, when they are the lists: their chunks are the blocks the op's kernels ran.
     SELECT ch.op_id, ch.rule, o.input_dims AS dims, o.input_types AS types, c.a[4] AS conc, h.kernel_elem_bytes,
            h.kernel_elem_type,
-           CASE WHEN list_contains(list_transform(CAST(o.input_dims AS JSON[]), lambda x, i:
+           CASE WHEN h.list_blocks IS NULL OR gr.chunks <> h.list_blocks THEN NULL
+                WHEN list_contains(list_transform(CAST(o.input_dims AS JSON[]), lambda x, i:
                          CAST(o.input_types AS VARCHAR[])[i] = 'TensorList' AND json_array_length(x) = 0), true)
-                     AND gr.chunks = h.list_blocks THEN gr.elements END AS list_elements,
+                THEN gr.elements END AS list_elements,
            concat_ws('|', ch.rule, o.input_dims, o.input_types, c.a[4], h.kernel_elem_bytes, h.kernel_elem_type,
                      list_elements) AS shape
     FROM (SELECT DISTINCT op_id, rule FROM chosen) ch
@@ -174,7 +175,7 @@ FROM chosen c JOIN calls k USING (op_id) JOIN work w USING (shape);
 -- the ops under it up to two levels) launched, by their time (a split-K GEMM and its reduction,
 -- cuDNN attention's backward and its dO·O and dQ kernels). op_kernels: how many shared it.
 CREATE OR REPLACE TEMP TABLE _kernel_work AS
-SELECT g.cpu_op_id, g.ts_ns, g.name, g.grid, g.block, w.family, w.dtype, w.work_source, w.work_missing,
+SELECT g.cpu_op_id, g.ts_ns, g.name, w.family, w.dtype, w.work_source, w.work_missing,
        w.flops * g.dur_ns / nullif(sum(g.dur_ns) OVER (PARTITION BY w.op_id), 0) AS flops,
        w.bytes * g.dur_ns / nullif(sum(g.dur_ns) OVER (PARTITION BY w.op_id), 0) AS bytes,
        w.model_flops * g.dur_ns / nullif(sum(g.dur_ns) OVER (PARTITION BY w.op_id), 0) AS model_flops,
@@ -192,10 +193,15 @@ WHERE g.op = 'kernel';
 -- geometry (a kernel whose work no other of its name, grid and block did, beside others that all
 -- agree) could have hidden such a kernel before its window, and infers nothing.
 CREATE OR REPLACE TEMP TABLE _inferred_work AS
-WITH launched AS (
+WITH unlaunched AS (
+    SELECT DISTINCT name, grid, block FROM _gpu_ops
+    WHERE op = 'kernel' AND cpu_op_id IS NULL AND grid IS NOT NULL AND block IS NOT NULL
+), launched AS (
+    -- (none to read in a trace that holds every launch)
     SELECT g.name, g.grid, g.block, w.family, w.dtype, w.op_flops, w.op_bytes, w.op_model_flops, w.op_kernels
     FROM _gpu_ops g LEFT JOIN _kernel_work w ON w.cpu_op_id = g.cpu_op_id AND w.ts_ns = g.ts_ns AND w.name = g.name
     WHERE g.op = 'kernel' AND g.cpu_op_id IS NOT NULL AND g.grid IS NOT NULL AND g.block IS NOT NULL
+      AND EXISTS (SELECT 1 FROM unlaunched)
 ), works AS (
     SELECT name, grid, block, family, op_flops, op_bytes, op_model_flops, count(*) AS kernels
     FROM launched WHERE op_kernels = 1 AND op_flops IS NOT NULL AND op_bytes IS NOT NULL
@@ -203,9 +209,6 @@ WITH launched AS (
 ), unsteady AS (
     -- a kernel that, its launch hidden, would take the work the others of its geometry agree on
     SELECT 1 FROM works GROUP BY name, grid, block HAVING count(*) = 2 AND min(kernels) = 1 LIMIT 1
-), unlaunched AS (
-    SELECT DISTINCT name, grid, block FROM _gpu_ops
-    WHERE op = 'kernel' AND cpu_op_id IS NULL AND grid IS NOT NULL AND block IS NOT NULL
 )
 -- (the dtype only picks the peak: ops of one work in two dtypes leave it NULL)
 SELECT l.name, l.grid, l.block, any_value(l.family) AS family,
