@@ -195,3 +195,54 @@ def test_the_item_pair_records_the_same_work_at_another_pace(fixes_db):
     assert (item["ops"], item["calls"]) == (254, 79) and (no_item["ops"], no_item["calls"]) == (258, 80)
     for column, at_least in (("addmm_us", 1.15), ("t_us", 1.5), ("launch_us", 1.1)):
         assert item[column] > at_least * no_item[column], column
+
+
+ROUNDS = TEST_DATA / "h200" / "item_rounds"
+
+
+@pytest.fixture(scope="module")
+def rounds_db(tmp_path_factory):
+    """tests/data/h200/item_rounds: the .item() pair and infer_launch_eager, 4 captures each."""
+    db = tmp_path_factory.mktemp("rounds") / "rounds.duckdb"
+    result = invoke_cli("load", *sorted(ROUNDS.glob("*.json.gz")), "--db", db)
+    assert result.exit_code == 0, result.output
+    return db
+
+
+def _round_timings():
+    """{(phase, loop): step_us} of timings.csv: pre0-2 and post0-2 the unprofiled rounds, truth0-3
+    the step right after each round's capture (the `cpu` lines, where the thread ran, left out)."""
+    rows = [line.split(",") for line in (ROUNDS / "timings.csv").read_text().splitlines() if line]
+    return {(row[0], row[1]): float(row[2]) for row in rows if row[0] != "cpu"}
+
+
+@pytest.mark.parametrize("capture", range(4))
+def test_recaptured_the_item_pair_in_inference_comes_within_25_percent(rounds_db, capture):
+    """The .item() pair out of 25% in tests/data/h200/fixes, captured again 4 times in one process
+    on another H200 machine: the profiler cost 2.0-4.7 µs an op there (infer_launch_eager, a loop
+    outside the pair, traced less unprofiled per recorded op), and replayed without it each capture
+    of infer_item predicts 557-610 µs of saving against the 604 its loop saved (median of 6
+    unprofiled rounds each): -8% to +1%."""
+    import tracekit
+    from tracekit.replay.savings import TraceReplay
+    from tracekit.store.database import connect_for_queries
+
+    timings = _round_timings()
+    launch = f"infer_launch_eager_{capture}"
+    per_step = tracekit.query(sql="SELECT avg(s.step_us) AS step_us, (SELECT count(*) FROM cpu_ops o JOIN steady_steps w "
+                                  "USING (trace, step) WHERE o.trace = s.trace) / count(*) AS ops FROM step_bounds s "
+                                  f"JOIN steady_steps USING (trace, step) WHERE s.trace = '{launch}' GROUP BY s.trace",
+                              db=rounds_db).iloc[0]
+    cost = (per_step["step_us"] - timings[(f"truth{capture}", "infer_launch_eager")]) / per_step["ops"]
+    assert 1.5 < cost < 5  # 7.9 µs when tests/data/h200/fixes was captured: the host's, at the time
+    con = connect_for_queries(rounds_db)
+    try:
+        replayer = TraceReplay(con, f"infer_item_{capture}")
+        without = f"no-profiler:{cost:.2f}"
+        predicted = replayer.saving(f"{without}; drop-sync:aten::item").saving_us - replayer.saving(without).saving_us
+    finally:
+        con.close()
+
+    def unprofiled(loop):
+        return statistics.median(us for (phase, name), us in timings.items() if name == loop and phase[:3] in ("pre", "pos"))
+    assert predicted == pytest.approx(unprofiled("infer_item") - unprofiled("infer_no_item"), rel=0.25)
