@@ -9,6 +9,8 @@ busy time per steady step between the two traces. tests/test_findings.py asserts
 """
 
 import argparse
+import json
+import statistics
 from pathlib import Path
 
 from tracekit.store.database import connect, connect_for_queries
@@ -65,51 +67,66 @@ def main():
     fix_pairs_table(con, found)
 
 
-# tests/data/h200/fixes: (rule, before, after), each pair captured in one process with no per-step
-# sync. Flash replaces the math backend: simt_gemm's fix there is fuse-attention.
+# (rule, before, after[, fix]) of tests/data/h200: each pair captured in one process with no
+# per-step sync; fix, where the capture made another fix than the rule's own whatif. Flash replaces
+# the math backend: simt_gemm's fix there is fuse-attention.
 FIX_PAIRS = [
-    ("launch_bound", "infer_launch_eager", "infer_launch_graph"),
-    ("launch_bound", "train_launch_eager", "train_launch_graph"),
-    ("host_sync", "infer_item", "infer_no_item"),
-    ("host_sync", "train_item", "train_no_item"),
-    ("gpu_idle", "infer_stall", "infer_no_stall"),
-    ("per_call_setup", "infer_mask_per_call", "infer_mask_once"),
-    ("per_call_setup", "train_mask_per_call", "train_mask_once"),
-    ("simt_gemm", "infer_fp32", "infer_tf32"),
-    ("simt_gemm", "train_fp32", "train_tf32"),
-    ("pageable_copy", "train_copy_pageable", "train_copy_pinned"),
-    ("simt_gemm", "infer_sdpa_math", "infer_sdpa_flash"),
-    ("simt_gemm", "train_sdpa_math", "train_sdpa_flash"),
+    ("launch_bound", "fixes/infer_launch_eager", "fixes/infer_launch_graph"),
+    ("launch_bound", "fixes/train_launch_eager", "fixes/train_launch_graph"),
+    ("host_sync", "fixes/infer_item", "fixes/infer_no_item"),
+    ("host_sync", "fixes/train_item", "fixes/train_no_item"),
+    ("gpu_idle", "fixes/infer_stall", "fixes/infer_no_stall"),
+    ("per_call_setup", "fixes/infer_mask_per_call", "fixes/infer_mask_once"),
+    ("per_call_setup", "fixes/train_mask_per_call", "fixes/train_mask_once"),
+    ("simt_gemm", "fixes/infer_fp32", "fixes/infer_tf32"),
+    ("simt_gemm", "fixes/train_fp32", "fixes/train_tf32"),
+    ("pageable_copy", "fixes/train_copy_pageable", "fixes/train_copy_pinned"),
+    ("pageable_copy", "prefetch/train_copy_pageable", "prefetch/train_copy_prefetch", "prefetch-copies"),
+    ("simt_gemm", "fixes/infer_sdpa_math", "fixes/infer_sdpa_flash"),
+    ("simt_gemm", "fixes/train_sdpa_math", "fixes/train_sdpa_flash"),
 ]
+
+
+def unprofiled_medians():
+    """{folder/loop: median unprofiled step_us}: fixes/repeats.csv, and the repeats.json of the
+    folders captured since (the device script's own record)."""
+    from profiler_cost import unprofiled_steps
+
+    medians = {f"fixes/{loop}": us for loop, us in unprofiled_steps().items()}
+    for path in (ROOT / "tests" / "data" / "h200").glob("*/repeats.json"):
+        for loop, rounds in json.loads(path.read_text()).items():
+            medians[f"{path.parent.name}/{loop}"] = statistics.median(rounds["unprofiled"])
+    return medians
 
 
 def fix_pairs_table(con, found):
     """The replayed saving of each pair's "before" finding against the fix's, measured without the
-    profiler: the median of repeats.csv's interleaved rounds (step_us, CUDA events). The profiler
-    slows the CPU, so two predictions: the replayed share of the traced step applied to the
-    unprofiled step, and the fix replayed on the loop without the profiler (no-profiler: each
-    recorded op's cost, measured on the fixed loops by benchmarks/profiler_cost.py, taken out)."""
-    from profiler_cost import cost_per_op, unprofiled_steps
+    profiler: the median of the interleaved rounds (step_us, CUDA events). The profiler slows the
+    CPU, so two predictions: the replayed share of the traced step applied to the unprofiled step,
+    and the fix replayed on the loop without the profiler (no-profiler: each recorded op's cost,
+    measured on the fixed loops by benchmarks/profiler_cost.py, taken out)."""
+    from profiler_cost import cost_per_op
     from tracekit.replay.savings import TraceReplay
 
-    unprofiled = unprofiled_steps()
+    unprofiled = unprofiled_medians()
     cost, _ = cost_per_op(con, prefix="fixes/")
     traced = dict(con.execute("SELECT trace, avg(step_us) FROM step_bounds JOIN steady_steps USING (trace, step) "
                               "GROUP BY trace").fetchall())
     print(f"| rule (whatif) | before → after | replayed: step → fixed µs | predicted: traced share, µs | error | "
           f"predicted: without the profiler ({cost:.1f} µs an op), µs | error | measured µs |")
     print("|---|---|---:|---:|---:|---:|---:|---:|")
-    for rule, before, after in FIX_PAIRS:
-        rows = found[(found["trace"] == f"fixes/{before}") & (found["rule"] == rule) & found["saving_us_per_step"].notna()]
-        row = rows.iloc[0]
-        step_us = traced[f"fixes/{before}"]
-        by_share = row["saving_us_per_step"] / step_us * unprofiled[before]
-        replayer = TraceReplay(con, f"fixes/{before}")
+    for rule, before, after, *fix in FIX_PAIRS:
+        rows = found[(found["trace"] == before) & (found["rule"] == rule) & found["saving_us_per_step"].notna()]
+        replayer = TraceReplay(con, before)
+        whatif = fix[0] if fix else rows.iloc[0]["whatif"]
+        saving = replayer.saving(whatif).saving_us if fix else rows.iloc[0]["saving_us_per_step"]
+        step_us = traced[before]
+        by_share = saving / step_us * unprofiled[before]
         unprofiled_fix = f"no-profiler:{cost:.1f}"
-        without = replayer.saving(f"{unprofiled_fix}; {row['whatif']}").saving_us - replayer.saving(unprofiled_fix).saving_us
+        without = replayer.saving(f"{unprofiled_fix}; {whatif}").saving_us - replayer.saving(unprofiled_fix).saving_us
         measured = unprofiled[before] - unprofiled[after]
-        print(f"| `{rule}` (`{row['whatif'][:40]}`) | `{before}` → `{after}` | {step_us:,.0f} → "
-              f"{step_us - row['saving_us_per_step']:,.0f} | {by_share:,.0f} | {100 * (by_share - measured) / measured:+.0f}% | "
+        print(f"| `{rule}` (`{whatif[:40]}`) | `{before.split('/')[1]}` → `{after.split('/')[1]}` | {step_us:,.0f} → "
+              f"{step_us - saving:,.0f} | {by_share:,.0f} | {100 * (by_share - measured) / measured:+.0f}% | "
               f"{without:,.0f} | {100 * (without - measured) / measured:+.0f}% | {measured:,.0f} |")
 
 

@@ -5,7 +5,8 @@ the thread more (the profiler's callbacks, record_shapes' copies of the inputs' 
 traced step less the unprofiled one, over the ops a step records, is that cost. It is measured on
 the fixed ("after") loops of tests/data/h200/fixes whose unprofiled step is CPU-bound (at least
 1.3x the GPU's busy time) and used by `whatif --apply no-profiler:US` to replay the "before" loops
-as they run without the profiler (benchmarks/findings_vs_fixes.py):
+as they run without the profiler (benchmarks/findings_vs_fixes.py). Then how well that replay
+fits: each loop's steady step replayed with `no-profiler` against its unprofiled rounds.
 
     python benchmarks/profiler_cost.py [--db /tmp/bench/fixes.duckdb]
 """
@@ -20,13 +21,18 @@ FIXES = ROOT / "tests" / "data" / "h200" / "fixes"
 CPU_BOUND = 1.3  # an unprofiled step this much longer than the GPU's busy time is the CPU's
 
 
-def unprofiled_steps():
-    """{loop: median step_us of repeats.csv's unprofiled rounds}."""
+def unprofiled_rounds():
+    """{loop: [step_us of each of repeats.csv's unprofiled rounds]}."""
     rounds = {}
     for row in csv.DictReader(open(FIXES / "repeats.csv")):
         if row["phase"] == "unprofiled":
             rounds.setdefault(row["loop"], []).append(float(row["step_us"]))
-    return {loop: statistics.median(values) for loop, values in rounds.items()}
+    return rounds
+
+
+def unprofiled_steps():
+    """{loop: median step_us of repeats.csv's unprofiled rounds}."""
+    return {loop: statistics.median(values) for loop, values in unprofiled_rounds().items()}
 
 
 def cost_per_op(con, prefix=""):
@@ -50,6 +56,19 @@ def cost_per_op(con, prefix=""):
     return (statistics.median(r[-1] for r in rows) if rows else None), rows
 
 
+def replay_fit(con, cost, prefix=""):
+    """[(loop, role, replayed µs, replayed without the profiler µs, unprofiled rounds)] for each
+    loop of repeats.csv: how well `no-profiler:cost` replays the loop as it runs unprofiled."""
+    from tracekit.replay.savings import TraceReplay
+
+    roles = {row["loop"]: row["role"] for row in csv.DictReader(open(FIXES / "truth.csv"))}
+    rows = []
+    for loop, rounds in sorted(unprofiled_rounds().items()):
+        replayed = TraceReplay(con, prefix + loop).saving(f"no-profiler:{cost:.1f}")
+        rows.append((loop, roles.get(loop), replayed.step_us, replayed.fixed_us, rounds))
+    return rows
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", default="/tmp/bench/fixes.duckdb")
@@ -69,7 +88,17 @@ def main():
     print("|---|---:|---:|---:|---:|---:|")
     for loop, traced, unprofiled, busy, ops, per_op in rows:
         print(f"| `{loop}` | {traced:,.0f} | {unprofiled:,.0f} | {busy:,.0f} | {ops:,.0f} | {per_op:.1f} |")
-    print(f"\nThe profiler's cost per recorded op: {cost:.1f} µs (median)")
+    print(f"\nThe profiler's cost per recorded op: {cost:.1f} µs (median)\n")
+    print(f"| loop | role | replayed µs/step | without the profiler ({cost:.1f} µs an op) | unprofiled: median [min-max] | error |")
+    print("|---|---|---:|---:|---:|---:|")
+    errors = []
+    for loop, role, replayed, without, rounds in replay_fit(connect_for_queries(args.db), cost):
+        median = statistics.median(rounds)
+        errors.append(100 * (without - median) / median)
+        print(f"| `{loop}` | {role} | {replayed:,.0f} | {without:,.0f} | {median:,.0f} [{min(rounds):,.0f}-{max(rounds):,.0f}] | "
+              f"{errors[-1]:+.0f}% |")
+    print(f"\n|error|: median {statistics.median(map(abs, errors)):.1f}%, mean {statistics.mean(map(abs, errors)):.1f}%; "
+          f"{sum(abs(e) <= 25 for e in errors)} of {len(errors)} loops within 25%")
 
 
 if __name__ == "__main__":

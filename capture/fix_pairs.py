@@ -56,8 +56,7 @@ from torch.profiler import profile
 from tracekit.capture import loops
 
 
-class Skip(Exception):
-    """A loop this device cannot run (CUDA graphs or pinned memory on a CPU)."""
+Skip = loops.Skip  # a loop this device cannot run (CUDA graphs or pinned memory on a CPU)
 
 
 def _dtype(device):
@@ -370,25 +369,7 @@ def main(argv=None):
         for name in names:
             print(f"{name}: {repeats.get(name)}", flush=True)
         return 0
-    truths_path = args.out / "truth.json"
-    truths = json.loads(truths_path.read_text()) if truths_path.exists() else {}
-    failed = []
-    for name in names:
-        started = time.time()
-        try:
-            truths[name] = capture(name, args.device, args.out)
-        except Skip as why:
-            print(f"{name}: skipped on {args.device}: {why}", flush=True)
-            continue
-        except Exception:  # one loop's failure leaves the others to run
-            traceback.print_exc()
-            failed.append(name)
-            continue
-        print(f"{name}: {truths[name]} in {time.time() - started:.1f} s", flush=True)
-        truths_path.write_text(json.dumps(truths, indent=1) + "\n")
-    if failed:
-        print("failed:", ",".join(failed), flush=True)
-    return 1 if failed else 0
+    return loops.capture_each(names, args.out, lambda name: capture(name, args.device, args.out), args.device)
 
 
 if __name__ == "__main__":

@@ -27,10 +27,10 @@ Fixes and what they save (issue [15]), each pair in one process:
 import argparse
 import gzip
 import json
-import os
 import shutil
 import sys
 import time
+import traceback
 from pathlib import Path
 
 import torch
@@ -250,14 +250,36 @@ def main(argv=None):
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     names = args.only.split(",") if args.only else list(LOOPS)
-    truths_path = args.out / "truth.json"
+    return capture_each(names, args.out, lambda name: capture(name, args.device, args.out), args.device)
+
+
+class Skip(Exception):
+    """A loop this torch or device cannot run."""
+
+
+def capture_each(names, out, capture_one, device):
+    """Runs capture_one(name) for each name into OUT/truth.json (kept between runs, so a second run
+    adds to it); a loop that fails or cannot run here leaves the others to run. Exit status: 1 when
+    any failed."""
+    truths_path = out / "truth.json"
     truths = json.loads(truths_path.read_text()) if truths_path.exists() else {}
+    failed = []
     for name in names:
         started = time.time()
-        truths[name] = capture(name, args.device, args.out)
+        try:
+            truths[name] = capture_one(name)
+        except Skip as why:
+            print(f"{name}: skipped on {device}: {why}", flush=True)
+            continue
+        except Exception:  # one loop's failure leaves the others to run
+            traceback.print_exc()
+            failed.append(name)
+            continue
         print(f"{name}: {truths[name]} in {time.time() - started:.1f} s", flush=True)
         truths_path.write_text(json.dumps(truths, indent=1) + "\n")
-    return 0
+    if failed:
+        print("failed:", ",".join(failed), flush=True)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -21,10 +21,7 @@ A loop this torch or machine cannot run is skipped and says why; the others stil
 """
 
 import argparse
-import json
 import sys
-import time
-import traceback
 from pathlib import Path
 
 import torch
@@ -33,8 +30,7 @@ import torch.nn.functional as F
 from tracekit.capture import loops
 
 
-class Skip(Exception):
-    """A loop this torch or device cannot run."""
+Skip = loops.Skip
 
 
 def _gpu(device):
@@ -179,28 +175,15 @@ def main(argv=None):
     parser.add_argument("--only", help="comma-separated loop names (default: all)")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    truths_path = args.out / "truth.json"
-    truths = json.loads(truths_path.read_text()) if truths_path.exists() else {}
-    failed = []
-    for name in args.only.split(",") if args.only else list(LOOPS):
-        started = time.time()
-        try:
-            step = LOOPS[name](args.device)
-            step()  # compiles, plans and allocates before the profiler's window
-            loops._sync(args.device)
-            truths[name] = loops.capture(name, args.device, args.out, {name: lambda _: (step, "scheduled")})
-        except Skip as why:
-            print(f"{name}: skipped on {args.device}: {why}", flush=True)
-            continue
-        except Exception:  # one loop's failure leaves the others to run
-            traceback.print_exc()
-            failed.append(name)
-            continue
-        print(f"{name}: {truths[name]} in {time.time() - started:.1f} s", flush=True)
-        truths_path.write_text(json.dumps(truths, indent=1) + "\n")
-    if failed:
-        print("failed:", ",".join(failed), flush=True)
-    return 1 if failed else 0
+    names = args.only.split(",") if args.only else list(LOOPS)
+    return loops.capture_each(names, args.out, lambda name: _capture(name, args.device, args.out), args.device)
+
+
+def _capture(name, device, out):
+    step = LOOPS[name](device)
+    step()  # compiles, plans and allocates before the profiler's window
+    loops._sync(device)
+    return loops.capture(name, device, out, {name: lambda _: (step, "scheduled")})
 
 
 if __name__ == "__main__":

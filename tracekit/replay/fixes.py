@@ -28,7 +28,9 @@
 - `no-profiler:US`: not a fix but the loop without the profiler: each CPU op the trace records
   cost its thread US µs that the loop does not pay unprofiled (benchmarks/profiler_cost.py
   measures it from captures timed without the profiler: about 8 µs an op on the H200's host with
-  record_shapes); replayed with a fix, what the fix saves the unprofiled loop;
+  record_shapes), in the gap before each call and in the lag after a handoff between threads
+  (the ops either thread records there: autograd's tail of the backward, the main thread
+  resuming); replayed with a fix, what the fix saves the unprofiled loop;
 - `fuse-attention[:REGEX]`: each call of the attention op whose name REGEX finds (default SDPA's math
   backend, `aten::_scaled_dot_product_attention_math`; or a module's record_function range), and its backward
   (autograd's nodes of the same sequence numbers), runs as one fused kernel: its GEMMs at their
@@ -93,7 +95,7 @@ def apply(graph, fixes, con=None):
             side_lanes.append(graph.item_lane.max())
     changed = {"item_dur": graph.item_dur.copy(), "item_gap": graph.item_gap.copy(),
                "call_dur": graph.call_dur.copy(), "call_gap": graph.call_gap.copy(),
-               "call_wait": graph.call_wait.copy()}
+               "call_wait": graph.call_wait.copy(), "call_lag": graph.call_lag.copy()}
     for name, argument in fixes:
         _APPLY[name](graph, argument, changed, con)
     for lane in side_lanes:
@@ -122,8 +124,9 @@ def _drop_sync(graph, argument, changed, con):
 
 
 def _no_profiler(graph, argument, changed, con):
-    gaps = changed["call_gap"]
-    gaps[:] = np.maximum(gaps - (float(argument) * 1000 * graph.call_ops).astype(np.int64), 0)
+    # the ops in a gap, and those of them in its lag after a handoff (the thread's own work there)
+    for times, ops in (("call_gap", graph.call_ops), ("call_lag", graph.call_lag_ops)):
+        changed[times][:] = np.maximum(changed[times] - (float(argument) * 1000 * ops).astype(np.int64), 0)
 
 
 def _drop_cpu_gaps(graph, argument, changed, con):

@@ -85,15 +85,35 @@ ORDER BY c.n
 # least 50 µs on its thread, where another thread's call ended within the gap and that thread made
 # no call again before this one started: the thread waited for the other (the main thread in
 # backward() for autograd's, autograd's for the main thread's forward). The call then starts its
-# observed lag after the other's end.
+# observed lag after the other's end. The CPU ops either thread records in that lag are counted
+# (each a profiler record that costs time, as in _OPS_IN_GAPS): the other thread's last work after
+# its call (autograd's tail of the backward) and this thread's own before its call.
 _HANDOFFS = """
-SELECT c.n, a.n AS after, c.ts_ns - h.other_end_ns AS lag
-FROM _cp_handoffs h
-JOIN _replay_calls c ON c.pid = h.pid AND c.tid = h.tid AND c.ts_ns = h.ts_ns
-JOIN _replay_calls a ON a.pid = h.other_pid AND a.tid = h.other_tid AND a.ts_ns = h.other_ts_ns
-     AND a.ts_ns + a.dur_ns = h.other_end_ns
-WHERE h.trace_id = (SELECT trace_id FROM trace_files WHERE trace = $trace)
-QUALIFY row_number() OVER (PARTITION BY h.pid, h.tid, h.ts_ns ORDER BY c.n, a.n) = 1
+WITH handoffs AS (
+    SELECT c.n, a.n AS after, c.ts_ns - h.other_end_ns AS lag, h.other_end_ns AS from_ns, c.ts_ns AS to_ns,
+           c.pid, c.tid, a.pid AS other_pid, a.tid AS other_tid
+    FROM _cp_handoffs h
+    JOIN _replay_calls c ON c.pid = h.pid AND c.tid = h.tid AND c.ts_ns = h.ts_ns
+    JOIN _replay_calls a ON a.pid = h.other_pid AND a.tid = h.other_tid AND a.ts_ns = h.other_ts_ns
+         AND a.ts_ns + a.dur_ns = h.other_end_ns
+    WHERE h.trace_id = (SELECT trace_id FROM trace_files WHERE trace = $trace)
+    QUALIFY row_number() OVER (PARTITION BY h.pid, h.tid, h.ts_ns ORDER BY c.n, a.n) = 1
+), ops AS (  -- each op with the count of its thread's ops that start no later
+    SELECT o.pid, o.tid, o.ts_ns, count(*) OVER (PARTITION BY o.pid, o.tid ORDER BY o.ts_ns) AS upto
+    FROM cpu_op_rows o
+    WHERE o.trace_id = (SELECT trace_id FROM trace_files WHERE trace = $trace) AND o.ts_ns IS NOT NULL
+), lags AS (  -- the lag's window on each of the two threads
+    SELECT n, pid, tid, from_ns, to_ns FROM handoffs
+    UNION ALL
+    SELECT n, other_pid, other_tid, from_ns, to_ns FROM handoffs
+), counted AS (  -- the thread's ops started before the window's end, less those before its start
+    SELECT w.n, coalesce(e.upto, 0) - coalesce(b.upto, 0) AS ops
+    FROM lags w
+    ASOF LEFT JOIN ops e ON e.pid = w.pid AND e.tid = w.tid AND w.to_ns > e.ts_ns
+    ASOF LEFT JOIN ops b ON b.pid = w.pid AND b.tid = w.tid AND w.from_ns > b.ts_ns
+)
+SELECT h.n, h.after, h.lag, (SELECT sum(ops) FROM counted WHERE counted.n = h.n) AS lag_ops
+FROM handoffs h
 """
 
 # A stream waiting for another (view _cp_stream_waits, the critical path's too): the work queued
@@ -173,6 +193,7 @@ class Graph:
     call_ops: np.ndarray       # the CPU ops (profiler records) that start in its gap
     call_after: np.ndarray     # a handoff: the call on another thread it waited for (-1: none)
     call_lag: np.ndarray       # and its start after that call's end
+    call_lag_ops: np.ndarray   # the CPU ops (profiler records) either thread starts in that lag
     lanes: list                # (pid, tid) of each call lane
     steps: list                # of dict(step, ts_ns, end_ns, lane (thread of its span, -1), from_ns, done_ns)
     trace: str                 # its name in the database
@@ -191,6 +212,7 @@ def read_graph(con, trace, rank_waits="_cp_rank_waits"):
     lanes = [(pid, tid) for _, pid, tid in con.execute(_LANES).fetchall()]
     call_after = np.full(len(calls["lane"]), -1, dtype=np.int64)
     call_lag = np.zeros(len(calls["lane"]), dtype=np.int64)
+    call_lag_ops = np.zeros(len(calls["lane"]), dtype=np.int64)
     item_after = np.full(len(items["lane"]), -1, dtype=np.int64)
     item_lag = np.zeros(len(items["lane"]), dtype=np.int64)
     stream_waits = con.execute(_STREAM_WAITS, {"trace": trace}).fetchnumpy()
@@ -200,6 +222,7 @@ def read_graph(con, trace, rank_waits="_cp_rank_waits"):
         handoffs = con.execute(_HANDOFFS, {"trace": trace}).fetchnumpy()
         call_after[handoffs["n"].astype(np.int64)] = handoffs["after"].astype(np.int64)
         call_lag[handoffs["n"].astype(np.int64)] = handoffs["lag"].astype(np.int64)
+        call_lag_ops[handoffs["n"].astype(np.int64)] = handoffs["lag_ops"].astype(np.int64)
     steady = [row[0] for row in con.execute("SELECT step FROM steady_steps WHERE trace = ? ORDER BY step",
                                             [trace]).fetchall()]
     return Graph(
@@ -220,7 +243,7 @@ def read_graph(con, trace, rank_waits="_cp_rank_waits"):
         call_tail=calls["tail"].astype(np.int64), call_op=calls["op"].astype(np.int64),
         call_op_path=calls["op_path"].astype(object),
         call_ops=con.execute(_OPS_IN_GAPS, {"trace": trace}).fetchnumpy()["ops"].astype(np.int64),
-        call_after=call_after, call_lag=call_lag, lanes=lanes,
+        call_after=call_after, call_lag=call_lag, call_lag_ops=call_lag_ops, lanes=lanes,
         steps=[{"step": s, "ts_ns": t, "end_ns": e, "lane": lane, "from_ns": f, "done_ns": d}
                for s, t, e, lane, f, d in steps],
         trace=trace, steady=steady,

@@ -25,7 +25,7 @@ NEVER = np.int64(-(2 ** 62))  # B of a node that waits for nothing but its lane
 MAX_WAITS = 500
 
 
-def replay(graph, item_dur=None, item_gap=None, call_dur=None, call_gap=None, call_wait=None):
+def replay(graph, item_dur=None, item_gap=None, call_dur=None, call_gap=None, call_wait=None, call_lag=None):
     """(call_start, call_end, item_start, item_end) in ns, replayed with these arrays in place of
     the graph's own (a fix's changes)."""
     item_dur = graph.item_dur if item_dur is None else item_dur
@@ -33,6 +33,7 @@ def replay(graph, item_dur=None, item_gap=None, call_dur=None, call_gap=None, ca
     call_dur = graph.call_dur if call_dur is None else call_dur
     call_gap = graph.call_gap if call_gap is None else call_gap
     call_wait = graph.call_wait if call_wait is None else call_wait
+    call_lag = graph.call_lag if call_lag is None else call_lag
 
     collective = graph.item_collective >= 0
     # a collective's kernel lasts its transfer; its wait for the last rank is the replay's to find
@@ -49,7 +50,7 @@ def replay(graph, item_dur=None, item_gap=None, call_dur=None, call_gap=None, ca
     handoff = graph.call_after >= 0
     # After a handoff the thread's gap was mostly waiting for the other thread: what is its own is
     # the lag after the other's call (or less, where a fix took the gap away).
-    call_gap = np.where(handoff, np.minimum(call_gap, graph.call_lag), call_gap)
+    call_gap = np.where(handoff, np.minimum(call_gap, call_lag), call_gap)
     # A call that waited costs its return (tail) once its item has ended; the rest its own time.
     call_own = np.where(waits, graph.call_tail, call_dur)
     call_x = np.where(call_first, graph.call_ts + call_own, call_gap + call_own)
@@ -57,7 +58,7 @@ def replay(graph, item_dur=None, item_gap=None, call_dur=None, call_gap=None, ca
 
     links = int(waits.sum()) + int(handoff.sum()) + int(stream_wait.sum()) + int(collective.sum())
     if links > MAX_WAITS:
-        return _sweep(graph, item_dur, item_x, latency, call_x, call_own, call_gap, call_wait, call_first,
+        return _sweep(graph, item_dur, item_x, latency, call_x, call_own, call_gap, call_wait, call_lag, call_first,
                       item_first, launched)
     item_end = np.full(len(item_dur), NEVER, dtype=np.int64)
     call_end = None
@@ -66,7 +67,7 @@ def replay(graph, item_dur=None, item_gap=None, call_dur=None, call_gap=None, ca
             if len(call_wait) and len(item_end) else np.full(len(call_wait), NEVER, np.int64)
         if handoff.any():
             other_end = NEVER if call_end is None else call_end[np.maximum(graph.call_after, 0)]
-            handed = np.where(handoff & (other_end != NEVER), other_end + graph.call_lag + call_own, NEVER)
+            handed = np.where(handoff & (other_end != NEVER), other_end + call_lag + call_own, NEVER)
             waited = np.maximum(waited, handed)
         waited = np.where(call_first, np.maximum(waited, call_x), waited)
         new_call_end = _lane_scan(graph.call_lane, call_x, waited)
@@ -90,14 +91,14 @@ def replay(graph, item_dur=None, item_gap=None, call_dur=None, call_gap=None, ca
     return call_start, call_end, item_end - item_dur, item_end
 
 
-def _sweep(graph, item_dur, item_x, latency, call_x, call_own, call_gap, call_wait, call_first, item_first,
+def _sweep(graph, item_dur, item_x, latency, call_x, call_own, call_gap, call_wait, call_lag, call_first, item_first,
            launched):
     """The same answer as the rounds, node by node in an order where each node's inputs are known:
     for a trace with many links (thousands of syncs), one pass, not one pass per link."""
     n_calls, n_items = len(call_x), len(item_x)
     c_first, c_x, c_own, c_gap = call_first.tolist(), call_x.tolist(), call_own.tolist(), call_gap.tolist()
     c_wait, c_tail, c_after, c_lag = call_wait.tolist(), graph.call_tail.tolist(), graph.call_after.tolist(), \
-        graph.call_lag.tolist()
+        call_lag.tolist()
     c_ts = graph.call_ts.tolist()
     i_first, i_x, i_dur = item_first.tolist(), item_x.tolist(), item_dur.tolist()
     i_launch, i_latency = np.where(launched, graph.item_launch, -1).tolist(), latency.tolist()
