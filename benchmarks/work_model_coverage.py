@@ -27,8 +27,8 @@ sys.path.insert(0, str(ROOT))  # this checkout's tracekit, not another the envir
 
 from tracekit.ingest.loader import load_files  # noqa: E402
 from tracekit.store.database import connect  # noqa: E402
-# Traces that are not Kineto GPU traces, or not traces at all (HTA's critical path export).
-SKIP = {"hta_critical_path.json"}
+# Not Kineto GPU traces, or not traces at all (HTA's critical path export, the captures' timings).
+SKIP = {"hta_critical_path.json", "repeats.json", "truth.json"}
 
 _PER_TRACE = """
 SELECT trace, count(*) AS kernels, sum(dur_us) / 1000 AS gpu_ms,

@@ -19,6 +19,7 @@ TRACES = {
     "train_gpt2": H200 / "loops" / "train_gpt2.json.gz",
     "train_bf16": H200 / "train_bf16" / "train_sdpa_default.json.gz",
     "sgd_fp32": H200 / "fixes" / "train_fp32.json.gz",
+    "llama": H200 / "work_models" / "train_llama.json.gz",
 }
 
 # GPT-2 of capture/loops.py (6 layers, 768 wide, 50,257 tokens, 1,024 positions, the head tied to
@@ -30,6 +31,10 @@ GPT2 = 50257 * 768 + 1024 * 768 + 6 * LAYER + 2 * 768
 # layers, MLP 4x, vocabulary 4,096, an untied head); fp32 parameters under bf16 autocast.
 BLOCK = 2 * 2 * 256 + (256 * 768 + 768) + (256 * 256 + 256) + (256 * 1024 + 1024) + (1024 * 256 + 256)
 TINY = 4096 * 256 + 256 * 256 + 4 * BLOCK + 2 * 256 + 256 * 4096
+# The Llama of capture/work_model_loops.py (hidden 1,024, MLP 2,816, 4 layers, vocabulary 32,000,
+# an untied head), bf16 weights: embedding and head, per layer q, k, v, o, gate, up and down
+# projections without biases and two RMS norms, the final norm.
+LLAMA = 2 * 32000 * 1024 + 4 * (4 * 1024 * 1024 + 3 * 1024 * 2816 + 2 * 1024) + 1024
 # train_fp32 (fix pairs' precision step): SGD over four 4096x4096 Linear layers with biases; the
 # eight tensors' shapes are in Input Dims.
 SGD = 4 * (4096 * 4096 + 4096)
@@ -76,11 +81,11 @@ def _first_call(db, trace, op):
 
 
 def test_the_hand_counts_add_up_to_the_models_parameters():
-    assert GPT2 == 81_912_576 and TINY == 5_322_240 and SGD == 67_125_248
+    assert GPT2 == 81_912_576 and TINY == 5_322_240 and SGD == 67_125_248 and LLAMA == 116_925_440
 
 
-# Each case: trace, op, its elements, its FLOPs per element, the tensors of 4 bytes each element
-# moves (read and written), and how its lists were sized.
+# Each case: trace, op, its elements, its FLOPs per element, the tensors each element moves (read
+# and written), and how its lists were sized; fp32 (4 bytes) but for the Llama's bf16.
 CASES = [
     # AdamW (foreach) on GPT-2's 76 fp32 tensors, whose shapes Kineto did not write ([]).
     ("train_gpt2", "aten::_foreach_mul_", GPT2, 1, 2, "step gradients"),          # p *= 1 − lr·wd
@@ -95,6 +100,8 @@ CASES = [
     ("train_bf16", "aten::_foreach_lerp_", TINY, 3, 3, "step gradients"),
     # SGD: p += −lr·g over eight tensors whose shapes Input Dims lists
     ("sgd_fp32", "aten::_foreach_add_", SGD, 1, 3, "op shapes"),
+    # fused AdamW over the Llama's 39 bf16 tensors: params, grads and both moments read, three written
+    ("llama", "aten::_fused_adamw_", LLAMA, 12, 7, "step gradients"),
 ]
 
 
@@ -106,8 +113,9 @@ def test_each_foreach_op_counts_its_lists_by_hand(db, trace, op, elements, per_e
                     "[[4096,4096],[4096],[4096,4096],[4096],[4096,4096],[4096],[4096,4096],[4096]],[]]"
             if source == "op shapes" else json.loads(dims) == [[]] * len(json.loads(dims)))
     assert flops == pytest.approx(per_element * elements, rel=1e-12)
-    assert nbytes == pytest.approx(tensors * elements * 4, rel=1e-12)
-    assert got_source == source and dtype == "float"
+    size, dtype_name = (2, "c10::BFloat16") if trace == "llama" else (4, "float")
+    assert nbytes == pytest.approx(tensors * elements * size, rel=1e-12)
+    assert got_source == source and dtype == dtype_name
 
 
 def test_the_tensors_each_element_moves_are_those_the_kernels_functor_reads_and_writes(db):

@@ -21,6 +21,7 @@ TRACES = {
     "train_copy_pinned": H200 / "fixes" / "train_copy_pinned.json.gz",
     "mi300": TEST_DATA / "foreign" / "amd_mi300_gfx942_bf16_gemm.json.gz",
     "a100": TEST_DATA / "foreign" / "a100_sxm4_80gb_fp16_gemm_ampere.json.gz",
+    "resnet": H200 / "work_models" / "train_resnet50.json.gz",
 }
 
 
@@ -117,6 +118,28 @@ CASES = [
     # reductions: sum over dim 0 keepdim of [4096,4096] bf16 writes 4096; mean over all writes 1.
     ("train_copy_pinned", "aten::sum", "[[4096,4096],[],[],[]]", 4096 * 4096, (4096 * 4096 + 4096) * 2, None),
     ("train_copy_pinned", "aten::mean", "[[4096,4096],[],[],[]]", 4096 * 4096, (4096 * 4096 + 1) * 4, None),
+    # ResNet-50, batch 32, bf16 channels_last (tests/data/h200/work_models). The stem convolution,
+    # x [32,3,224,224], w [64,3,7,7], padding 3, stride 2: P = Q = ⌊(224 + 6 − 6 − 1)/2⌋ + 1 = 112;
+    # 2·N·K·P·Q·C·R·S; x and w read, y [32,64,112,112] written.
+    ("resnet", "aten::cudnn_convolution", "[[32,3,224,224],[64,3,7,7],[],[],[],[],[],[],[]]",
+     2 * 32 * 64 * 112 * 112 * 3 * 7 * 7, (32 * 3 * 224 * 224 + 64 * 3 * 7 * 7 + 32 * 64 * 112 * 112) * 2, None),
+    # the last 1x1 convolution's backward, dy [32,2048,7,7], x [32,512,7,7], output_mask [True,
+    # True, False]: dgrad and wgrad, each 2·numel(dy)·C; dy, x, w read, dx and dw written.
+    ("resnet", "aten::convolution_backward", "[[32,2048,7,7],[32,512,7,7],[2048,512,1,1],[],[],[],[],[],[],[],[]]",
+     2 * 2 * 32 * 2048 * 49 * 512, (32 * 2048 * 49 + 2 * 32 * 512 * 49 + 2 * 2048 * 512) * 2, None),
+    # batch norm in training, x [32,64,112,112] bf16: 7 per element; the fp32 statistics per channel.
+    ("resnet", "aten::native_batch_norm", "[[32,64,112,112],[64],[64],[64],[64],[],[],[]]",
+     7 * 32 * 64 * 112 * 112, 2 * 32 * 64 * 112 * 112 * 2 + 6 * 64 * 4, None),
+    ("resnet", "aten::native_batch_norm_backward",
+     "[[32,2048,7,7],[32,2048,7,7],[2048],[2048],[2048],[2048],[2048],[],[],[]]",
+     13 * 32 * 2048 * 49, 3 * 32 * 2048 * 49 * 2 + 6 * 2048 * 4, None),
+    # the stem's max pool, 3x3, stride 2, padding 1: [32,64,112,112] to [32,64,56,56], nine compares
+    # an output; x read, the maxima (bf16) and their int64 indices written.
+    ("resnet", "aten::max_pool2d_with_indices", "[[32,64,112,112],[],[],[],[],[]]",
+     32 * 64 * 56 * 56 * 9, 32 * 64 * 112 * 112 * 2 + 32 * 64 * 56 * 56 * (2 + 8), None),
+    # its backward: dy and the indices read, dx written.
+    ("resnet", "aten::max_pool2d_with_indices_backward", "[[32,64,56,56],[32,64,112,112],[],[],[],[],[],[32,64,56,56]]",
+     32 * 64 * 56 * 56, 32 * 64 * 56 * 56 * (2 + 8) + 32 * 64 * 112 * 112 * 2, None),
 ]
 
 

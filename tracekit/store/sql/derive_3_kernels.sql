@@ -94,13 +94,14 @@ WITH rules(rule, pattern, family, dtype_of) AS (
 ), kernel_hints AS (
     -- What the op's kernels name of a tensor list's dtype, which Input type leaves out: the element
     -- size of ATen's copy kernels (CatArrayBatchedCopy<OpaqueType<4u>>) or the element type of a
-    -- foreach kernel's functor (multi_tensor_apply_kernel<..., BinaryOpScalarFunctor<float, 1, 1, 0>, ...>);
+    -- foreach or fused optimizer kernel's functor (multi_tensor_apply_kernel<..., BinaryOpScalarFunctor<float,
+    -- 1, 1, 0>, ...>, FusedAdamMathFunctor<c10::BFloat16, 4, ...>);
     -- and the blocks of its multi_tensor_apply kernels, a block per chunk of a tensor.
     SELECT c.op_id,
            max(coalesce(TRY_CAST(regexp_extract(g.name, 'OpaqueType<(\d+)u?>', 1) AS INTEGER),
-                        wm_elem_bytes(regexp_extract(g.name, 'Functor<([\w:]+(<[^<>]*>)?), \d+, \d+, \d+>', 1))))
+                        wm_elem_bytes(regexp_extract(g.name, 'Functor<([\w:]+(<[^<>]*>)?), \d+,', 1))))
                AS kernel_elem_bytes,
-           max(nullif(regexp_extract(g.name, 'Functor<([\w:]+(<[^<>]*>)?), \d+, \d+, \d+>', 1), '')) AS kernel_elem_type,
+           max(nullif(regexp_extract(g.name, 'Functor<([\w:]+(<[^<>]*>)?), \d+,', 1), '')) AS kernel_elem_type,
            sum(list_product(g.grid)) FILTER (WHERE g.name LIKE '%multi_tensor_apply_kernel<%') AS list_blocks
     FROM chosen c JOIN _gpu_ops g ON g.cpu_op_id = c.launcher AND g.op = 'kernel'
     WHERE g.name LIKE '%OpaqueType<%' OR g.name LIKE '%multi_tensor_apply_kernel<%'
