@@ -16,8 +16,9 @@ from pathlib import Path
 import duckdb
 
 from tracekit.store.class_tables import store_classes
-from tracekit.store.database import split_statements, sql_resource, worker_connection
+from tracekit.store.database import sql_resource, worker_connection
 from tracekit.store.disk_full import disk_full_folder
+from tracekit.store.guarded_sql import guarded_statements
 from tracekit.store.work_models import FORMULA_MARKERS, render as render_work_models, render_formulas
 from tracekit.errors import DiskFullError, LoadInterrupted, TraceFileError, TracekitError
 from tracekit.ingest.event_read import TRUNCATED, FastReadRefused, lenient_insert, read_exact, read_fast, read_lenient
@@ -312,11 +313,13 @@ def _load_events(con, path, replace, read, lenient, deriving, stop, publisher, t
         raise TraceFileError(path, f"no event is readable, even with --lenient (dropped {reasons})")
     statements = _derive_statements()
     steps = len(statements) + 1  # the last is the commit
-    for done, statement in enumerate(statements, start=1):
+    conditions = {}  # each guarded block's condition, selected as its first statement comes
+    for done, (condition, runs_if, statement) in enumerate(statements, start=1):
         stop.check(path)
-        if FORMULA_MARKERS[0] in statement:
-            statement = render_formulas(statement, _rules_used(con))
-        con.execute(statement, {"trace_id": trace_id} if "$trace_id" in statement else None)
+        if condition is None or _holds(con, condition, trace_id, conditions) == runs_if:
+            if FORMULA_MARKERS[0] in statement:
+                statement = render_formulas(statement, _rules_used(con))
+            con.execute(statement, _params(statement, trace_id))
         if deriving is not None:
             deriving(done, steps)
     store_classes(con, trace_id)
@@ -328,6 +331,19 @@ DERIVE_STAGES = ("derive_1_ops.sql", "derive_2_launches.sql", "derive_3_kernels.
                  "derive_5_transfers_busy.sql")
 
 
+def _params(sql, trace_id):
+    return {"trace_id": trace_id} if "$trace_id" in sql else None
+
+
+def _holds(con, condition, trace_id, known):
+    """Whether a guarded block's `condition` holds for this trace (tracekit.store.guarded_sql);
+    selected once per load."""
+    if condition not in known:
+        sql = f"SELECT coalesce(({condition}), false)"
+        known[condition] = bool(con.execute(sql, _params(condition, trace_id)).fetchone()[0])
+    return known[condition]
+
+
 def _rules_used(con):
     """The work-model rules (op_work_models.csv's rows, numbered) that the trace's ops take."""
     return {row[0] for row in con.execute("SELECT DISTINCT rule FROM _op_rules WHERE rule IS NOT NULL").fetchall()}
@@ -335,5 +351,6 @@ def _rules_used(con):
 
 @functools.lru_cache(maxsize=None)
 def _derive_statements():
-    return tuple(render_work_models(statement)
-                 for name in DERIVE_STAGES for statement in split_statements(sql_resource(name)))
+    """(condition, runs_if, statement) of every derive stage in order: see tracekit.store.guarded_sql."""
+    return tuple((condition, runs_if, render_work_models(statement))
+                 for name in DERIVE_STAGES for condition, runs_if, statement in guarded_statements(sql_resource(name)))
