@@ -25,6 +25,7 @@ from tracekit.ingest.event_read import TRUNCATED, FastReadRefused, lenient_inser
 # LoadResult, what load_file returns, is imported from here too.
 from tracekit.ingest.load_publish import (LoadResult, Publisher, already_loaded, commit, file_error, publish, quietly,  # noqa: F401
                                    rollback, same_file_loaded)
+from tracekit.ingest.event_chunks import MIN_PIECE_BYTES
 from tracekit.ingest.load_stop import LoadStop
 from tracekit.ingest.raw_file import check_trace_file, expected_size, file_sha256
 from tracekit.ingest.scratch import remove_stale_scratch, remove_stale_spill
@@ -113,8 +114,13 @@ def load_files(con, paths, *, replace=False, lenient=False, workers=None, progre
         workers = 2 if len(paths) > 1 and small and (os.cpu_count() or 1) > 1 else 1
 
     publisher = Publisher()
-    before = con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
+    before, threads = con.execute("SELECT current_setting('memory_limit'), current_setting('threads')").fetchone()
     con.execute(f"SET memory_limit = '{MIN_LOAD_MEMORY_BYTES >> 20}MB'")
+    # A trace read as one piece (event_chunks) gives a second DuckDB thread nothing to do but
+    # hand work over and wait: a 9 KB trace's load as a command takes 0.02 CPU-s less on one.
+    one_thread = biggest <= MIN_PIECE_BYTES and threads > 1
+    if one_thread:
+        con.execute("SET threads = 1")
     try:
         yield from _load_all(con, paths, workers, publisher, replace, lenient, progress, stop)
     except BaseException:
@@ -126,6 +132,8 @@ def load_files(con, paths, *, replace=False, lenient=False, workers=None, progre
         stop.finish()
         try:
             con.execute(f"SET memory_limit = '{before}'")
+            if one_thread:
+                con.execute(f"SET threads = {threads}")
         except duckdb.Error:
             pass  # DuckDB gave up on the database (a full disk): the load's own error says why
 
