@@ -13,8 +13,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import duckdb
-
+from tracekit.store.engine import duckdb
 from tracekit.store.class_tables import store_classes
 from tracekit.store.database import sql_resource, worker_connection
 from tracekit.store.disk_full import disk_full_folder

@@ -8,8 +8,7 @@ from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
 
-import duckdb
-
+from tracekit.store.engine import duckdb
 from tracekit.version import __version__
 from tracekit.errors import DatabaseError, DatabaseLocked
 from tracekit.store.disk_full import disk_full_folder

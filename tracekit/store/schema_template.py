@@ -15,8 +15,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-import duckdb
-
+from tracekit.store.engine import duckdb
 from tracekit.errors import TracekitError
 from tracekit.store.cache_folder import cache_dir
 
