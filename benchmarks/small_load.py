@@ -30,7 +30,11 @@ _CHILD = r"""
 import time, json, sys
 marks = [("start", time.perf_counter(), time.process_time())]
 def mark(name): marks.append((name, time.perf_counter(), time.process_time()))
-import duckdb; mark("import duckdb")
+import importlib.util
+if importlib.util.find_spec("tracekit.store.engine"):  # the load path imports DuckDB's engine alone
+    from tracekit.store.engine import duckdb; mark("import DuckDB (its engine alone, tracekit.store.engine)")
+else:
+    import duckdb; mark("import DuckDB (the duckdb package)")
 import click; mark("import click")
 import tracekit.cli; mark("import tracekit's CLI (every command's module)")
 import tracekit.ingest.load_batch, tracekit.ingest.loader as loader; mark("import the loader")
