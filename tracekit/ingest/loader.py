@@ -10,7 +10,6 @@ import glob
 import os
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from tracekit.store.engine import duckdb
@@ -182,6 +181,9 @@ def _load_all(con, paths, workers, publisher, replace, lenient, progress, stop):
         for turn, path in enumerate(paths):
             yield one(turn, path, con)
         return
+    # Only here: concurrent.futures brings logging and traceback along, 5 ms of every one-file load.
+    from concurrent.futures import ThreadPoolExecutor
+
     local = threading.local()
     opened = []
 
