@@ -99,6 +99,8 @@ def _phase_of(sql, derive_stage):
         return "kernel classes (store_classes)"
     if flat.startswith("INSERT INTO event_rows") or "FROM event_rows WHERE trace_id = $trace_id AND (ph IS NULL" in flat:
         return "read events (JSON to event_rows through the FIFOs, the typed read's check)"
+    if flat.startswith("SELECT coalesce(("):
+        return "derive: the guarded blocks' conditions (tracekit.store.guarded_sql)"
     if flat in ("COMMIT", "BEGIN"):
         return "begin, commit"
     if "trace_files" in flat or "kernel_rows WHERE trace_id = ?" in flat or "min(s), max(e)" in flat:
@@ -110,7 +112,7 @@ def phases(path, db, repeat, top):
     """Each phase of a load of `path` (load_files, as the CLI runs it), best of `repeat` by total."""
     # By each statement's start: _op_work's formulas are filled in as it runs, deep inside it.
     derive_stage = {_head(loader.render_work_models(statement)): name for name in loader.DERIVE_STAGES
-                    for statement in loader.split_statements(loader.sql_resource(name))}
+                    for _, _, statement in loader.guarded_statements(loader.sql_resource(name))}
     runs = []
     for _ in range(repeat):
         for leftover in (Path(db), Path(f"{db}.wal")):

@@ -1,11 +1,11 @@
 """The fixed cost of loading a small trace as a command: where `tracekit load small.json.gz --db NEW`
 spends its time, and the command's wall time against other trees of the code, interleaved.
 
-  breakdown TRACE             each part of a load into a new database, timed in a fresh process:
-                              the interpreter, importing duckdb and tracekit's CLI, creating the
-                              database, its tables, knowledge tables, views and rules, the load's
-                              statements, closing; then what the tree's connect() of another new
-                              path costs; the median of --repeat processes.
+  breakdown TRACE             each part of a command's load into a new database, timed in a fresh
+                              process (wall and CPU): the interpreter, importing duckdb, click,
+                              tracekit's CLI and the loader, the copy of the cached schema template,
+                              opening it, ensure_schema, the load's statements, closing; the median
+                              of --repeat processes.
   command TRACE --tree DIR..  `python -m tracekit load TRACE --db NEW` run from each tree in turn
                               (each tree's own tracekit), --repeat rounds after a warm-up round
                               (--no-warm-up for big traces); medians of wall and CPU time, peak RSS.
@@ -24,32 +24,33 @@ import tempfile
 import time
 from pathlib import Path
 
-# Run in a fresh process, from the tree given: every part of a load into a new database, in order.
+# Run in a fresh process, from the tree given: every part of a command's load into a new database,
+# in order, as `tracekit load` runs them (a copy of the cached schema template, then the load).
 _CHILD = r"""
 import time, json, sys
-marks = [("start", time.perf_counter())]
-def mark(name): marks.append((name, time.perf_counter()))
-import duckdb; mark("import duckdb")
-import tracekit.cli, tracekit.ingest.loader as loader; mark("import tracekit's CLI and loader")
+marks = [("start", time.perf_counter(), time.process_time())]
+def mark(name): marks.append((name, time.perf_counter(), time.process_time()))
+import importlib.util
+if importlib.util.find_spec("tracekit.store.engine"):  # the load path imports DuckDB's engine alone
+    from tracekit.store.engine import duckdb; mark("import DuckDB (its engine alone, tracekit.store.engine)")
+else:
+    import duckdb; mark("import DuckDB (the duckdb package)")
+import click; mark("import click")
+import tracekit.cli; mark("import tracekit's CLI (every command's module)")
+import tracekit.ingest.load_batch, tracekit.ingest.loader as loader; mark("import the loader")
 from tracekit.store import database as d
-from tracekit.store.knowledge import sync_knowledge
-from tracekit.store.class_tables import sync_rules
-con = duckdb.connect(sys.argv[2]); mark("duckdb.connect (a new file)")
-con.execute("BEGIN")
-for statement in d.split_statements(d.sql_resource("tables.sql")): con.execute(statement)
-mark("tables.sql")
-sync_knowledge(con); mark("knowledge tables (gpu specs, limits, modules)")
-d.create_views(con); mark("views, named queries' views and macros")
-sync_rules(con); mark("kernel rules")
-con.execute("INSERT OR REPLACE INTO schema_info VALUES ('schema_version', ?), ('tracekit_version', ?), ('views_digest', ?)",
-            [d.SCHEMA_VERSION, tracekit.__version__, d.views_digest()])
-con.execute("COMMIT"); mark("views digest, schema commit")
+from tracekit.store.schema_template import start_from_template
+db = sys.argv[2]
+# the template's name: by schema_digest since issue [18]'s round 2, by views_digest before
+digest = getattr(d, "schema_digest", d.views_digest)()
+start_from_template(db, f"schema-{d.SCHEMA_VERSION}-{digest}", d.ensure_schema); mark("copy of the schema template")
+con = duckdb.connect(db); mark("duckdb.connect (the copy)")
+d.ensure_schema(con, db); mark("ensure_schema")
 d.prepare(con); mark("settings and macros")
 [(path, result)] = list(loader.load_files(con, [sys.argv[1]])); assert result.status == "loaded", result
 mark("load_files (the trace's statements)")
-con.close(); mark("close (checkpoint)")
-d.connect(sys.argv[2] + ".second").close(); mark("the same tree's connect() of another new path, closed (what a command pays)")
-print(json.dumps([(name, t - marks[i][1]) for i, (name, t) in enumerate(marks[1:])]))
+con.execute("SELECT count(*) FROM trace_files").fetchone(); con.close(); mark("close (checkpoint)")
+print(json.dumps([(name, t - marks[i][1], c - marks[i][2]) for i, (name, t, c) in enumerate(marks[1:])]))
 """
 
 
@@ -70,15 +71,19 @@ def breakdown(trace, repeat, tree):
             walls.append(time.perf_counter() - started)
             runs.append(json.loads(out))
     print(f"{trace}, from {Path(tree).resolve()}: median of {repeat} fresh processes\n")
-    print("| part | s (median) | share of the process |\n|---|---:|---:|")
-    # the last part is no part of the load above: its share is of the process all the same
+    print("| part | s (median) | CPU-s (median) | share of the process |\n|---|---:|---:|---:|")
     wall = statistics.median(walls)
     python = statistics.median(bare)
-    print(f"| the interpreter's start and exit (`python -c pass`) | {python:.3f} | {python / wall:.0%} |")
-    for i, (name, _) in enumerate(runs[0]):
+    print(f"| the interpreter's start and exit (`python -c pass`) | {python:.3f} | | {python / wall:.0%} |")
+    parts = 0.0
+    for i, (name, _, _) in enumerate(runs[0]):
         seconds = statistics.median(run[i][1] for run in runs)
-        print(f"| {name} | {seconds:.3f} | {seconds / wall:.0%} |")
-    print(f"| the whole process | {wall:.3f} | 100% |")
+        cpu = statistics.median(run[i][2] for run in runs)
+        parts += seconds
+        print(f"| {name} | {seconds:.3f} | {cpu:.3f} | {seconds / wall:.0%} |")
+    rest = wall - python - parts
+    print(f"| the rest: freeing the process's objects at exit, and the medians' rounding | {rest:.3f} | | {rest / wall:.0%} |")
+    print(f"| the whole process | {wall:.3f} | | 100% |")
 
 
 def command(trace, trees, repeat, quiet=False):

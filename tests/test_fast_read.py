@@ -243,3 +243,27 @@ def test_a_stop_ends_a_read_of_whitespace_at_the_next_block(tmp_path, monkeypatc
     finally:
         con.close()
     assert blocks.count(True) <= 1
+
+
+@pytest.mark.parametrize("trace, threads", [(SAMPLE_TRACES / "naive.json.gz", 1), (SAMPLE_TRACES / "flex.json.gz", 2)])
+def test_a_load_of_one_piece_runs_on_one_duckdb_thread_and_gives_the_setting_back(tmp_path, trace, threads):
+    con = connect(tmp_path / "t.duckdb")
+    try:
+        before = con.execute("SELECT current_setting('threads')").fetchone()[0]
+        seen = []
+        real = loader._load_all
+
+        def spying(con, *args):
+            seen.append(con.execute("SELECT current_setting('threads')").fetchone()[0])
+            yield from real(con, *args)
+
+        loader._load_all = spying
+        try:
+            [(_, result)] = list(loader.load_files(con, [trace]))
+        finally:
+            loader._load_all = real
+        assert result.status == "loaded"
+        assert seen == [threads if before > 1 else 1]
+        assert con.execute("SELECT current_setting('threads')").fetchone()[0] == before
+    finally:
+        con.close()

@@ -190,3 +190,24 @@ def test_the_progress_bar_fits_a_narrow_terminal(tmp_path):
     bars = [part for part in drawn if "loading " in part and "[" in part]
     assert bars, output.decode()[-500:]
     assert max(len(part) for part in drawn) < 50, max(drawn, key=len)
+
+
+def test_a_load_imports_duckdbs_engine_alone_and_no_pandas_pyarrow_or_torch(tmp_path):
+    """The load path runs SQL and fetches rows: DuckDB's Python layer (its relation API, a sixth of
+    a small trace's load as a command), pandas, numpy, pyarrow and torch stay out of the process."""
+    import subprocess
+    import sys
+
+    db = tmp_path / "t.duckdb"
+    script = (
+        "import sys\n"
+        "from click.testing import CliRunner\n"
+        "from tracekit.cli import cli\n"
+        f"r = CliRunner().invoke(cli, ['load', {str(TEST_DATA / 'h200' / 'loops' / 'infer_inplace.json.gz')!r},"
+        f" '--db', {str(db)!r}])\n"
+        "assert r.exit_code == 0, r.output\n"
+        "print(sorted(m for m in ('duckdb', 'pandas', 'numpy', 'pyarrow', 'torch') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+    assert db_rows(db, "SELECT count(*) FROM kernels") == [(42,)]

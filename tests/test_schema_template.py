@@ -6,7 +6,7 @@ import stat
 import duckdb
 
 from conftest import TEST_DATA
-from tracekit.store.database import SCHEMA_VERSION, connect, ensure_schema, views_digest
+from tracekit.store.database import SCHEMA_VERSION, connect, ensure_schema, schema_digest
 from tracekit.ingest.loader import load_file
 from tracekit.store.schema_template import start_from_template
 
@@ -20,7 +20,7 @@ def test_a_new_database_is_a_copy_of_the_cached_schema(tmp_path, monkeypatch):
         assert con.execute("SELECT count(*) FROM kernels").fetchone()[0] == 42
     finally:
         con.close()
-    assert (tmp_path / "cache" / f"schema-{SCHEMA_VERSION}-{views_digest()}-duckdb{duckdb.__version__}.duckdb").is_file()
+    assert (tmp_path / "cache" / f"schema-{SCHEMA_VERSION}-{schema_digest()}-duckdb{duckdb.__version__}.duckdb").is_file()
     # made as DuckDB makes a file (0666 less the umask), no scratch copy left beside it
     umask = os.umask(0)
     os.umask(umask)
@@ -45,3 +45,30 @@ def test_an_unusable_cache_makes_the_database_the_usual_way(tmp_path, monkeypatc
         assert con.execute("SELECT value FROM schema_info WHERE key = 'schema_version'").fetchone()[0] == SCHEMA_VERSION
     finally:
         con.close()
+
+
+def test_an_open_does_nothing_where_the_schema_digest_is_current_and_syncs_where_not(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRACEKIT_CACHE", str(tmp_path / "cache"))
+    db = tmp_path / "t.duckdb"
+    connect(db).close()
+
+    def tamper(digest):
+        con = duckdb.connect(str(db))
+        con.execute("UPDATE gpu_specs SET gpu = 'tampered'")
+        con.execute("UPDATE schema_info SET value = ? WHERE key = 'schema_digest'", [digest])
+        con.close()
+
+    def tampered():
+        con = connect(db)
+        try:
+            return con.execute("SELECT count(*) FROM gpu_specs WHERE gpu = 'tampered'").fetchone()[0]
+        finally:
+            con.close()
+
+    tamper(schema_digest())
+    assert tampered() > 0  # the digest says nothing needs doing: nothing is read or written
+    tamper("older")
+    assert tampered() == 0  # another digest: the knowledge rows are this tracekit's again
+    con = duckdb.connect(str(db), read_only=True)
+    assert con.execute("SELECT value FROM schema_info WHERE key = 'schema_digest'").fetchone()[0] == schema_digest()
+    con.close()

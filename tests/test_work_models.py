@@ -2,6 +2,7 @@
 hand on a real op of a real trace, its work split over the op's kernels by their time, and the
 roofline that kernels.roofline_us, bound and pct_of_roofline draw from it."""
 
+import duckdb
 import pytest
 
 from conftest import ROOT, SAMPLE_TRACES, TEST_DATA
@@ -243,6 +244,12 @@ def test_the_formulas_file_is_well_formed():
         "wm_item(json_extract_string(conc, '$[2]'), 0) + wm_item(json_extract_string(conc, '$[2]'), 1) "
         "+ wm_bool(json_extract_string(conc, '$[4]'))")
     assert to_sql("") == "NULL"
+    # Every op pattern is a regular expression DuckDB (RE2) takes, as the loader runs it.
+    con = duckdb.connect()
+    for row in rows:
+        con.execute("SELECT regexp_full_match('aten::mm', ?)", [row["op"]]).fetchone()
+    with pytest.raises(duckdb.Error):
+        con.execute("SELECT regexp_full_match('aten::mm', ?)", ["aten::(mm"]).fetchone()
 
 
 def test_the_docs_show_every_formula_as_the_file_has_it():

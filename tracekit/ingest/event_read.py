@@ -12,8 +12,7 @@ import re
 import tempfile
 import threading
 
-import duckdb
-
+from tracekit.store.engine import duckdb
 from tracekit.errors import TraceFileError, TracekitError
 from tracekit.ingest.event_chunks import ChunkCutter, FifoFeed, piece_bytes
 from tracekit.ingest.scratch import scratch_prefix

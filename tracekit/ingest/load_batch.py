@@ -8,8 +8,7 @@ nothing went into is removed, so a failed first load leaves nothing behind.
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import duckdb
-
+from tracekit.store.engine import duckdb
 from tracekit.errors import TracekitError
 
 # How many failed files a summary names.

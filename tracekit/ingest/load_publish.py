@@ -10,8 +10,7 @@ import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-import duckdb
-
+from tracekit.store.engine import duckdb
 from tracekit.version import __version__
 from tracekit.ingest.device import DEVICE_FROM_EVENTS, device_from_header
 from tracekit.ingest.distributed import base_time_ns, rank_info

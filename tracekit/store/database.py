@@ -1,14 +1,14 @@
 """Opening tracekit databases: creating the schema, read-only access, and clear errors."""
 
 import contextvars
+import functools
 import re
 import time
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
 
-import duckdb
-
+from tracekit.store.engine import duckdb
 from tracekit.version import __version__
 from tracekit.errors import DatabaseError, DatabaseLocked
 from tracekit.store.disk_full import disk_full_folder
@@ -161,7 +161,7 @@ def connect(path=DEFAULT_DB, *, read_only=False):
         raise DatabaseError(f"{path}: no such database; create it with `tracekit load TRACE... --db {path}`")
     _refuse_other_files(path)
     if not read_only:
-        start_from_template(path, f"schema-{SCHEMA_VERSION}-{views_digest()}", ensure_schema)
+        start_from_template(path, f"schema-{SCHEMA_VERSION}-{schema_digest()}", ensure_schema)
     return _opened_when_free(lambda: _connect_once(path, read_only))
 
 
@@ -305,11 +305,12 @@ def _view_statements():
     return split_statements(views_sql()) + [f"CREATE OR REPLACE VIEW findings AS {findings_view_sql()}"]
 
 
+@functools.lru_cache(maxsize=None)
 def views_digest():
     """What this tracekit's views are, as a digest of what they are made from (views.sql and the
-    finding rules) and bound to: a database whose stored one differs has another tracekit's views."""
+    finding rules) and bound to: a database whose stored one differs has another tracekit's views.
+    Worked out once a process: its files are the installed package's."""
     import hashlib
-    from importlib import resources
 
     from tracekit.store.query_relations import named_query_texts
 
@@ -323,6 +324,35 @@ def views_digest():
         if entry.name.endswith(".sql"):
             digest.update(entry.name.encode() + entry.read_bytes())
     return digest.hexdigest()[:16]
+
+
+@functools.lru_cache(maxsize=None)
+def schema_digest():
+    """Everything ensure_schema puts into a database, as a digest: the views (views_digest), the
+    knowledge tables' rows and the kernel rules. A database that stores this one (and this schema
+    version and views digest) has nothing to bring up to date, and an open skips ensure_schema's
+    work: a quarter of the fixed cost of a small trace's load as a command."""
+    import hashlib
+
+    from tracekit.store.classify import rule_rows
+    from tracekit.store.knowledge import TABLES
+
+    digest = hashlib.sha256(f"{SCHEMA_VERSION}\0{views_digest()}\0{rule_rows()!r}".encode())
+    folder = resources.files("tracekit.store").joinpath("knowledge")
+    for table, (file_name, columns) in sorted(TABLES.items()):
+        digest.update(f"{table}{columns!r}".encode() + folder.joinpath(file_name).read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def _schema_is_current(con):
+    """Whether the database says this tracekit's schema is in place, all of it (see schema_digest)."""
+    try:
+        stored = dict(con.execute("SELECT key, value FROM schema_info WHERE key IN "
+                                  "('schema_version', 'views_digest', 'schema_digest')").fetchall())
+    except duckdb.Error:
+        return False  # no schema_info, or someone else's
+    return stored == {"schema_version": SCHEMA_VERSION, "views_digest": views_digest(),
+                      "schema_digest": schema_digest()}
 
 
 def _views_are_current(con):
@@ -388,9 +418,12 @@ def _refuse_other_schema(stored, path):
 
 
 def ensure_schema(con, path=None):
-    """Creates the tables and (re)creates the views; safe to run on every open. The views are made
-    again only where the database's views_digest is not this tracekit's: DuckDB binds every view as
-    it makes it, a quarter of a second, most of what a small load into a database takes."""
+    """Creates the tables and (re)creates the views; safe to run on every open. Nothing is done
+    where the database stores this tracekit's schema_digest (a copy of the schema template, any
+    database this tracekit has opened before); the views are made again only where its
+    views_digest is not this tracekit's."""
+    if _schema_is_current(con):
+        return
     from tracekit.store.class_tables import sync_rules
     from tracekit.store.knowledge import sync_knowledge
 
@@ -404,7 +437,8 @@ def ensure_schema(con, path=None):
             create_views(con)
         sync_rules(con)
         con.execute("INSERT OR REPLACE INTO schema_info VALUES ('schema_version', ?), ('tracekit_version', ?), "
-                    "('views_digest', ?)", [SCHEMA_VERSION, __version__, views_digest()])
+                    "('views_digest', ?), ('schema_digest', ?)",
+                    [SCHEMA_VERSION, __version__, views_digest(), schema_digest()])
         con.execute("COMMIT")
     except Exception:
         con.execute("ROLLBACK")

@@ -19,8 +19,7 @@ these: tracekit's views are the contract and a named query must not shadow one.
 import re
 from importlib import resources
 
-import duckdb
-
+from tracekit.store.engine import duckdb
 from tracekit.store.sql_header import header_params
 
 _TEXT_PARAMS = frozenset({"trace"})  # as tracekit.analysis.param_values reads parameter names

@@ -2,8 +2,9 @@
 cached: creating the tables, knowledge tables, views and named queries' macros takes 0.2-0.3 s,
 most of a small trace's `tracekit load` into a new database; a copy of the 3 MB file takes a few ms.
 
-The copy is only a head start: `ensure_schema` runs on every open as before, and brings a copy up
-to date the way it does any database (knowledge rows, kernel rules). Anything that fails here
+The copy is only a head start: `ensure_schema` runs on every open as before; it finds the copy's
+schema_digest current and has nothing to do, or brings it up to date the way it does any database
+(knowledge rows, kernel rules). The template is named by that digest. Anything that fails here
 (no cache folder, a full disk, a file that appeared meanwhile) leaves the path alone, and the
 database is made the usual way.
 """
@@ -14,8 +15,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-import duckdb
-
+from tracekit.store.engine import duckdb
 from tracekit.errors import TracekitError
 from tracekit.store.cache_folder import cache_dir
 

@@ -10,8 +10,7 @@ EXPLAIN [ANALYZE] of one), so with
 file, attach a database or change a setting.
 """
 
-import duckdb
-
+from tracekit.store.engine import duckdb
 from tracekit.errors import QueryError
 
 # Set in this order: the lock goes last, as it freezes every setting, these included.

@@ -104,6 +104,7 @@ ASOF JOIN _op_pos o ON o.thread = w.thread AND o.depth = w.want AND w.pos > o.po
 -- name less its counter), those whose ranges cover at least half of the time from their first start
 -- to their last end (an iteration is most of the loop; a forward or a logging range is not), the
 -- one of the most time is the trace's iterations.
+-- @if NOT EXISTS (SELECT 1 FROM step_rows WHERE trace_id = $trace_id)
 INSERT INTO step_rows
 WITH marks AS (
     SELECT o.name, o.ts_ns, o.dur_ns, o.pid, o.tid,
@@ -128,6 +129,7 @@ SELECT $trace_id,
             ELSE CAST(row_number() OVER (ORDER BY m.ts_ns, m.name) - 1 AS INTEGER) END,
        m.ts_ns, m.ts_ns + m.dur_ns, 'inferred'
 FROM marks m JOIN chosen c ON c.pid = m.pid AND c.tid = m.tid AND c.base = m.base;
+-- @end
 
 CREATE OR REPLACE TEMP TABLE _steps AS
 SELECT step, ts_ns, end_ns FROM step_rows WHERE trace_id = $trace_id;
@@ -160,6 +162,8 @@ JOIN (
 -- the first line of the function (its def), so it names the function rather than the statement;
 -- for a frame already running when profiling started, the line it was running then.
 -- The names are parsed once each (a trace repeats a few hundred names over millions of events).
+-- A trace recorded without stacks has no frames: its ops take none.
+-- @if EXISTS (SELECT 1 FROM event_rows WHERE trace_id = $trace_id AND lower(cat) = 'python_function')
 CREATE OR REPLACE TEMP TABLE _user_frame_names AS
 WITH names AS (
     SELECT name, regexp_extract(name, '^(.+)\((\d+)\): (.*)$', ['file', 'line', 'function']) AS parts
@@ -224,6 +228,9 @@ JOIN _user_frame_names n USING (name);
 DROP TABLE _frame_sweep;
 DROP TABLE _user_frames;
 DROP TABLE _user_frame_names;
+-- @else
+CREATE OR REPLACE TEMP TABLE _op_frames (op_id BIGINT, source_file VARCHAR, source_line INTEGER, source_function VARCHAR);
+-- @end
 
 INSERT INTO cpu_op_rows
 SELECT $trace_id, c.op_id, c.cat, c.name, c.ts_ns, c.dur_ns, c.pid, c.tid, c.external_id,
@@ -235,6 +242,7 @@ LEFT JOIN _op_frames f USING (op_id);
 -- Memory events with their op and step; `seq` orders each device's events (time, then the
 -- file's order), and an allocation's `freed_seq` is its block's free: the next event of its
 -- address on its device, a free (NULL: never freed within the trace).
+-- @if EXISTS (SELECT 1 FROM _mem)
 INSERT INTO memory_rows
 WITH placed AS (
     SELECT m.*, e.enclosing_id AS cpu_op_id, CASE WHEN m.ts_ns < s.end_ns THEN s.step END AS step,
@@ -252,3 +260,4 @@ SELECT $trace_id, mem_id, ts_ns, pid, tid, device_type, device, addr, bytes, tot
        CASE WHEN bytes > 0 AND next_bytes < 0 THEN next_seq END,
        CASE WHEN bytes > 0 AND next_bytes < 0 THEN next_ns END, cpu_op_id, step
 FROM paired;
+-- @end

@@ -11,6 +11,9 @@ SELECT DISTINCT n.name
 FROM (SELECT DISTINCT name FROM _gpu_ops WHERE op = 'kernel') n
 JOIN kernel_rules r ON r.kernel_class = 'communication' AND regexp_matches(left(n.name, 8192), r.pattern, 'i');
 
+-- A trace with no communication kernel and no CPU collective (gloo:, mpi: ranges) has no collectives.
+-- @if EXISTS (SELECT 1 FROM _comm_names) OR EXISTS (SELECT 1 FROM _ops WHERE name LIKE 'gloo:%' OR name LIKE 'mpi:%')
+
 CREATE OR REPLACE TEMP TABLE _comm_ops AS
 SELECT o.op_id, o.ts_ns, o.dur_ns, e.a
 FROM _ops o
@@ -102,3 +105,4 @@ SELECT $trace_id, name, ts_ns, dur_ns, device, stream, correlation, step,
        in_nelems, out_nelems, dtype, in_nelems * dtype_bytes, out_nelems * dtype_bytes, src_rank, dst_rank,
        cpu_op_id, cpu_ts_ns, cpu_dur_ns, runs_on
 FROM named;
+-- @end

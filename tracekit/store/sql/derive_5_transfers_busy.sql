@@ -1,4 +1,5 @@
--- Stage 5: copies and fills, and each device's busy time per step; then the scratch tables go.
+-- Stage 5: copies and fills, and each device's busy time per step; then the scratch tables go
+-- (IF EXISTS: those a guarded block of a trace with nothing for it never made).
 
 INSERT INTO transfer_rows
 SELECT $trace_id, op, name,
@@ -54,8 +55,9 @@ DROP TABLE _tree;
 DROP TABLE _paths;
 DROP TABLE _gpu_ops;
 DROP TABLE _op_rules;
-DROP TABLE _op_work;
-DROP TABLE _kernel_work;
+DROP TABLE IF EXISTS _op_work;
+DROP TABLE IF EXISTS _kernel_work;
 DROP TABLE _comm_names;
-DROP TABLE _comm_ops;
-DROP TABLE _comm_kernels;
+DROP TABLE IF EXISTS _comm_ops;
+DROP TABLE IF EXISTS _comm_kernels;
+DROP TABLE IF EXISTS _cpu_collectives;

@@ -1135,8 +1135,8 @@ FROM split WHERE waited_until IS NOT NULL AND end_ns > waited_until;
 --         memcpy, memset (a copy or fill; a copy call from pageable memory that blocked on it),
 --         sync_wait (a sync's return after the work it waited for; a stream's start after the other
 --         stream's work it waited for; a thread's start after the other thread's call, named
---         'handoff from thread TID'; a thread's resuming after the CPU collective it sat idle
---         for, named 'wait for gloo:all_reduce'), idle (a stream waiting for nothing on the path)
+--         'handoff from thread TID'; a thread's resuming after a CPU collective it sat idle
+--         waiting on, named as 'wait for gloo:all_reduce'), idle (a stream waiting for nothing)
 --   name: the kernel, copy, runtime call, or for cpu time the op that made the next call
 --   ts_us, dur_us: the segment's span on the path
 --   device, stream: where GPU work ran; correlation: its launch's (a call's own; a CPU
