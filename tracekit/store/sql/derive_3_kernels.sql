@@ -205,16 +205,16 @@ CREATE OR REPLACE TEMP TABLE _kernel_work (event_id BIGINT, family VARCHAR, dtyp
 -- rule checks itself on the launched kernels first: a trace whose shapes change under one launch
 -- geometry (a kernel whose work no other of its name, grid and block did, beside others that all
 -- agree) could have hidden such a kernel before its window, and infers nothing.
+-- Only a trace with kernels launched before it, and work to take from others, has any to infer.
+-- @if EXISTS (SELECT 1 FROM _gpu_ops WHERE op = 'kernel' AND cpu_op_id IS NULL) AND EXISTS (SELECT 1 FROM _kernel_work)
 CREATE OR REPLACE TEMP TABLE _inferred_work AS
 WITH unlaunched AS (
     SELECT DISTINCT name, grid, block FROM _gpu_ops
     WHERE op = 'kernel' AND cpu_op_id IS NULL AND grid IS NOT NULL AND block IS NOT NULL
 ), launched AS (
-    -- (none to read in a trace that holds every launch)
     SELECT g.name, g.grid, g.block, w.family, w.dtype, w.op_flops, w.op_bytes, w.op_model_flops, w.op_kernels
     FROM _gpu_ops g LEFT JOIN _kernel_work w ON w.event_id = g.event_id
     WHERE g.op = 'kernel' AND g.cpu_op_id IS NOT NULL AND g.grid IS NOT NULL AND g.block IS NOT NULL
-      AND EXISTS (SELECT 1 FROM unlaunched)
 ), works AS (
     SELECT name, grid, block, family, op_flops, op_bytes, op_model_flops, count(*) AS kernels
     FROM launched WHERE op_kernels = 1 AND op_flops IS NOT NULL AND op_bytes IS NOT NULL
@@ -232,6 +232,10 @@ WHERE NOT EXISTS (SELECT 1 FROM unsteady)
 GROUP BY l.name, l.grid, l.block
 HAVING count(*) = count(l.op_flops) AND count(*) = count(l.op_bytes) AND max(l.op_kernels) = 1
    AND count(DISTINCT (l.family, l.op_flops, l.op_bytes, l.op_model_flops)) = 1;
+-- @else
+CREATE OR REPLACE TEMP TABLE _inferred_work (name VARCHAR, grid INTEGER[], block INTEGER[], family VARCHAR,
+                                             dtype VARCHAR, flops DOUBLE, bytes DOUBLE, model_flops DOUBLE);
+-- @end
 
 INSERT INTO kernel_rows
 SELECT $trace_id, g.name, g.ts_ns, g.dur_ns, g.device, g.stream, g.correlation, g.launch_external_id, g.grid, g.block,
