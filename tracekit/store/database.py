@@ -29,7 +29,9 @@ DEFAULT_DB = "tracekit.duckdb"
 #    family (knowledge/op_work_models.csv); gpu_specs.fp8_tflops and vector_tflops; memory_rows
 #    (the allocator's [memory] events); source_file, source_line and
 #    source_function on cpu_op_rows, kernel_rows and transfer_rows; the knowledge table library_modules.
-SCHEMA_VERSION = "7"
+# 8: kernel_rows.work_source: the work of a tensor list sized by the step's gradients, and of a
+#    kernel launched before the trace from its identical kernels; work_missing: why it has none.
+SCHEMA_VERSION = "8"
 
 # Parses a JSON number's text into integer nanoseconds exactly: going through DOUBLE would lose
 # the nanosecond fraction of microsecond timestamps larger than 2^33.

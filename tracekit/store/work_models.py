@@ -14,8 +14,10 @@ Kineto's `Input Dims`, `Input type` and `Concrete Inputs` list them; j: a dim, n
   nmax         the largest input's elements (an elementwise op's broadcast output)
   smax         the widest dtype's bytes among inputs that are not 0-dim (the output's, by promotion)
   in_bytes     all tensor inputs' bytes
-  sk           the element size the op's kernel names (OpaqueType<N> of ATen's copy kernels), for a
-               tensor list, whose dtype Kineto does not write
+  sk           the element size the op's kernel names (OpaqueType<N> of ATen's copy kernels, the
+               functor's type of a foreach kernel: BinaryOpScalarFunctor<float, ...>), for a tensor
+               list, whose dtype Kineto does not write
+  nl           how many of the op's inputs are tensor lists
 
 and the wm_ macros of derive_3_kernels.sql. In the CSV `;` separates a function's arguments, so
 that a formula needs no quoting.
@@ -42,6 +44,7 @@ _TOKENS = [
     (re.compile(r"\bn(\d+)\b"), lambda m: f"ins[{int(m[1]) + 1}].n"),
     (re.compile(r"\bs(\d+)\b"), lambda m: f"ins[{int(m[1]) + 1}].s"),
     (re.compile(r"\bsk\b"), lambda m: "kernel_elem_bytes"),
+    (re.compile(r"\bnl\b"), lambda m: "tensor_lists"),
     (re.compile(r"\bx(\d+)\b"), lambda m: f"json_extract(dims, '$[{m[1]}]')"),
 ]
 

@@ -99,27 +99,57 @@ WITH rules(rule, pattern, family, dtype_of) AS (
 ), chosen AS (
     SELECT launcher, op_id, rule FROM _op_rules
 ), kernel_hints AS (
-    -- the element size ATen's copy kernels name (OpaqueType<4u>): a tensor list's dtype, unwritten
-    SELECT c.op_id, max(TRY_CAST(regexp_extract(g.name, 'OpaqueType<(\d+)u?>', 1) AS INTEGER)) AS kernel_elem_bytes
+    -- What the op's kernels name of a tensor list's dtype, which Input type leaves out: the element
+    -- size of ATen's copy kernels (CatArrayBatchedCopy<OpaqueType<4u>>) or the element type of a
+    -- foreach or fused optimizer kernel's functor (multi_tensor_apply_kernel<..., BinaryOpScalarFunctor<float,
+    -- 1, 1, 0>, ...>, FusedAdamMathFunctor<c10::BFloat16, 4, ...>);
+    -- and the blocks of its multi_tensor_apply kernels, a block per chunk of a tensor.
+    SELECT c.op_id,
+           max(coalesce(TRY_CAST(regexp_extract(g.name, 'OpaqueType<(\d+)u?>', 1) AS INTEGER),
+                        wm_elem_bytes(regexp_extract(g.name, 'Functor<([\w:]+(<[^<>]*>)?), \d+,', 1))))
+               AS kernel_elem_bytes,
+           max(nullif(regexp_extract(g.name, 'Functor<([\w:]+(<[^<>]*>)?), \d+,', 1), '')) AS kernel_elem_type,
+           sum(list_product(g.grid)) FILTER (WHERE g.name LIKE '%multi_tensor_apply_kernel<%') AS list_blocks
     FROM chosen c JOIN _gpu_ops g ON g.cpu_op_id = c.launcher AND g.op = 'kernel'
-    WHERE g.name LIKE '%OpaqueType<%'
+    WHERE g.name LIKE '%OpaqueType<%' OR g.name LIKE '%multi_tensor_apply_kernel<%'
     GROUP BY c.op_id
+), gradients AS (
+    -- Each step's gradients, as its backward's AccumulateGrad calls recorded them: the elements
+    -- of a list of tensors shaped as the parameters (an optimizer's params, grads and moments),
+    -- and the chunks multi_tensor_apply cuts them into (kChunkSize, 65,536 elements, in ATen's
+    -- native/cuda/MultiTensorApply.cuh).
+    SELECT step, sum(n) AS elements, sum(ceil(n / 65536)) AS chunks
+    FROM (SELECT step, wm_numel(json_extract(input_dims, '$[0]'), json_extract_string(input_types, '$[0]')) AS n
+          FROM cpu_op_rows WHERE trace_id = $trace_id AND name = 'torch::autograd::AccumulateGrad')
+    GROUP BY step HAVING count(n) = count(*)
 ), calls AS (
     -- Each op with what its work depends on; `shape` names it, so that the many calls of one
-    -- shape (every layer, every step) are worked out once.
+    -- shape (every layer, every step) are worked out once. list_elements: where Kineto wrote no
+    -- shapes for an op's tensor lists ([], a long list), the elements of each, from the step's
+    -- gradients, when they are the lists: their chunks are the blocks the op's kernels ran.
     SELECT ch.op_id, ch.rule, o.input_dims AS dims, o.input_types AS types, c.a[4] AS conc, h.kernel_elem_bytes,
-           concat_ws('|', ch.rule, o.input_dims, o.input_types, c.a[4], h.kernel_elem_bytes) AS shape
+           h.kernel_elem_type,
+           CASE WHEN h.list_blocks IS NULL OR gr.chunks <> h.list_blocks THEN NULL
+                WHEN list_contains(list_transform(CAST(o.input_dims AS JSON[]), lambda x, i:
+                         CAST(o.input_types AS VARCHAR[])[i] = 'TensorList' AND json_array_length(x) = 0), true)
+                THEN gr.elements END AS list_elements,
+           concat_ws('|', ch.rule, o.input_dims, o.input_types, c.a[4], h.kernel_elem_bytes, h.kernel_elem_type,
+                     list_elements) AS shape
     FROM (SELECT DISTINCT op_id, rule FROM chosen) ch
     JOIN cpu_op_rows o ON o.trace_id = $trace_id AND o.op_id = ch.op_id
     LEFT JOIN _ops c ON c.op_id = ch.op_id
     LEFT JOIN kernel_hints h ON h.op_id = ch.op_id
+    LEFT JOIN gradients gr ON gr.step IS NOT DISTINCT FROM o.step
 ), inputs AS (
     SELECT s.*, r.family, r.dtype_of,
            list_transform(CAST(s.dims AS JSON[]), lambda x, i: {
-               'n': wm_numel(x, CAST(s.types AS VARCHAR[])[i]),
+               'n': CASE WHEN CAST(s.types AS VARCHAR[])[i] = 'TensorList' AND json_array_length(x) = 0
+                         THEN s.list_elements ELSE wm_numel(x, CAST(s.types AS VARCHAR[])[i]) END,
                's': wm_elem_bytes(CAST(s.types AS VARCHAR[])[i]),
-               'r': json_array_length(x)}) AS ins
-    FROM (SELECT DISTINCT ON (shape) shape, rule, dims, types, conc, kernel_elem_bytes FROM calls) s
+               'r': json_array_length(x)}) AS ins,
+           len(list_filter(CAST(s.types AS VARCHAR[]), lambda t: t = 'TensorList')) AS tensor_lists
+    FROM (SELECT DISTINCT ON (shape) shape, rule, dims, types, conc, kernel_elem_bytes, kernel_elem_type, list_elements
+          FROM calls) s
     JOIN rules r ON r.rule = s.rule
 ), sized AS (
     -- nmax: the broadcast output's elements; smax: the widest dtype among inputs that are not
@@ -129,28 +159,82 @@ WITH rules(rule, pattern, family, dtype_of) AS (
            list_sum(list_transform(ins, lambda x: x.n * x.s)) AS in_bytes
     FROM inputs
 ), work AS (
-    SELECT shape, family, json_extract_string(types, '$[' || dtype_of || ']') AS dtype,
+    -- a tensor list's dtype: the one its kernels name, if they do
+    SELECT shape, family, CASE json_extract_string(types, '$[' || dtype_of || ']') WHEN 'TensorList' THEN kernel_elem_type
+                               ELSE json_extract_string(types, '$[' || dtype_of || ']') END AS dtype,
            CAST(/*work_flops*/ AS DOUBLE) AS flops,
            CAST(/*work_bytes*/ AS DOUBLE) AS bytes,
-           CAST(/*work_model_flops*/ AS DOUBLE) AS model_flops
+           CAST(/*work_model_flops*/ AS DOUBLE) AS model_flops,
+           CASE WHEN list_elements IS NOT NULL THEN 'step gradients' ELSE 'op shapes' END AS work_source,
+           -- why, where flops or bytes stay NULL
+           CASE WHEN dims IS NULL THEN 'no shapes recorded'
+                WHEN list_contains(list_transform(ins, lambda x, i: CAST(types AS VARCHAR[])[i] = 'TensorList'
+                                                  AND x.n IS NULL), true) THEN 'a tensor list without shapes'
+                WHEN tensor_lists > 0 AND kernel_elem_bytes IS NULL THEN 'a tensor list without a dtype'
+                WHEN family = 'attention' AND conc IS NULL THEN 'no is_causal (Concrete Inputs)'
+                WHEN flops IS NOT NULL THEN 'no bytes formula'
+                ELSE 'shapes incomplete' END AS work_missing
     FROM sized
 )
-SELECT c.launcher, k.op_id, w.family, w.dtype, w.flops, w.bytes, w.model_flops
+SELECT c.launcher, k.op_id, w.family, w.dtype, w.flops, w.bytes, w.model_flops, w.work_source, w.work_missing
 FROM chosen c JOIN calls k USING (op_id) JOIN work w USING (shape);
 
 -- Each kernel's share of its op's work: the op's FLOPs and bytes split over the kernels it (and
 -- the ops under it up to two levels) launched, by their time (a split-K GEMM and its reduction,
--- cuDNN attention's backward and its dO·O and dQ kernels).
+-- cuDNN attention's backward and its dO·O and dQ kernels). op_kernels: how many shared it.
 CREATE OR REPLACE TEMP TABLE _kernel_work AS
-SELECT g.event_id, w.family, w.dtype,
+SELECT g.event_id, w.family, w.dtype, w.work_source, w.work_missing,
        w.flops * g.dur_ns / nullif(sum(g.dur_ns) OVER (PARTITION BY w.op_id), 0) AS flops,
        w.bytes * g.dur_ns / nullif(sum(g.dur_ns) OVER (PARTITION BY w.op_id), 0) AS bytes,
-       w.model_flops * g.dur_ns / nullif(sum(g.dur_ns) OVER (PARTITION BY w.op_id), 0) AS model_flops
+       w.model_flops * g.dur_ns / nullif(sum(g.dur_ns) OVER (PARTITION BY w.op_id), 0) AS model_flops,
+       w.flops AS op_flops, w.bytes AS op_bytes, w.model_flops AS op_model_flops,
+       count(*) OVER (PARTITION BY w.op_id) AS op_kernels
 FROM _gpu_ops g JOIN _op_work w ON w.launcher = g.cpu_op_id
 WHERE g.op = 'kernel';
 -- @else
-CREATE OR REPLACE TEMP TABLE _kernel_work (event_id BIGINT, family VARCHAR, dtype VARCHAR, flops DOUBLE, bytes DOUBLE,
-                                           model_flops DOUBLE);
+CREATE OR REPLACE TEMP TABLE _kernel_work (event_id BIGINT, family VARCHAR, dtype VARCHAR, work_source VARCHAR,
+                                           work_missing VARCHAR, flops DOUBLE, bytes DOUBLE, model_flops DOUBLE,
+                                           op_flops DOUBLE, op_bytes DOUBLE, op_model_flops DOUBLE, op_kernels BIGINT);
+-- @end
+
+-- The work of kernels whose launch is not in the trace (launched before the profiler's window
+-- opened, while the GPU ran behind the CPU): that of the kernels of the same name, grid and block
+-- the trace holds the launch of, where each of those was the one kernel of its op and all did the
+-- same work (the steady loop repeating its shapes); where they differ, or any has no work or
+-- shared its op with other kernels, no one value is the kernel's and its work stays NULL. The
+-- rule checks itself on the launched kernels first: a trace whose shapes change under one launch
+-- geometry (a kernel whose work no other of its name, grid and block did, beside others that all
+-- agree) could have hidden such a kernel before its window, and infers nothing.
+-- Only a trace with kernels launched before it, and work to take from others, has any to infer.
+-- @if EXISTS (SELECT 1 FROM _gpu_ops WHERE op = 'kernel' AND cpu_op_id IS NULL) AND EXISTS (SELECT 1 FROM _kernel_work)
+CREATE OR REPLACE TEMP TABLE _inferred_work AS
+WITH unlaunched AS (
+    SELECT DISTINCT name, grid, block FROM _gpu_ops
+    WHERE op = 'kernel' AND cpu_op_id IS NULL AND grid IS NOT NULL AND block IS NOT NULL
+), launched AS (
+    SELECT g.name, g.grid, g.block, w.family, w.dtype, w.op_flops, w.op_bytes, w.op_model_flops, w.op_kernels
+    FROM _gpu_ops g LEFT JOIN _kernel_work w ON w.event_id = g.event_id
+    WHERE g.op = 'kernel' AND g.cpu_op_id IS NOT NULL AND g.grid IS NOT NULL AND g.block IS NOT NULL
+), works AS (
+    SELECT name, grid, block, family, op_flops, op_bytes, op_model_flops, count(*) AS kernels
+    FROM launched WHERE op_kernels = 1 AND op_flops IS NOT NULL AND op_bytes IS NOT NULL
+    GROUP BY ALL
+), unsteady AS (
+    -- a kernel that, its launch hidden, would take the work the others of its geometry agree on
+    SELECT 1 FROM works GROUP BY name, grid, block HAVING count(*) = 2 AND min(kernels) = 1 LIMIT 1
+)
+-- (the dtype only picks the peak: ops of one work in two dtypes leave it NULL)
+SELECT l.name, l.grid, l.block, any_value(l.family) AS family,
+       CASE WHEN count(DISTINCT l.dtype) = 1 AND count(l.dtype) = count(*) THEN any_value(l.dtype) END AS dtype,
+       any_value(l.op_flops) AS flops, any_value(l.op_bytes) AS bytes, any_value(l.op_model_flops) AS model_flops
+FROM launched l SEMI JOIN unlaunched u ON u.name = l.name AND u.grid = l.grid AND u.block = l.block
+WHERE NOT EXISTS (SELECT 1 FROM unsteady)
+GROUP BY l.name, l.grid, l.block
+HAVING count(*) = count(l.op_flops) AND count(*) = count(l.op_bytes) AND max(l.op_kernels) = 1
+   AND count(DISTINCT (l.family, l.op_flops, l.op_bytes, l.op_model_flops)) = 1;
+-- @else
+CREATE OR REPLACE TEMP TABLE _inferred_work (name VARCHAR, grid INTEGER[], block INTEGER[], family VARCHAR,
+                                             dtype VARCHAR, flops DOUBLE, bytes DOUBLE, model_flops DOUBLE);
 -- @end
 
 INSERT INTO kernel_rows
@@ -158,10 +242,18 @@ SELECT $trace_id, g.name, g.ts_ns, g.dur_ns, g.device, g.stream, g.correlation, 
        g.registers_per_thread, g.shared_memory_bytes, g.blocks_per_sm, g.warps_per_sm,
        -- Kineto writes 0 when it could not compute occupancy (a kernel that ran had some).
        nullif(g.est_occupancy_pct, 0), g.cpu_op_id, g.step, g.cpu_op, g.cpu_op_path,
-       w.flops, w.dtype, w.bytes, w.model_flops, w.family,
-       g.source_file, g.source_line, g.source_function
+       coalesce(w.flops, i.flops), coalesce(w.dtype, i.dtype), coalesce(w.bytes, i.bytes),
+       coalesce(w.model_flops, i.model_flops), coalesce(w.family, i.family),
+       g.source_file, g.source_line, g.source_function,
+       CASE WHEN coalesce(w.flops, w.bytes) IS NOT NULL THEN w.work_source
+            WHEN i.flops IS NOT NULL THEN 'identical kernel' END,
+       CASE WHEN coalesce(w.flops, i.flops) IS NOT NULL AND coalesce(w.bytes, i.bytes) IS NOT NULL THEN NULL
+            WHEN g.cpu_op_id IS NULL THEN 'no launch in the trace, no identical kernel that agrees'
+            WHEN w.event_id IS NULL THEN 'no formula for its op'
+            ELSE w.work_missing END
 FROM _gpu_ops g
 -- by the kernel's event: one integer key, where the op, start and name (a kernel name runs to
 -- hundreds of bytes) took 0.8 s to hash and match for the 294 k kernels of 1 GB
-LEFT JOIN _kernel_work w USING (event_id)
+LEFT JOIN _kernel_work w ON w.event_id = g.event_id
+LEFT JOIN _inferred_work i ON g.cpu_op_id IS NULL AND i.name = g.name AND i.grid = g.grid AND i.block = g.block
 WHERE g.op = 'kernel';

@@ -91,7 +91,11 @@ CREATE TABLE IF NOT EXISTS kernel_rows (
     -- dtype that picks the peak, and the formula's family; NULL where no formula or no shapes.
     flops DOUBLE, flops_dtype VARCHAR, bytes DOUBLE, model_flops DOUBLE, work_family VARCHAR,
     -- The launching op's innermost frame of the user's code (with_stack traces; NULL otherwise).
-    source_file VARCHAR, source_line INTEGER, source_function VARCHAR
+    source_file VARCHAR, source_line INTEGER, source_function VARCHAR,
+    -- Where the work came from: 'op shapes', 'step gradients' (a tensor list sized by the step's
+    -- AccumulateGrad shapes), 'identical kernel' (no launch in the trace); NULL with no work.
+    -- work_missing: why flops or bytes are NULL (NULL when both are known).
+    work_source VARCHAR, work_missing VARCHAR
 );
 
 CREATE TABLE IF NOT EXISTS transfer_rows (

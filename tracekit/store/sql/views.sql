@@ -236,8 +236,9 @@ SELECT *, least(by_registers, by_shared_memory, by_threads, max_blocks_per_sm) A
 --          attention (the pairs a causal mask keeps; recompute counted), softmax, norms, losses,
 --          embeddings, copies, elementwise ops, reductions, optimizer steps. An op that ran as
 --          several kernels (a split-K GEMM and its reduction, attention's backward) has its work
---          split over them by their time. NULL when the trace has no shapes (or no is_causal) or
---          no formula knows the op
+--          split over them by their time. A kernel whose launch is not in the trace takes the work
+--          of its identical kernels, where they agree (work_source). NULL when the trace has no
+--          shapes (or no is_causal) or no formula knows the op
 --   achieved_tflops: flops over its duration, TFLOP/s
 --   peak_tflops: the compute peak its roofline takes: for matrix math (work_family gemm,
 --                convolution, attention) the device's dense Tensor Core peak for its inputs'
@@ -265,6 +266,15 @@ SELECT *, least(by_registers, by_shared_memory, by_threads, max_blocks_per_sm) A
 --   pct_of_roofline: roofline_us over dur_us, percent: how close it ran to the roofline
 --   source_file, source_line, source_function: the source frame of its cpu_op (see cpu_ops);
 --         NULL without a stack or a launching op
+--   work_source: where flops and bytes came from: 'op shapes' (its op's recorded shapes), 'step
+--         gradients' (an optimizer's tensor lists, whose shapes Kineto did not write, sized by the
+--         step's AccumulateGrad shapes, their chunks checked against the kernels' blocks),
+--         'identical kernel' (no launch in the trace: the work of every kernel of the same name,
+--         grid and block it holds the launch of, when all did the same); NULL with no work
+--   work_missing: why flops or bytes are NULL: 'no launch in the trace, no identical kernel that
+--         agrees', 'no formula for its op', 'no shapes recorded', 'a tensor list without shapes',
+--         'a tensor list without a dtype', 'no is_causal (Concrete Inputs)', 'no bytes formula',
+--         'shapes incomplete'; NULL when both are known
 CREATE OR REPLACE VIEW kernels AS
 WITH base AS (
 SELECT t.trace, k.name, k.ts_ns / 1000.0 AS ts_us, k.dur_ns / 1000.0 AS dur_us, k.device, k.stream,
@@ -281,7 +291,7 @@ SELECT t.trace, k.name, k.ts_ns / 1000.0 AS ts_us, k.dur_ns / 1000.0 AS dur_us, 
             WHEN o.blocks = o.by_registers THEN 'registers' WHEN o.blocks = o.by_shared_memory THEN 'shared_memory'
             WHEN o.blocks = o.by_threads THEN 'threads' ELSE 'blocks' END AS occupancy_limiter,
        k.cpu_op_id, k.cpu_op, k.cpu_op_path, k.step, k.bytes, k.model_flops, k.work_family, k.flops_dtype,
-       k.source_file, k.source_line, k.source_function,
+       k.source_file, k.source_line, k.source_function, k.work_source, k.work_missing,
        k.bytes / (sp.memory_tb_s * 1e6) AS memory_us
 FROM kernel_rows k JOIN trace_files t USING (trace_id)
 LEFT JOIN kernel_classes c ON c.trace_id = k.trace_id AND c.name = k.name
@@ -303,7 +313,7 @@ SELECT trace, name, ts_us, dur_us, device, stream, correlation, external_id, gri
             WHEN compute_us >= memory_us THEN 'compute' ELSE 'memory' END AS bound,
        CASE WHEN compute_us IS NOT NULL AND memory_us IS NOT NULL
             THEN 100.0 * greatest(compute_us, memory_us) / dur_us END AS pct_of_roofline,
-       source_file, source_line, source_function
+       source_file, source_line, source_function, work_source, work_missing
 FROM timed;
 
 -- @view gpu_busy: how long each GPU was busy, per trace, step and device.
