@@ -24,6 +24,7 @@ import difflib
 import importlib.util
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -98,13 +99,78 @@ def commands(content):
 
 
 def run(command, folder):
+    """What `command` prints (standard output, then standard error) run in `folder`: a plain
+    `tracekit ...` command in this process (as a shell would run it, without starting Python
+    again, which costs more than most commands), anything else by bash."""
+    plain = plain_tracekit(command)
+    text = _run_in_process(*plain, folder) if plain else None
+    if text is None:
+        text = _run_in_bash(command, folder)
+    # the scratch folder, and the repository its links lead to, as one folder wherever it runs
+    text = text.replace(str(folder), SHOWN_FOLDER).replace(str(REPO), SHOWN_FOLDER)
+    return text.rstrip("\n").split("\n") if text.strip() else []
+
+
+_ASSIGNMENT = re.compile(r"^([A-Z_][A-Z0-9_]*)=([\w.,:/-]*)$")
+
+
+def plain_tracekit(command):
+    """(environment, arguments) of a command that is `tracekit` and its words, after optional
+    `NAME=value` settings, with nothing else a shell would act on (pipes, redirects, `$`,
+    globs, ...); None for any other command."""
+    if _shell_acts_on(command):
+        return None
+    words = shlex.split(command)
+    env = {}
+    while words and _ASSIGNMENT.match(words[0]):
+        name, value = _ASSIGNMENT.match(words[0]).groups()
+        env[name] = value
+        words.pop(0)
+    return (env, words[1:]) if words and words[0] == "tracekit" else None
+
+
+def _shell_acts_on(command):
+    """Whether bash would do more with `command` than split it into words: expand, glob, pipe,
+    redirect, run another command after it."""
+    quote = None
+    for char in command:
+        if quote == "'":
+            quote = None if char == "'" else quote
+        elif quote == '"':
+            if char in '$`\\!':
+                return True
+            quote = None if char == '"' else quote
+        elif char in "'\"":
+            quote = char
+        elif char in "|&;<>()$`*?[]{}~!#\\\n":
+            return True
+    return quote is not None
+
+
+def _run_in_process(env, args, folder):
+    """What the tracekit CLI prints for `args` run in `folder` with `env` set and COLUMNS and
+    LINES unset, by click's test runner (its standard streams are not a terminal, as a pipe's);
+    None where it raised an error of its own (bash runs the command then, to show the traceback)."""
+    from click.testing import CliRunner
+    from tracekit.cli import cli
+
+    here = os.getcwd()
+    os.chdir(folder)
+    try:
+        result = CliRunner().invoke(cli, args, env={"COLUMNS": None, "LINES": None, **env}, prog_name="tracekit")
+    finally:
+        os.chdir(here)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        return None
+    return result.stdout + result.stderr
+
+
+def _run_in_bash(command, folder):
     env = {key: value for key, value in os.environ.items() if key not in ("COLUMNS", "LINES")}
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")  # this Python's tracekit
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))  # of this checkout
     done = subprocess.run(["bash", "-c", command], cwd=folder, env=env, capture_output=True, text=True)
-    # the scratch folder, and the repository its links lead to, as one folder wherever it runs
-    text = (done.stdout + done.stderr).replace(str(folder), SHOWN_FOLDER).replace(str(REPO), SHOWN_FOLDER)
-    return text.rstrip("\n").split("\n") if text.strip() else []
+    return done.stdout + done.stderr
 
 
 def _segments(shown):
