@@ -100,15 +100,32 @@ def commands(content):
 
 def run(command, folder):
     """What `command` prints (standard output, then standard error) run in `folder`: a plain
-    `tracekit ...` command in this process (as a shell would run it, without starting Python
-    again, which costs more than most commands), anything else by bash."""
-    plain = plain_tracekit(command)
-    text = _run_in_process(*plain, folder) if plain else None
+    `tracekit ...` command, or one piped to `head -N` or `tail -N` alone, in this process (as a
+    shell would run it, without starting Python again, which costs more than most commands),
+    anything else by bash."""
+    command_part, cut = _piped_to_head_or_tail(command)
+    plain = plain_tracekit(command_part)
+    text = _run_in_process(*plain, folder, cut) if plain else None
     if text is None:
         text = _run_in_bash(command, folder)
     # the scratch folder, and the repository its links lead to, as one folder wherever it runs
     text = text.replace(str(folder), SHOWN_FOLDER).replace(str(REPO), SHOWN_FOLDER)
     return text.rstrip("\n").split("\n") if text.strip() else []
+
+
+_HEAD_OR_TAIL = re.compile(r"^(.*?)\s*\|\s*(head|tail) -(\d+)$")
+
+
+def _piped_to_head_or_tail(command):
+    """(the command before `| head -N` or `| tail -N`, a function that keeps the lines that keeps
+    of a text), or (command, None) where it ends otherwise."""
+    piped = _HEAD_OR_TAIL.match(command)
+    if not piped:
+        return command, None
+    before, which, count = piped.group(1), piped.group(2), int(piped.group(3))
+    if which == "head":
+        return before, lambda text: "".join(text.splitlines(keepends=True)[:count])
+    return before, lambda text: "".join(text.splitlines(keepends=True)[-count:] if count else [])
 
 
 _ASSIGNMENT = re.compile(r"^([A-Z_][A-Z0-9_]*)=([\w.,:/-]*)$")
@@ -147,9 +164,10 @@ def _shell_acts_on(command):
     return quote is not None
 
 
-def _run_in_process(env, args, folder):
+def _run_in_process(env, args, folder, cut=None):
     """What the tracekit CLI prints for `args` run in `folder` with `env` set and COLUMNS and
-    LINES unset, by click's test runner (its standard streams are not a terminal, as a pipe's);
+    LINES unset, by click's test runner (its standard streams are not a terminal, as a pipe's),
+    its standard output passed through `cut` (a pipe's head or tail: standard error is not piped);
     None where it raised an error of its own (bash runs the command then, to show the traceback)."""
     from click.testing import CliRunner
     from tracekit.cli import cli
@@ -162,7 +180,7 @@ def _run_in_process(env, args, folder):
         os.chdir(here)
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         return None
-    return result.stdout + result.stderr
+    return (cut(result.stdout) if cut else result.stdout) + result.stderr
 
 
 def _run_in_bash(command, folder):
