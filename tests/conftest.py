@@ -210,13 +210,17 @@ def rank_job(tmp_path_factory):
 # minutes of short queries, so it compiles with C1 alone (C2's optimizing compiles of Spark's own
 # code never pay back in that time) and collects its 1 GB heap with the serial collector (no
 # collector threads competing for the two cores): the module's JVM spends about a quarter less CPU
-# and starts in half the time. Neither changes a result. SPARK_SECRET sits in the Python workers'
+# and starts in half the time. Neither changes a result. C1 alone reserves 48 MB for compiled
+# code, which Spark's queries filled in about a minute: the JVM then stops compiling ("CodeCache is
+# full. Compiler has been disabled"), runs what is left of the module interpreted, and can fail a
+# query ("Out of space in CodeCache for adapters"); 240 MB holds all of it. SPARK_SECRET sits in the Python workers'
 # environment, for the sandbox tests to show a query cannot reach it.
 SPARK_SECRET = "tracekit-spark-secret-52c1"
 SPARK_TEST_SETTINGS = {"spark.sql.shuffle.partitions": "1", "spark.sql.adaptive.enabled": "false",
                        "spark.sql.codegen.wholeStage": "false",
                        "spark.sql.codegen.factoryMode": "NO_CODEGEN", "spark.ui.enabled": "false",
-                       "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+                       "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC "
+                                                        "-XX:ReservedCodeCacheSize=240m",
                        "spark.executorEnv.TK_SECRET": SPARK_SECRET}
 
 

@@ -24,6 +24,7 @@ import difflib
 import importlib.util
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -98,13 +99,96 @@ def commands(content):
 
 
 def run(command, folder):
+    """What `command` prints (standard output, then standard error) run in `folder`: a plain
+    `tracekit ...` command, or one piped to `head -N` or `tail -N` alone, in this process (as a
+    shell would run it, without starting Python again, which costs more than most commands),
+    anything else by bash."""
+    command_part, cut = _piped_to_head_or_tail(command)
+    plain = plain_tracekit(command_part)
+    text = _run_in_process(*plain, folder, cut) if plain else None
+    if text is None:
+        text = _run_in_bash(command, folder)
+    # the scratch folder, and the repository its links lead to, as one folder wherever it runs
+    text = text.replace(str(folder), SHOWN_FOLDER).replace(str(REPO), SHOWN_FOLDER)
+    return text.rstrip("\n").split("\n") if text.strip() else []
+
+
+_HEAD_OR_TAIL = re.compile(r"^(.*?)\s*\|\s*(head|tail) -(\d+)$")
+
+
+def _piped_to_head_or_tail(command):
+    """(the command before `| head -N` or `| tail -N`, a function that keeps the lines that keeps
+    of a text), or (command, None) where it ends otherwise."""
+    piped = _HEAD_OR_TAIL.match(command)
+    if not piped:
+        return command, None
+    before, which, count = piped.group(1), piped.group(2), int(piped.group(3))
+    if which == "head":
+        return before, lambda text: "".join(text.splitlines(keepends=True)[:count])
+    return before, lambda text: "".join(text.splitlines(keepends=True)[-count:] if count else [])
+
+
+_ASSIGNMENT = re.compile(r"^([A-Z_][A-Z0-9_]*)=([\w.,:/-]*)$")
+
+
+def plain_tracekit(command):
+    """(environment, arguments) of a command that is `tracekit` and its words, after optional
+    `NAME=value` settings, with nothing else a shell would act on (pipes, redirects, `$`,
+    globs, ...); None for any other command."""
+    if _shell_acts_on(command):
+        return None
+    words = shlex.split(command)
+    env = {}
+    while words and _ASSIGNMENT.match(words[0]):
+        name, value = _ASSIGNMENT.match(words[0]).groups()
+        env[name] = value
+        words.pop(0)
+    return (env, words[1:]) if words and words[0] == "tracekit" else None
+
+
+def _shell_acts_on(command):
+    """Whether bash would do more with `command` than split it into words: expand, glob, pipe,
+    redirect, run another command after it."""
+    quote = None
+    for char in command:
+        if quote == "'":
+            quote = None if char == "'" else quote
+        elif quote == '"':
+            if char in '$`\\!':
+                return True
+            quote = None if char == '"' else quote
+        elif char in "'\"":
+            quote = char
+        elif char in "|&;<>()$`*?[]{}~!#\\\n":
+            return True
+    return quote is not None
+
+
+def _run_in_process(env, args, folder, cut=None):
+    """What the tracekit CLI prints for `args` run in `folder` with `env` set and COLUMNS and
+    LINES unset, by click's test runner (its standard streams are not a terminal, as a pipe's),
+    its standard output passed through `cut` (a pipe's head or tail: standard error is not piped);
+    None where it raised an error of its own (bash runs the command then, to show the traceback)."""
+    from click.testing import CliRunner
+    from tracekit.cli import cli
+
+    here = os.getcwd()
+    os.chdir(folder)
+    try:
+        result = CliRunner().invoke(cli, args, env={"COLUMNS": None, "LINES": None, **env}, prog_name="tracekit")
+    finally:
+        os.chdir(here)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        return None
+    return (cut(result.stdout) if cut else result.stdout) + result.stderr
+
+
+def _run_in_bash(command, folder):
     env = {key: value for key, value in os.environ.items() if key not in ("COLUMNS", "LINES")}
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")  # this Python's tracekit
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))  # of this checkout
     done = subprocess.run(["bash", "-c", command], cwd=folder, env=env, capture_output=True, text=True)
-    # the scratch folder, and the repository its links lead to, as one folder wherever it runs
-    text = (done.stdout + done.stderr).replace(str(folder), SHOWN_FOLDER).replace(str(REPO), SHOWN_FOLDER)
-    return text.rstrip("\n").split("\n") if text.strip() else []
+    return done.stdout + done.stderr
 
 
 def _segments(shown):

@@ -4,6 +4,7 @@ up so that DuckDB's answers are Spark's too, started without Spark's log on the 
 Only `--engine spark` imports this module; pyspark is the optional extra `tracekit[spark]`.
 """
 
+import atexit
 import logging
 import os
 import re
@@ -58,8 +59,11 @@ def start_session(master=None, settings=None):
         # on the PATH; on a cluster, its own setting says which Python runs there.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.master(master).appName("tracekit")
-    # tracekit keeps no Spark tables: without this Spark leaves a spark-warehouse folder wherever it ran
-    warehouse = {"spark.sql.warehouse.dir": os.path.join(tempfile.gettempdir(), f"tracekit-spark-warehouse-{os.getpid()}")}
+    # tracekit keeps no Spark tables: without this Spark leaves a spark-warehouse folder wherever it
+    # ran. Spark makes this one, empty, when a session first makes a view; it goes when Python exits.
+    warehouse_dir = os.path.join(tempfile.gettempdir(), f"tracekit-spark-warehouse-{os.getpid()}")
+    atexit.register(_remove_empty_folder, warehouse_dir)
+    warehouse = {"spark.sql.warehouse.dir": warehouse_dir}
     for key, value in {**SETTINGS, **warehouse, **(settings or {})}.items():
         builder = builder.config(key, value)
     with tempfile.TemporaryFile() as log, _quiet_jvm(log):
@@ -81,6 +85,13 @@ def own_session(base, settings=None):
         if key.startswith("spark.sql."):
             session.conf.set(key, value)
     return session
+
+
+def _remove_empty_folder(path):
+    try:
+        os.rmdir(path)
+    except OSError:  # never made, or someone put something in it: theirs to keep
+        pass
 
 
 @contextmanager
