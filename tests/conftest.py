@@ -81,13 +81,13 @@ def db_dicts(db, sql, params=()):
         con.close()
 
 
-def db_rows(db, sql):
-    """The rows of `sql` on database file `db`, opened read-only for just this call."""
+def db_rows(db, sql, params=()):
+    """The rows of `sql` (with `params`) on database file `db`, opened read-only for just this call."""
     import duckdb
 
     con = duckdb.connect(str(db), read_only=True)
     try:
-        return con.execute(sql).fetchall()
+        return con.execute(sql, list(params)).fetchall()
     finally:
         con.close()
 CPU_TRACE = TEST_DATA / "cpu" / "naive_cpu.json.gz"

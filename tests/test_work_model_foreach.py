@@ -10,9 +10,9 @@ import re
 
 import pytest
 
-from conftest import TEST_DATA
+from conftest import TEST_DATA, db_rows
 from tracekit.ingest.loader import load_file
-from tracekit.store.database import connect, connect_for_queries
+from tracekit.store.database import connect
 
 H200 = TEST_DATA / "h200"
 TRACES = {
@@ -61,18 +61,10 @@ def db(tmp_path_factory):
     return folder / "foreach.duckdb"
 
 
-def _query(db, sql, params=()):
-    con = connect_for_queries(db)
-    try:
-        return con.execute(sql, list(params)).fetchall()
-    finally:
-        con.close()
-
-
 def _first_call(db, trace, op):
     """The first call of `op` in `trace`: its Input Dims, its kernels' work summed, how it was sized,
     its dtype and its kernels' names."""
-    return _query(db, "SELECT o.input_dims, sum(k.flops), sum(k.bytes), any_value(k.work_source), "
+    return db_rows(db, "SELECT o.input_dims, sum(k.flops), sum(k.bytes), any_value(k.work_source), "
                       "any_value(k.flops_dtype), list(DISTINCT k.name) "
                       "FROM kernels k JOIN trace_files f ON f.trace = k.trace "
                       "JOIN cpu_op_rows o ON o.trace_id = f.trace_id AND o.op_id = k.cpu_op_id "
@@ -121,7 +113,7 @@ def test_each_foreach_op_counts_its_lists_by_hand(db, trace, op, elements, per_e
 def test_the_tensors_each_element_moves_are_those_the_kernels_functor_reads_and_writes(db):
     # multi_tensor_apply's functors name <type, depth, lists read, list written>: bytes per element
     # are (lists read + 1) · 4, but addcmul's t1 and t2, one list (g·g), are read once.
-    rows = _query(db, "SELECT cpu_op, any_value(name), sum(bytes) / sum(flops) FROM kernels "
+    rows = db_rows(db, "SELECT cpu_op, any_value(name), sum(bytes) / sum(flops) FROM kernels "
                       "WHERE trace = 'train_gpt2' AND cpu_op LIKE 'aten::\\_foreach%' ESCAPE '\\' GROUP BY cpu_op")
     assert len(rows) == 7
     for op, name, bytes_per_flop in rows:
@@ -133,7 +125,7 @@ def test_the_tensors_each_element_moves_are_those_the_kernels_functor_reads_and_
 
 def test_lists_stay_unsized_where_the_gradients_do_not_give_the_kernels_blocks(db):
     # One AccumulateGrad fewer in the first step: its lists stay NULL; the other steps' are sized.
-    rows = _query(db, "SELECT step, count(*), count(flops), count(bytes), count(work_source), "
+    rows = db_rows(db, "SELECT step, count(*), count(flops), count(bytes), count(work_source), "
                       "count(work_missing), any_value(work_missing) FROM kernels "
                       "WHERE trace = 'one_gradient_less' AND cpu_op LIKE 'aten::\\_foreach%' ESCAPE '\\' "
                       "GROUP BY step ORDER BY step")
