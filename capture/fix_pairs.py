@@ -42,12 +42,10 @@ unless said):
   train_sdpa_math, train_sdpa_flash         the same, forward and backward
 """
 
-import argparse
 import json
 import sys
 import time
 import traceback
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -352,10 +350,7 @@ def repeat_truth(names, device, rounds):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--only", help="comma-separated loop names (default: all)")
+    parser = loops.loop_parser(__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, metavar="ROUNDS",
                         help="no traces: only step_us, ROUNDS times per loop, interleaved (repeat_truth), into DIR/repeats.json")
     args = parser.parse_args(argv)

@@ -242,11 +242,17 @@ def keep_gzipped(raw, path):
     raw.unlink()
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def loop_parser(description):
+    """The options every capture script of loops takes: --out, --device, --only."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--only", help="comma-separated loop names (default: all)")
+    return parser
+
+
+def main(argv=None):
+    parser = loop_parser(__doc__.splitlines()[0])
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     names = args.only.split(",") if args.only else list(LOOPS)

@@ -20,9 +20,7 @@ The loops (GPU shapes; a CPU run uses small ones):
 A loop this torch or machine cannot run is skipped and says why; the others still run.
 """
 
-import argparse
 import sys
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -169,10 +167,7 @@ LOOPS = {
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--only", help="comma-separated loop names (default: all)")
+    parser = loops.loop_parser(__doc__.splitlines()[0])
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     names = args.only.split(",") if args.only else list(LOOPS)
