@@ -1,5 +1,5 @@
 -- How do the variants compare?
--- The article's table: a row per trace, fastest GPU step first, then traces without GPU work by CPU step. Per-step figures are means over the steady steps (view steady_steps: all but the first step);
+-- The article's table: a row per trace, fastest first by GPU time per step, then traces without GPU work by CPU time per step. Per-step figures are means over the steady steps (view steady_steps: all but the first step);
 -- a trace without ProfilerStep#N counts as one step.
 -- keys: trace, gpu_us_per_step, speedup_vs_naive
 -- columns:

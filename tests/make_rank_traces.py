@@ -237,7 +237,7 @@ def main():
     args = vars(parser.parse_args())
     job, paths = build(args.pop("out_dir"), Job(**args))
     print(f"wrote {len(paths)} rank traces to {paths[0].parent.parent}: rank {job.straggler} is "
-          f"{job.delay_us:g} us late in step {job.step}")
+          f"{job.delay_us:g} µs late in step {job.step}")
 
 
 if __name__ == "__main__":

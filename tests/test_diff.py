@@ -6,8 +6,10 @@ import re
 
 import pytest
 
+import tracekit
 from conftest import SAMPLE_TRACES, TEST_DATA, invoke_cli, read_trace
 from tracekit.analysis.compare import parse_condition
+from tracekit.analysis.diff_result import METRICS
 from tracekit.analysis.kernel_names import base_kernel_name
 from tracekit.store.database import connect
 from tracekit.errors import TracekitError
@@ -50,6 +52,21 @@ def test_inplace_fix_drops_the_copy_and_its_time(db):
     memcpy = next(r for r in out["attribution"] if r["key"] == "memcpy")
     assert memcpy["status"] == "disappeared" and memcpy["share_pct"] > 90
     assert "hidden_copy" in [f["rule"] for f in out["findings_gone"]]
+
+
+def test_a_gate_compares_the_per_step_figures_the_summary_prints(db):
+    """Each metric a --fail-on condition names is the summary's column of that name (the kernels'
+    summed time is the summary's kernel_sum_us_per_step), per trace: a gate holds what a person
+    read in the summary, never the step's wall time or another figure called "step"."""
+    code, out = _json(db, "naive_inplace", "naive")
+    summary = tracekit.query("summary", db=db).set_index("trace")
+    columns = {metric: metric for metric in METRICS} | {"kernel_us_per_step": "kernel_sum_us_per_step"}
+    assert code == 0 and set(columns.values()) <= set(summary.columns)
+    for metric, column in columns.items():
+        for side, trace in (("a", "naive_inplace"), ("b", "naive")):
+            # the summary rounds µs to 0.1 for people; the diff keeps the trace's figure
+            assert _figure(out, metric)[side] == pytest.approx(summary.loc[trace, column], abs=0.051), (metric, trace)
+    assert summary.loc["naive", "gpu_us_per_step"] == 2277.6 and summary.loc["naive", "cpu_us_per_step"] == 2574.3
 
 
 def test_fail_on_memcpy_bytes_passes_the_fix_and_fails_the_reverse(db):

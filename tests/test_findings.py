@@ -3,6 +3,7 @@ saving against the saving measured by capturing the fix (tests/data/h200, sample
 
 import gzip
 import json
+import re
 
 import pytest
 
@@ -166,6 +167,13 @@ def test_every_rule_says_what_why_fix_and_saving(rule):
     assert "trace" in r.params, "every rule takes -p trace"
 
 
+def test_findings_write_times_in_microseconds_as_the_report_does(found):
+    """A person reads titles and details beside the report and whatif: a time says µs, never "us"."""
+    texts = [t for t in found["title"].tolist() + found["detail"].tolist() if isinstance(t, str)]
+    assert len({r for r, t, d in zip(found["rule"], found["title"], found["detail"]) if "µs" in f"{t} {d}"}) >= 6
+    assert [t for t in texts if re.search(r"\bus\b", t)] == []
+
+
 def test_the_findings_view_holds_what_the_engine_finds(h200_db, found):
     con = connect_for_queries(h200_db)
     try:
@@ -259,7 +267,7 @@ def test_low_occupancy_names_the_limiter_and_kineto_gap(found):
 
 def test_launch_bound_finds_the_training_steps(found):
     row = _one(found, "train_fp32_train_sdpa_default", "launch_bound")
-    assert row["title"] == "The GPU is busy 16% of each step: 2.8 ms of 17.9 ms"
+    assert row["title"] == "The GPU is busy 16% of each step's CPU span: 2.8 ms of 17.9 ms"
     assert row["detail"].startswith("196 kernels per step over 7 steady step(s)")
     assert "CUDA graph" in row["fix"] and row["severity"] == "high"
     # The rule's bound: the step's CPU span less its GPU busy time; replayed from a CUDA graph, the

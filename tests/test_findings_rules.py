@@ -165,7 +165,7 @@ def test_gpu_idle_is_silent_where_the_gpu_never_waits_long_or_not_in_steady_step
 
 def test_host_sync_finds_the_stream_syncs_of_copies_in_a_public_training_step(found):
     row = _one(found, "foreign_v100_dgxs_mlp_train_step", "host_sync")
-    assert row["title"] == "2 cudaStreamSynchronize per step from aten::to → aten::copy_: the CPU waits 15.0 us per step"
+    assert row["title"] == "2 cudaStreamSynchronize per step from aten::to → aten::copy_: the CPU waits 15.0 µs per step"
     assert row["estimate_us_per_step"] == pytest.approx(15.0)  # under the GPU's idle time: not capped
     assert "pin_memory=True" in row["fix"] and "non_blocking=True" in row["fix"]
     assert [e["source"] for e in row["evidence"]] == ["runtime", "runtime"]
@@ -174,7 +174,7 @@ def test_host_sync_finds_the_stream_syncs_of_copies_in_a_public_training_step(fo
 def test_host_sync_finds_item_and_its_wait(found):
     row = _one(found, "built_item_loop", "host_sync")
     assert row["title"] == ("1 device-to-host copy of 4 B or less per step and cudaStreamSynchronize from "
-                            "aten::item → aten::_local_scalar_dense: the CPU waits 191.0 us per step")
+                            "aten::item → aten::_local_scalar_dense: the CPU waits 191.0 µs per step")
     assert row["estimate_us_per_step"] == pytest.approx(191.0)
     assert "torch.where" in row["fix"]
 
@@ -236,7 +236,7 @@ def test_per_call_setup_finds_the_math_backends_mask_and_row_checks(rules_db, fo
     checks = _one(found, "samples_sdpa_math", "per_call_setup", title="_safe_softmax")
     mask = _one(found, "samples_sdpa_math", "per_call_setup", title="causal mask")
     assert checks["title"].endswith(" in aten::_scaled_dot_product_attention_math: 4 kernels, "
-                                    f"{checks['estimate_us_per_step']:.1f} us of GPU time per step")
+                                    f"{checks['estimate_us_per_step']:.1f} µs of GPU time per step")
     assert "5 kernels" in mask["title"] and "aten::ones, aten::scalar_tensor, aten::tril, aten::where" in mask["detail"]
     measured = dict(_query(rules_db, """
         SELECT CASE WHEN cpu_op_path LIKE '%_safe_softmax →%' THEN 'checks' ELSE 'mask' END, sum(k.dur_us) / 5
@@ -251,7 +251,7 @@ def test_per_call_setup_finds_the_math_backends_mask_and_row_checks(rules_db, fo
 def test_per_call_setup_finds_a_mask_the_model_rebuilds_and_not_one_it_caches(found):
     row = _one(found, "built_mask_every_step", "per_call_setup")
     assert row["title"] == ("A causal mask rebuilt on every call in Python code (no op above it): "
-                            "2 kernels, 16.0 us of GPU time per step")
+                            "2 kernels, 16.0 µs of GPU time per step")
     assert "register_buffer" in row["fix"]
     assert _rows(found, "built_mask_cached", "per_call_setup").empty  # rebuilt in one steady step of three
 

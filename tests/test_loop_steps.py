@@ -87,7 +87,7 @@ def test_iterations_marked_with_record_function_are_the_steps_of_a_trace_without
     assert summary["gpu_us_per_step"] == pytest.approx(float(TRUTH["iterations_no_profiler_step"]["step_us"]),
                                                        rel=0.03)
     cold = tracekit.findings(db=loops_db, trace="iterations_no_profiler_step", rule="cold_start")
-    assert list(cold["title"]) == ["The first step takes 783.2 ms against 0.089 ms for a steady one: cuDNN"]
+    assert list(cold["title"]) == ["The first step's CPU span lasts 783.2 ms against 0.089 ms in a steady one: cuDNN"]
 
 
 def test_a_stub_last_step_is_not_averaged(loops_db):

@@ -208,7 +208,7 @@ def test_rank_steps_treats_a_trace_without_steps_as_one_step(rtx_db):
     assert rows[0]["wait_us"] == 0 and rows[1]["wait_us"] == pytest.approx(k1["dur"] - k0["dur"], abs=0.1)
     for row in rows:
         # each figure to 0.1 µs: a difference of two is within 0.1 of the third
-        assert row["work_us"] == pytest.approx(row["step_us"] - row["wait_us"], abs=0.11)
+        assert row["work_us"] == pytest.approx(row["span_us"] - row["wait_us"], abs=0.11)
     assert rows[0]["vs_others_us"] == pytest.approx(rows[0]["work_us"] - rows[1]["work_us"], abs=0.11)
     assert {r["slowest_by_us"] for r in rows} == {max(r["vs_others_us"] for r in rows)}
 

@@ -81,9 +81,9 @@ WITH unstepped AS (
 SELECT c.trace, 'cold_start' AS rule,
        CASE WHEN c.cold_us - c.steady_us >= 100000 THEN 'high'
             WHEN c.cold_us - c.steady_us >= 10000 THEN 'medium' ELSE 'low' END AS severity,
-       format('The first step takes {:.1f} ms against {:.3f} ms for a steady one: {}',
+       format('The first step''s CPU span lasts {:.1f} ms against {:.3f} ms in a steady one: {}',
               c.cold_us / 1000, c.steady_us / 1000, n.cause) AS title,
-       format('Step {} costs {:.1f} ms more than the median steady step; {} alone spends {:.1f} ms more than in a steady step',
+       format('Step {}''s CPU span lasts {:.1f} ms more than the median steady step''s; {} alone spends {:.1f} ms more than in a steady step',
               c.cold_step, (c.cold_us - c.steady_us) / 1000, coalesce(n.op, 'no single op'),
               coalesce(n.op_excess_us, 0) / 1000) AS detail,
        CASE n.cause

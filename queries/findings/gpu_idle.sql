@@ -4,7 +4,7 @@
 -- saving: estimate: the time of the gaps per steady step (NULL for a trace without steps: no step to save it in), an upper bound; the replay of the cause's fix (whatif) says what the step would save
 -- params:
 --   trace = NULL: only this trace
---   min_gap_us = 50: ignore gaps shorter than this; a launch costs the CPU 5-20 us, so shorter gaps are launch latency, not a stall (the training captures in tests/data/h200 idle 11-14 ms of a 17-19 ms step in gaps of 50 us or more)
+--   min_gap_us = 50: ignore gaps shorter than this; a launch costs the CPU 5-20 µs, so shorter gaps are launch latency, not a stall (the training captures in tests/data/h200 idle 11-14 ms of a 17-19 ms step in gaps of 50 µs or more)
 --   step_end_syncs = 0: 1 also counts the idle a sync with nothing launched after it in its step held back (a loop that syncs at the end of each step to time it, as tracekit capture does, or to log loss.item()); left out by default, as host_sync leaves those syncs out; the CPU's own time after such a sync counts either way
 --   min_stall_us = 1000: a gap the CPU's own time explains is a stall when the launching thread made no runtime call for at least this long before the launch (a sleep, a lock, logging); shorter stretches are the pace of Python launching kernels
 --   max_evidence = 20: at most this many gaps named in the evidence
@@ -161,17 +161,17 @@ WITH busy AS (
                         ORDER BY c.idle_us DESC, c.gap_start_us, c.device)[1:CAST($max_evidence AS INTEGER)]) AS evidence
     FROM counted c GROUP BY c.trace, c.cause
 ), tops AS (
-    SELECT trace, cause, string_agg(format('{} {:.1f} us', doing, idle_us), '; ' ORDER BY rank) AS top_doing,
+    SELECT trace, cause, string_agg(format('{} {:.1f} µs', doing, idle_us), '; ' ORDER BY rank) AS top_doing,
            max(CASE WHEN rank = 1 THEN doing END) AS first_doing
     FROM by_doing WHERE rank <= 3 GROUP BY trace, cause
 )
 SELECT g.trace, 'gpu_idle' AS rule,
        CASE WHEN g.idle_us / g.steps >= 0.10 * s.step_us THEN 'high'
             WHEN g.idle_us / g.steps >= 0.03 * s.step_us THEN 'medium' ELSE 'low' END AS severity,
-       format('GPU idle {} in gaps of {} us or more while {}',
-              CASE WHEN s.has_steps THEN format('{:.1f} us per step ({:.0f}% of the step)', g.idle_us / g.steps,
+       format('GPU idle {} in gaps of {} µs or more while {}',
+              CASE WHEN s.has_steps THEN format('{:.1f} µs per step ({:.0f}% of the step''s CPU span)', g.idle_us / g.steps,
                                                 100.0 * g.idle_us / g.steps / s.step_us)
-                   ELSE format('{:.1f} us in a trace without steps ({:.0f}% of it)', g.idle_us,
+                   ELSE format('{:.1f} µs in a trace without steps ({:.0f}% of it)', g.idle_us,
                                100.0 * g.idle_us / s.step_us) END, $min_gap_us,
               CASE g.cause WHEN 'sync' THEN 'the CPU waited in ' || x.first_doing
                            WHEN 'copy' THEN 'the CPU waited for a copy: ' || x.first_doing
@@ -181,7 +181,7 @@ SELECT g.trace, 'gpu_idle' AS rule,
                            WHEN 'cpu' THEN 'the CPU ran Python and ops (most in ' || x.first_doing || ')'
                            WHEN 'queued' THEN 'the next work was already queued (waiting on another stream or an event)'
                            ELSE 'the next work''s launch is not in the trace' END) AS title,
-       format('{} gap(s) in {}{}, longest {:.1f} us; idle us {} by what the CPU was doing: {}',
+       format('{} gap(s) in {}{}, longest {:.1f} µs; idle µs {} by what the CPU was doing: {}',
               g.gaps, CASE WHEN s.has_steps THEN format('{} steady step(s)', g.steps) ELSE 'the trace' END, CASE WHEN g.devices > 1 THEN format(' on {} devices', g.devices) ELSE '' END, g.longest_us,
               CASE WHEN s.has_steps THEN 'per step' ELSE 'in the trace' END, x.top_doing) AS detail,
        CASE g.cause

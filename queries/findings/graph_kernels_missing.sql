@@ -36,7 +36,7 @@ SELECT g.trace, 'graph_kernels_missing' AS rule,
        format('{} {} per step{}, none of them with a kernel, memcpy or memset of its correlation id in the trace; the figures per step (step_totals, gpu_busy) count only the work launched outside graphs{}',
               CASE WHEN g.missing % g.steps = 0 THEN CAST(g.missing // g.steps AS VARCHAR) ELSE format('{:.1f}', g.missing / g.steps) END,
               g.name, coalesce(' from ' || regexp_replace(g.typical_op, '#[0-9]+$', '#N'), ''),
-              coalesce(format(' ({:.1f} us per step of GPU work from other launches)', t.gpu_us_per_step), '')) AS detail,
+              coalesce(format(' ({:.1f} µs per step of GPU work from other launches)', t.gpu_us_per_step), '')) AS detail,
        CASE WHEN g.name LIKE 'hip%' THEN 'profile with a ROCm and PyTorch whose profiler (roctracer/rocprofiler) records the kernels of graph replays, or profile one step eagerly without the graph to see its kernels'
             ELSE 'profile with a PyTorch and CUPTI that record the kernels of graph replays (recent Kineto does), or profile one step eagerly without the graph to see its kernels; time the replay with CUDA events' END AS fix,
        CAST(NULL AS VARCHAR) AS whatif,

@@ -54,7 +54,7 @@ SELECT g.trace, 'hidden_copy' AS rule,
               g.culprit, CASE WHEN g.backward IS NULL THEN '' ELSE ' in autograd''s ' || g.backward END,
               CASE g.lines WHEN 0 THEN '' WHEN 1 THEN ' at ' || g.first_line
                    ELSE format(' at {} and {} more line(s)', g.first_line, g.lines - 1) END) AS title,
-       format('{} copies in {} steady step(s), {:.1f} us of GPU time per step ({:.1f}% of the step''s {:.1f} us), made by {}{}',
+       format('{} copies in {} steady step(s), {:.1f} µs of GPU time per step ({:.1f}% of the step''s {:.1f} µs of GPU time), made by {}{}',
               g.copies, g.steps, g.copy_us / g.steps, 100.0 * g.copy_us / g.steps / t.gpu_us_per_step,
               t.gpu_us_per_step, g.paths, CASE WHEN g.lines = 0 THEN '' ELSE ' at ' || g.code_lines END) AS detail,
        CASE WHEN g.backward IS NOT NULL

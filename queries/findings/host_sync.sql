@@ -59,11 +59,11 @@ SELECT e.trace, 'host_sync' AS rule,
             ELSE format('{} {} per step from {}',
                         CASE WHEN e.calls % e.steps = 0 THEN CAST(e.calls // e.steps AS VARCHAR) ELSE format('{:.1f}', e.calls / e.steps) END,
                         e.names, e.caller) END
-         || format(': the CPU waits {:.1f} us per step', e.blocked_us / e.steps) AS title,
+         || format(': the CPU waits {:.1f} µs per step', e.blocked_us / e.steps) AS title,
        format('{} call(s) in {} steady step(s), {} with more GPU work launched after it in its step; ',
               e.calls, e.steps, CASE WHEN e.mid_step = e.calls THEN 'each' ELSE format('{} of them', e.mid_step) END)
          || CASE WHEN e.saving_us IS NULL THEN 'the trace has no ProfilerStep spans, so the saving is not estimated'
-                 ELSE format('the GPU is idle {:.1f} us of each {:.1f} us step, which caps the saving',
+                 ELSE format('the GPU is idle {:.1f} µs of each step''s {:.1f} µs CPU span, which caps the saving',
                              greatest(e.cpu_us_per_step - coalesce(e.gpu_us_per_step, 0), 0), e.cpu_us_per_step) END AS detail,
        CASE WHEN e.copies > 0 OR e.caller LIKE '%aten::item%' OR e.caller LIKE '%_local_scalar_dense%'
                  THEN 'keep the value on the GPU (torch.where or a mask instead of a Python if on a tensor), or read it every N steps; to log it, copy it into pinned memory with non_blocking=True and read it a step later'

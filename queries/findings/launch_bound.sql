@@ -28,9 +28,9 @@ WITH launches AS (
 )
 SELECT t.trace, 'launch_bound' AS rule,
        CASE WHEN t.gpu_us_per_step < 0.25 * t.cpu_us_per_step THEN 'high' ELSE 'medium' END AS severity,
-       format('The GPU is busy {:.0f}% of each step: {:.1f} ms of {:.1f} ms', 100.0 * t.gpu_us_per_step / t.cpu_us_per_step,
+       format('The GPU is busy {:.0f}% of each step''s CPU span: {:.1f} ms of {:.1f} ms', 100.0 * t.gpu_us_per_step / t.cpu_us_per_step,
               t.gpu_us_per_step / 1000, t.cpu_us_per_step / 1000) AS title,
-       format('{:.0f} kernels per step over {} steady step(s), median kernel {:.1f} us; the CPU spends {:.1f} ms per step in {:.0f} launch calls',
+       format('{:.0f} kernels per step over {} steady step(s), median kernel {:.1f} µs; the CPU spends {:.1f} ms per step in {:.0f} launch calls',
               t.kernels_per_step, t.steps, k.median_kernel_us, coalesce(l.launch_us_per_step, 0) / 1000,
               coalesce(l.calls_per_step, 0)) AS detail,
        'capture the step in a CUDA graph (torch.compile(mode=''reduce-overhead'') or torch.cuda.CUDAGraph), fuse kernels with torch.compile, or give each launch more work (a bigger batch)' AS fix,

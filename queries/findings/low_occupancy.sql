@@ -33,7 +33,7 @@ SELECT b.trace, 'low_occupancy' AS rule,
        format('{} runs at {:.1f}% theoretical occupancy, limited by {}',
               CASE WHEN length(b.name) > 80 THEN left(b.name, 77) || '...' ELSE b.name END,
               b.occupancy_pct, replace(b.limiter, '_', ' ')) AS title,
-       format('{} launches, {:.1f} us per step ({:.1f}% of the GPU time); {} registers per thread, {} bytes of shared memory and {} threads per block; Kineto''s achieved occupancy: {}',
+       format('{} launches, {:.1f} µs per step ({:.1f}% of the GPU time); {} registers per thread, {} bytes of shared memory and {} threads per block; Kineto''s achieved occupancy: {}',
               b.launches, b.kernel_us / b.steps, 100.0 * b.kernel_us / b.steps / t.gpu_us_per_step,
               b.registers, b.shared_bytes, b.threads,
               CASE WHEN b.kineto_known = 0 THEN 'none (it writes 0 for blocks over 48 KiB of shared memory, stored as NULL)'

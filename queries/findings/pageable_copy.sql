@@ -35,7 +35,7 @@ SELECT g.trace, 'pageable_copy' AS rule,
               g.kind, CASE WHEN g.sized = g.copies THEN format('{:.1f} MiB', g.bytes / g.copies / 1048576.0) ELSE 'unknown size' END,
               CASE g.kind WHEN 'HtoD' THEN 'from' ELSE 'to' END,
               g.path) AS title,
-       format('{} cop{} in {} steady step(s): {:.1f} us of GPU time per step, {:.1f}% of the step''s {:.1f} us',
+       format('{} cop{} in {} steady step(s): {:.1f} µs of GPU time per step, {:.1f}% of the step''s {:.1f} µs of GPU time',
               g.copies, CASE WHEN g.copies = 1 THEN 'y' ELSE 'ies' END, g.steps, g.copy_us / g.steps,
               100.0 * g.copy_us / g.steps / t.gpu_us_per_step, t.gpu_us_per_step)
          || CASE WHEN g.sized_us > 0 THEN format(', at {:.1f} GB/s', g.bytes / (g.sized_us * 1000.0)) ELSE '' END

@@ -57,7 +57,7 @@ WITH tagged AS (
 SELECT g.trace, 'per_call_setup' AS rule,
        CASE WHEN g.setup_us / g.steps >= 0.10 * t.gpu_us_per_step THEN 'high'
             WHEN g.setup_us / g.steps >= 0.03 * t.gpu_us_per_step THEN 'medium' ELSE 'low' END AS severity,
-       format('{} on every call in {}: {} kernels, {:.1f} us of GPU time per step',
+       format('{} on every call in {}: {} kernels, {:.1f} µs of GPU time per step',
               CASE WHEN g.work = 'checks' THEN 'aten::_safe_softmax checks each row for full masking'
                    WHEN g.triangular THEN 'A causal mask rebuilt'
                    WHEN g.masks THEN 'A mask rebuilt'
@@ -65,7 +65,7 @@ SELECT g.trace, 'per_call_setup' AS rule,
               g.parent,
               CASE WHEN g.kernels % g.steps = 0 THEN CAST(g.kernels // g.steps AS VARCHAR) ELSE format('{:.1f}', g.kernels / g.steps) END,
               g.setup_us / g.steps) AS title,
-       format('{} kernels in {} steady step(s), the same in each, from {}; {:.1f}% of the step''s {:.1f} us of GPU time',
+       format('{} kernels in {} steady step(s), the same in each, from {}; {:.1f}% of the step''s {:.1f} µs of GPU time',
               g.kernels, g.steps, g.ops, 100.0 * g.setup_us / g.steps / t.gpu_us_per_step, t.gpu_us_per_step) AS detail,
        CASE WHEN g.in_sdpa_math
                  THEN 'let scaled_dot_product_attention use a fused backend (flash, memory-efficient or cuDNN): with is_causal=True they mask inside the kernel, with no mask to build and no rows to check'

@@ -45,11 +45,11 @@ SELECT p.trace, 'simt_gemm' AS rule,
             WHEN e.saving_us / p.steps >= 0.03 * t.gpu_us_per_step THEN 'medium' ELSE 'low' END AS severity,
        format('{:.0f}% of GPU time per step is matrix math on CUDA cores (SIMT), not Tensor Cores',
               100.0 * p.simt_us / p.steps / t.gpu_us_per_step) AS title,
-       format('{} SIMT kernels ({} convolutions) from {} ops in {} steady step(s): {:.1f} us per step of {:.1f} us; mostly from {}',
+       format('{} SIMT kernels ({} convolutions) from {} ops in {} steady step(s): {:.1f} µs per step of the step''s {:.1f} µs of GPU time; mostly from {}',
               p.kernels, p.convolutions, p.ops, p.steps, p.simt_us / p.steps, t.gpu_us_per_step,
               coalesce(p.typical_path, 'an op the trace does not name'))
          || CASE WHEN e.saving_us IS NULL THEN '; the saving is unknown (no input shapes recorded, or no Tensor Core figures for this GPU)'
-                 ELSE format('; on Tensor Cores they would take about {:.1f} us', p.simt_us / p.steps - e.saving_us / p.steps) END
+                 ELSE format('; on Tensor Cores they would take about {:.1f} µs', p.simt_us / p.steps - e.saving_us / p.steps) END
          AS detail,
        -- Advice the GPU can take: Volta and Turing Tensor Cores have neither TF32 nor BF16, MI100/MI200's no TF32.
        CASE WHEN a.no_tf32_or_bf16 THEN 'run under torch.autocast(dtype=torch.float16), with torch.amp.GradScaler in training: this GPU''s Tensor Cores have no TF32 or BF16 (Volta, Turing)'

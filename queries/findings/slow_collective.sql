@@ -47,7 +47,7 @@ SELECT g.trace, 'slow_collective' AS rule,
                                  ELSE format('{:.1f}-{:.1f} MB', g.min_bytes / 1e6, g.max_bytes / 1e6) END,
               CASE WHEN g.calls = 1 THEN 'es' ELSE '' END, g.busbw_gbps, 100.0 * g.busbw_gbps / g.link_gb_s,
               g.link, g.link_gb_s) AS title,
-       format('{} call(s) in {} steady step(s), in groups of {} ranks: median busbw {:.1f} GB/s (best {:.1f}; decimal GB/s), {:.1f} us of kernel time per step; '
+       format('{} call(s) in {} steady step(s), in groups of {} ranks: median busbw {:.1f} GB/s (best {:.1f}; decimal GB/s), {:.1f} µs of kernel time per step; '
               || 'the link ({}, {:.0f} GB/s a direction) is assumed from the GPU''s name ({}), the trace records none; '
               || '{:.0f}% of the step''s communication ran beside compute kernels, which take SMs from NCCL',
               g.calls, g.steps, coalesce(CAST(g.group_size AS VARCHAR), 'an unknown number of'), g.busbw_gbps, g.best_gbps,

@@ -144,12 +144,12 @@ def _all_fixes_row(trace, whatif, replayed, found):
         title = f"All {count} fixes together: replayed saving unknown"
         detail = replayed.why
     else:
-        title = (f"{f'All {count} fixes together' if count > 1 else 'Its one fix'}: {replayed.saving_us:,.1f} us of the "
-                 f"{replayed.step_us:,.1f} us step ({100 * replayed.saving_us / replayed.step_us:.0f}%)")
-        detail = (f"the steady step replayed as it is takes {replayed.step_us:,.1f} us, with "
-                  f"{'every fix' if count > 1 else 'the fix'} {replayed.fixed_us:,.1f} us")
+        title = (f"{f'All {count} fixes together' if count > 1 else 'Its one fix'}: {replayed.saving_us:,.1f} µs of the "
+                 f"{replayed.step_us:,.1f} µs step ({100 * replayed.saving_us / replayed.step_us:.0f}%)")
+        detail = (f"the steady step replayed as it is takes {replayed.step_us:,.1f} µs, with "
+                  f"{'every fix' if count > 1 else 'the fix'} {replayed.fixed_us:,.1f} µs")
         if count > 1:
-            detail += (f"; the findings' own savings add up to {summed:,.1f} us, as each is replayed alone "
+            detail += (f"; the findings' own savings add up to {summed:,.1f} µs, as each is replayed alone "
                        "and fixes that relieve the same wait share their saving")
     return {"trace": trace, "rule": ALL_FIXES, "severity": "info", "title": title, "detail": detail,
             "fix": "apply the fixes of the findings above", "whatif": whatif,

@@ -40,8 +40,8 @@ EVENT_PROBLEMS = {
     "no ts": "(ts IS NULL OR json_type(ts) = 'NULL') AND json_extract_string(ph, '$') <> 'M'",
     "a ts that is not a number": "ts IS NOT NULL AND json_type(ts) <> 'NULL' AND NOT tk_is_number(ts)",
     "a dur that is not a number": "dur IS NOT NULL AND json_type(dur) <> 'NULL' AND NOT tk_is_number(dur)",
-    "a ts out of range (NaN, infinite or over 4.6e15 us)": "tk_is_number(ts) AND NOT tk_in_range(ts)",
-    "a dur out of range (NaN, infinite or over 4.6e15 us)": "tk_is_number(dur) AND NOT tk_in_range(dur)",
+    "a ts out of range (NaN, infinite or over 4.6e15 µs)": "tk_is_number(ts) AND NOT tk_in_range(ts)",
+    "a dur out of range (NaN, infinite or over 4.6e15 µs)": "tk_is_number(dur) AND NOT tk_in_range(dur)",
     "args that are not an object": "args IS NOT NULL AND json_type(args) NOT IN ('OBJECT', 'NULL')",
 }
 # The reason --lenient gives for the one event a truncated file cuts in half.

@@ -51,7 +51,7 @@ TABLES = {
 
 # What each table holds, for `tracekit schema` and `tracekit tables`.
 TABLE_DOCS = {
-    "hta_kernel_breakdown": "HTA's kernel breakdown: a row per trace, kernel name and type (us)",
+    "hta_kernel_breakdown": "HTA's kernel breakdown: a row per trace, kernel name and type (µs)",
     "hta_kernel_type_breakdown": "GPU busy time per trace and kernel type (COMPUTATION, COMMUNICATION, MEMORY)",
     "hta_temporal_breakdown": "per trace: GPU idle, compute and non-compute time, and their shares",
     "hta_idle_time": "per trace and stream: GPU idle time by category (host wait, kernel wait, other)",

@@ -159,7 +159,7 @@ class ReportData:
 
     @property
     def order(self):
-        """Trace names, fastest GPU step first (the summary's order)."""
+        """Trace names, fastest first by GPU time per step (the summary's order)."""
         return list(self.summary["trace"])
 
 
@@ -220,7 +220,7 @@ def on_gpu(row):
 
 def step_time(row):
     """(µs per step, 'GPU' or 'CPU'): the GPU's busy time, or for a trace without GPU work its
-    CPU step; (None, None) when it has neither."""
+    CPU span per step; (None, None) when it has neither."""
     if on_gpu(row):
         return float(row.gpu_us_per_step), "GPU"
     if present(row.cpu_us_per_step):

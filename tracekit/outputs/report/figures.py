@@ -1,6 +1,6 @@
 """The report's charts, drawn from its data: one function per chart, each an SVG with a fixed id.
 
-Rows are always in the summary's order (fastest GPU step first), so a variant sits on the same
+Rows are always in the summary's order (fastest first by GPU time per step), so a variant sits on the same
 line of every chart.
 """
 

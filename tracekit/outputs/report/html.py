@@ -154,7 +154,7 @@ def _fastest_kpi(data):
     trace is never called fastest against traces that ran something else, or elsewhere."""
     groups = like_groups(data)
     if not groups:
-        return _kpi("Fastest", "—", "no step time")
+        return _kpi("Fastest", "—", "no time per step")
     variants = dict(zip(data.summary["trace"], data.summary["variant"].fillna(data.summary["trace"])))
     # The group comparing the most variants (then the most traces): repeats of one variant compare none.
     shape, traces = max(groups.items(), key=lambda item: (len({variants[t] for t in item[1]}), len(item[1])))
@@ -262,8 +262,11 @@ def page(data, figures):
             f'{memory_section.html_section(data.memory)}{_figures(figures)}'
             "<footer><p>Steady steps are every ProfilerStep#N but the first (the cold call that pays for "
             "cuDNN plans, torch.compile and allocator warm-up), or the only one where a trace has one; a "
-            "trace without ProfilerStep#N counts as one step, the whole trace. GPU time is the sum of kernel, "
-            "memcpy and memset durations; a trace without GPU work is timed by its CPU step. Occupancy is "
+            "trace without ProfilerStep#N counts as one step, the whole trace. GPU time per step is the GPU's busy "
+            "time (the union of its kernel, memcpy and memset intervals, concurrent streams counted once); a "
+            "trace without GPU work is timed by its CPU span per step. A step's time where a finding says just "
+            "\"step\" is its wall time (view step_bounds: from the previous step's completion to its own). "
+            "Occupancy is "
             "the occupancy a kernel's launch allows (registers, shared memory and block size against the SM's "
             "limits), the figure the low_occupancy findings give. A trace is called fastest only among traces "
             "of its shape on its device, and compared with the naive trace of that shape.</p>"
