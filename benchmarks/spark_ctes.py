@@ -1,16 +1,17 @@
 """Queries whose CTEs Spark runs a step at a time (tracekit/spark/ctes.py), timed on a lake in
 CPU seconds: this process's and the JVM's together (the JVM does the work; other processes on a
-shared machine change a query's wall time far more than its CPU time).
+shared machine change a query's wall time far more than its CPU time), with the Spark jobs each
+run starts.
 
 One Spark session over the lake (its start left out), then each query once to warm the JVM up
-(not counted), then `--repeat` times each way, in turn: with nothing cached, with the views its
-steps share cached (ctes.shared_views), with the lake's tables they share cached too; so every
-way sees the same JVM and the same load from other processes; a row per query and way with its rows, the median wall seconds
-and the median CPU seconds (Python + JVM).
+(not counted), then `--repeat` times; a row per query with its rows, its Spark jobs, the median
+wall seconds and the median CPU seconds (Python + JVM). To compare two checkouts, run it from
+each (PYTHONPATH=OTHER/checkout python benchmarks/spark_ctes.py ...): the first line says which
+tracekit ran.
 
     python benchmarks/spark_ctes.py LAKE [--repeat 3] [--query summary] [--rule gpu_idle] ...
 
-Without --query or --rule: summary, rank_steps and the rules gpu_idle and per_call_setup.
+Without --query or --rule: summary and the rule gpu_idle.
 """
 
 import argparse
@@ -49,38 +50,29 @@ def main():
 
     queries, rules = args.query, args.rule
     if not queries and not rules:
-        queries, rules = ["summary", "rank_steps"], ["gpu_idle", "per_call_setup"]
+        queries, rules = ["summary"], ["gpu_idle"]
     print(f"tracekit from {os.path.dirname(tracekit.__file__)}", flush=True)
     started = time.perf_counter()
     with SparkLake(args.lake) as lake:
-        pid = lake.spark.sparkContext._gateway.proc.pid
+        context = lake.spark.sparkContext
+        pid = context._gateway.proc.pid
         print(f"Spark open in {time.perf_counter() - started:.1f} s (JVM pid {pid})", flush=True)
         calls = [(name, *named_sql(name)) for name in queries] + [(f"rule {name}", *rule_call(name)) for name in rules]
-        from tracekit.lake.layout import per_trace_tables, shared_tables
-
-        views = lake._view_reads
-        # the lake's tables as views that read nothing further, made before the views that read them
-        tables = {table: frozenset() for table in [*per_trace_tables(), *shared_tables()]}
-        ways = {"not cached": {}, "views cached": views, "views and tables cached": tables | views}
-        print("| query | shared views | rows | Spark jobs | wall s (median) | CPU s (median) | CPU s each |")
-        print("|---|---|---:|---:|---:|---:|---|")
+        print("| query | rows | Spark jobs | wall s (median) | CPU s (median) | CPU s each |")
+        print("|---|---:|---:|---:|---:|---|")
         for label, sql, params in calls:
             lake.rows(sql, params)
-            runs, jobs = {way: ([], []) for way in ways}, {}
-            for _ in range(args.repeat):
-                for way, (walls, cpus) in runs.items():
-                    lake._view_reads = ways[way]
-                    group = f"bench-{label}-{way}-{len(walls)}"
-                    lake.spark.sparkContext.setJobGroup(group, group)
-                    wall, cpu, jvm = time.perf_counter(), time.process_time(), jvm_cpu_s(pid)
-                    rows = len(lake.rows(sql, params).rows)
-                    jobs[way] = len(lake.spark.sparkContext.statusTracker().getJobIdsForGroup(group))
-                    walls.append(time.perf_counter() - wall)
-                    cpus.append(time.process_time() - cpu + jvm_cpu_s(pid) - jvm)
-            lake._view_reads = views
-            for way, (walls, cpus) in runs.items():
-                print(f"| {label} | {way} | {rows} | {jobs[way]} | {statistics.median(walls):.1f} | {statistics.median(cpus):.1f} | "
-                      f"{', '.join(f'{c:.1f}' for c in cpus)} |", flush=True)
+            walls, cpus, jobs, rows = [], [], 0, 0
+            for run in range(args.repeat):
+                group = f"bench-{label}-{run}"
+                context.setJobGroup(group, group)
+                wall, cpu, jvm = time.perf_counter(), time.process_time(), jvm_cpu_s(pid)
+                rows = len(lake.rows(sql, params).rows)
+                walls.append(time.perf_counter() - wall)
+                cpus.append(time.process_time() - cpu + jvm_cpu_s(pid) - jvm)
+                jobs = len(context.statusTracker().getJobIdsForGroup(group))
+            print(f"| {label} | {rows} | {jobs} | {statistics.median(walls):.1f} | {statistics.median(cpus):.1f} | "
+                  f"{', '.join(f'{c:.1f}' for c in cpus)} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -182,27 +182,6 @@ def test_every_finding_rule_gives_duckdbs_rows_on_spark(spark_lake, duck, rule):
     assert_same_rows(rows, _rule_rows(lambda sql, params: fetch_rows(duck, sql, params), rule))
 
 
-def test_a_query_run_in_steps_computes_the_views_its_steps_share_once_then_drops_them(spark_lake, duck):
-    """gpu_idle runs its CTEs a step at a time: steady_window, read by several steps, is cached for
-    the query (kernels, read by one step, is not), with DuckDB's rows, and uncached after."""
-    from tracekit.spark.ctes import query_frame, release
-    from tracekit.spark.dialect import spark_tree
-
-    found = rules()["gpu_idle"]
-    params = {key: default for key, (default, _) in found.params.items()}
-    catalog, kept = spark_lake.spark.catalog, []
-    try:
-        frame = query_frame(spark_lake.spark, spark_tree(found.sql), params, kept, spark_lake._view_reads)
-        cached = {name for what, name in kept if what == "cached"}
-        assert "steady_window" in cached and "kernels" not in cached
-        assert all(catalog.isCached(name) for name in cached)
-        rows = frame.collect()
-    finally:
-        release(spark_lake.spark, kept)
-    assert not any(catalog.isCached(name) for name in cached)
-    assert len(rows) == len(fetch_rows(duck, found.sql, params).rows) > 0
-
-
 @pytest.mark.parametrize("name, params", [("top_kernels", {"trace": "naive", "limit": "2"}),
                                           ("memcpy", {"trace": ODD_NAME}),
                                           ("anomalies", {"trace": "rtx4060_runtime_without_gpu_events"})])

@@ -13,84 +13,43 @@ reads it before it swaps in the cached rows, so the plans grow as before. And no
 over SQL that reads a checkpoint twice: Spark 4.3 then joins wrongly (gpu_idle's `causes`, a
 UNION ALL of two reads of `split`, lost 272 of its 2,206 rows as such a view; the same SQL as one
 query gives them all).
-
-The views of views.sql that two or more of those steps read (directly, or through other views:
-`steady_window`, `kernels`, `gpu_busy`...) are cached for the query's time, so each is computed
-once, not once per step (a base view's plan is its own, of fixed size: caching it does not grow
-the plans as a CTE's would). Spark swaps the cached rows in wherever the view's plan appears,
-inside other views too; they are dropped when the query's rows are read (release()).
 """
 
 import uuid
 
 from sqlglot import exp
 
-from tracekit.spark.dialect import relations_read
-
 WRITE = "spark"
 
 
-def query_frame(session, tree, params, kept, view_reads=None):
-    """The DataFrame of `tree` (a parsed SELECT in Spark's form) with `params`; what is made for it
-    (temporary views, cached views) goes into `kept`, for release() once its rows are read.
-    `view_reads`: {view: the names its SELECT reads} of the views that may be cached."""
+def query_frame(session, tree, params, kept):
+    """The DataFrame of `tree` (a parsed SELECT in Spark's form) with `params`; the names of the
+    temporary views made for it go into `kept`, for release() once its rows are read."""
     with_ = tree.args.get("with_")
     if with_ is None or all(_reads(tree, cte.alias) < 2 for cte in with_.expressions):
         return session.sql(tree.sql(WRITE), args=_used(tree, params))
     ctes = list(with_.expressions)
     tree.set("with_", None)
-    inline, steps = [], []
+    inline = []
     for i, cte in enumerate(ctes):
         later = [c.this for c in ctes[i + 1:]] + [tree]
         if sum(_reads(part, cte.alias) for part in later) < 2:
             inline.append(cte)
             continue
         name = f"_tk_{uuid.uuid4().hex[:12]}_{cte.alias}"
-        steps.append((name, _with(inline, cte.this)))
+        step = _with(inline, cte.this)
+        session.sql(step.sql(WRITE), args=_used(step, params)).localCheckpoint().createOrReplaceTempView(name)
+        kept.append(name)
         for part in later:
             _rename(part, cte.alias, name)
     query = _with(inline, tree)
-    for view in shared_views([step for _, step in steps] + [query], view_reads or {}):
-        session.catalog.cacheTable(view)
-        kept.append(("cached", view))
-    for name, step in steps:
-        session.sql(step.sql(WRITE), args=_used(step, params)).localCheckpoint().createOrReplaceTempView(name)
-        kept.append(("view", name))
     return session.sql(query.sql(WRITE), args=_used(query, params))
 
 
 def release(session, kept):
-    """Drops the temporary views and the views' caches query_frame made."""
-    for what, name in kept:
-        if what == "cached":
-            session.catalog.uncacheTable(name)
-        else:
-            session.catalog.dropTempView(name)
-
-
-def shared_views(steps, view_reads):
-    """The views of `view_reads` (in the order views.sql makes them) that two or more of `steps`
-    read, directly or through other views, other than through a view cached already: the
-    outermost first, so a view read only inside a cached one is computed once anyway and is not
-    kept twice."""
-    direct = [relations_read(step) for step in steps]
-    cached = []
-    for view in reversed(list(view_reads)):
-        if sum(view in _reached(names, view_reads, cached) for names in direct) >= 2:
-            cached.append(view)
-    return [view for view in view_reads if view in cached]
-
-
-def _reached(names, view_reads, cached):
-    """The views among `names` and the views they read at any depth, not looking inside `cached`."""
-    seen, todo = set(), [n for n in names if n in view_reads]
-    while todo:
-        view = todo.pop()
-        if view not in seen:
-            seen.add(view)
-            if view not in cached:
-                todo.extend(n for n in view_reads[view] if n in view_reads)
-    return seen
+    """Drops the temporary views query_frame made."""
+    for name in kept:
+        session.catalog.dropTempView(name)
 
 
 def _with(ctes, query):

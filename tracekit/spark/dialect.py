@@ -70,10 +70,10 @@ NOT_ON_SPARK_WHY = {name: why for why, names in (_CRITICAL_PATH, _PATH_NODES, _P
 NOT_ON_SPARK = frozenset(NOT_ON_SPARK_WHY)
 
 
-def view_selects(sql_text, reads=None):
+def view_selects(sql_text):
     """(name, SELECT as Spark SQL) of each `CREATE [OR REPLACE] VIEW name AS SELECT` in `sql_text`,
     a file of statements each ending at a `;` at the end of a line (tracekit's SQL files); its
-    table macros are left out. `reads`, a dict, gets {view: the names its SELECT reads}."""
+    table macros are left out."""
     from tracekit.store.database import split_statements
 
     views = []
@@ -87,16 +87,8 @@ def view_selects(sql_text, reads=None):
             continue
         select = tree.expression
         _refuse_qualify_under_star(select)
-        if reads is not None:
-            reads[tree.this.name.lower()] = relations_read(select)
         views.append((tree.this.name, _rewritten(select).sql(WRITE)))
     return views
-
-
-def relations_read(tree):
-    """The names of the tables and views a statement reads (lower case; its own CTEs left out)."""
-    own = {cte.alias.lower() for cte in tree.find_all(exp.CTE)}
-    return frozenset(t.name.lower() for t in tree.find_all(exp.Table) if not t.args.get("db")) - own
 
 
 def _rewritten(tree):

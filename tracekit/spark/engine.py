@@ -35,8 +35,7 @@ class SparkLake:
             confine(self.spark)
             _register_format(self.spark)
             register_lake_tables(self.spark, lake)
-            self._view_reads = {}  # what each view reads: the views a query run in steps caches
-            views = view_selects(_views_sql(), self._view_reads)
+            views = view_selects(_views_sql())
             for name, select in views:
                 self._view(name, select)
         except Exception:
@@ -70,7 +69,7 @@ class SparkLake:
         check_reach(tree, self.tables)
         kept = []
         try:
-            frame = query_frame(self.spark, tree, params, kept, self._view_reads)
+            frame = query_frame(self.spark, tree, params, kept)
             records = frame.collect()
             schema = frame.schema
         except Exception as exc:
