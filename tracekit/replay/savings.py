@@ -1,16 +1,19 @@
 """What each finding's fix saves a steady step, replayed: the step as replayed without change less
 the step replayed with the fix (its `whatif`), in step (wall) time, so no saving is more than the
-step; and what all of a trace's fixes save together.
+step; and what all of a trace's fixes save together. Both replayed on the loop as it runs without
+the profiler (`no-profiler` at the trace's own estimate of its cost: replay.profiler_cost), which
+is what the user's loop would gain; the saving replayed on the traced loop is kept beside it.
 
 The findings engine hands over its rows; a trace's graph is read once for all its findings.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from tracekit.errors import TracekitError
 from tracekit.replay.fixes import parse_fix
+from tracekit.replay.profiler_cost import cost_per_op_us
 from tracekit.replay.job import Jobs
 from tracekit.replay.whatif import Replayer
 
@@ -25,6 +28,8 @@ class Replayed:
     step_us: float = None   # the steady step as replayed without change
     fixed_us: float = None  # with the fix
     why: str = None
+    traced_saving_us: float = None  # the saving replayed on the loop as traced, with the profiler's cost
+    profiler_us_per_op: float = None  # the profiler's cost taken out (None: none, the replay is the traced loop's)
 
 
 class TraceReplay:
@@ -33,6 +38,7 @@ class TraceReplay:
 
     def __init__(self, con, trace, jobs=None):
         self.con, self.trace, self.problem = con, trace, None
+        self._unprofiled = {}  # the loop without the profiler, by its no-profiler fix: replayed once
         try:
             self.replayer = Replayer((jobs or Jobs(con)).of(trace), trace)
             self.graph = self.replayer.graph
@@ -63,6 +69,25 @@ class TraceReplay:
         fixed_us = sum(s.fixed_us for s in chosen) / len(chosen)
         return Replayed(step_us - fixed_us, step_us, fixed_us)
 
+    def without_profiler(self, whatif, per_op_us):
+        """The Replayed of `whatif` on the loop without the profiler, each recorded op costing
+        `per_op_us` less (None: unknown, the traced loop's replay), with the traced saving beside."""
+        traced = self.saving(whatif)
+        traced = replace(traced, traced_saving_us=traced.saving_us)
+        if per_op_us is None or traced.saving_us is None:
+            return traced
+        unprofiled = f"no-profiler:{per_op_us:.4f}"
+        if unprofiled not in self._unprofiled:
+            self._unprofiled[unprofiled] = self.saving(unprofiled)
+        alone = self._unprofiled[unprofiled]
+        if alone.saving_us is None:  # no op to take out: the loop as traced is the loop
+            return traced
+        both = self.saving(f"{unprofiled}{FIX_SEPARATOR}{whatif}")
+        if both.saving_us is None:
+            return replace(both, traced_saving_us=traced.saving_us)
+        return Replayed(both.saving_us - alone.saving_us, alone.fixed_us, both.fixed_us,
+                        traced_saving_us=traced.saving_us, profiler_us_per_op=per_op_us)
+
 
 def _changes_anything(graph, changed):
     return "graph" in changed or any(not np.array_equal(getattr(graph, name), values) for name, values in changed.items())
@@ -70,7 +95,7 @@ def _changes_anything(graph, changed):
 
 def replay_savings(con, traces_and_fixes):
     """{(trace, whatif): Replayed} for each pair, and {trace: (whatif of all its fixes, Replayed)}
-    for each trace with a fix that replays."""
+    for each trace with a fix that replays; each replayed without the profiler's estimated cost."""
     each, together = {}, {}
     by_trace = {}
     for trace, whatif in traces_and_fixes:
@@ -78,11 +103,12 @@ def replay_savings(con, traces_and_fixes):
     jobs = Jobs(con) if by_trace else None  # a job's ranks are read once for all of them
     for trace, fixes in by_trace.items():
         replayer = TraceReplay(con, trace, jobs)
+        per_op_us = cost_per_op_us(con, trace)
         for whatif in dict.fromkeys(fixes):
-            each[(trace, whatif)] = replayer.saving(whatif)
+            each[(trace, whatif)] = replayer.without_profiler(whatif, per_op_us)
         # in one order whatever order the rules' rows came in (a database's or a lake's)
         replayed = sorted(w for w in dict.fromkeys(fixes) if each[(trace, w)].saving_us is not None)
         if replayed:
             all_fixes = FIX_SEPARATOR.join(replayed)
-            together[trace] = (all_fixes, replayer.saving(all_fixes))
+            together[trace] = (all_fixes, replayer.without_profiler(all_fixes, per_op_us))
     return each, together
