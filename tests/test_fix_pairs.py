@@ -316,3 +316,61 @@ def test_prefetching_the_pageable_copy_saves_what_the_replay_says(tmp_path):
     predicted = prefetched.saving_us / prefetched.mean("trace_us") * unprofiled["train_copy_pageable"]
     assert predicted == pytest.approx(measured, rel=0.25)
     assert prefetched.saving_us > copy["saving_us_per_step"]
+
+
+# Each pair's saving_us_per_step (findings' own: replayed without the profiler's cost as the trace's
+# gaps between back-to-back ops estimate it, no figure measured off-line) against the captured fix:
+# error in percent as benchmarks/findings_vs_fixes.py prints it. Two pairs miss 25% (docs/findings.md):
+# infer_launch_eager's trace shows the smallest gaps of the host's CPU-bound loops (1.6 µs) while its
+# ops cost the most (9.0 µs against 6.3-8.0), and infer_item is the capture that ran slow throughout.
+OWN_ESTIMATE_ERRORS = {"infer_launch_eager": 71, "train_launch_eager": 11, "infer_item": -42, "train_item": -3,
+                       "infer_stall": 6, "infer_mask_per_call": -7, "train_mask_per_call": -3, "infer_fp32": 1,
+                       "train_fp32": 5, "train_copy_pageable": 17, "infer_sdpa_math": -6, "train_sdpa_math": -9}
+
+
+@pytest.mark.parametrize("rule, whatif, before, after", UNPROFILED_PAIRS + [MISSED_PAIR])
+def test_findings_saving_without_the_profiler_holds_against_the_captured_fix(fixes_found, rule, whatif, before, after):
+    found, _ = fixes_found
+    row = found[(found["trace"] == before) & (found["rule"] == rule) & (found["whatif"] == whatif)].iloc[0]
+    unprofiled = _unprofiled()
+    measured = unprofiled[before] - unprofiled[after]
+    error = 100 * (row["saving_us_per_step"] - measured) / measured
+    assert error == pytest.approx(OWN_ESTIMATE_ERRORS[before], abs=1.5)
+    assert "without the profiler's cost" in found[(found["trace"] == before) & (found["rule"] == "all_fixes")].iloc[0]["detail"]
+
+
+def test_the_estimate_tracks_the_host(fixes_db, rounds_db):
+    """The profiler cost 6.3-9.1 µs a recorded op on the CPU-bound loops of tests/data/h200/fixes and
+    1.9-6.2 on item_rounds' host: the gaps between back-to-back ops give 6.0-8.3 and 2.8-4.7."""
+    from tracekit.replay.profiler_cost import cost_per_op_us
+    from tracekit.store.database import connect_for_queries
+
+    def estimates(db, traces):
+        con = connect_for_queries(db)
+        try:
+            return [cost_per_op_us(con, trace) for trace in traces]
+        finally:
+            con.close()
+
+    fixes = estimates(fixes_db, ["infer_launch_eager", "train_launch_eager", "infer_item", "infer_no_item",
+                                 "train_item", "train_no_item"])
+    rounds = estimates(rounds_db, [f"{loop}_{n}" for loop in ("infer_item", "infer_no_item", "infer_launch_eager")
+                                   for n in range(4)])
+    assert 5.5 < min(fixes) and max(fixes) < 9 and 2.5 < min(rounds) and max(rounds) < 5
+    assert min(fixes) > 1.2 * max(rounds)
+
+
+@pytest.mark.parametrize("capture", range(4))
+def test_recaptured_the_item_pair_findings_own_saving_comes_within_25_percent(rounds_db, capture):
+    """infer_item's 4 captures on item_rounds' host, each replayed without the profiler at the cost
+    its own gaps show (2.8-4.7 µs an op, where 7.9 was measured on the host of fixes/)."""
+    import tracekit
+
+    found = tracekit.findings(db=rounds_db, trace=f"infer_item_{capture}", rule="host_sync")
+    row = found[found["whatif"] == "drop-sync:aten::item"].iloc[0]
+    timings = _round_timings()
+
+    def unprofiled(loop):
+        return statistics.median(us for (phase, name), us in timings.items() if name == loop and phase[:3] in ("pre", "pos"))
+    assert row["saving_us_per_step"] == pytest.approx(unprofiled("infer_item") - unprofiled("infer_no_item"), rel=0.25)
+    assert row["traced_saving_us_per_step"] < row["saving_us_per_step"]  # the profiler slowed the launches
