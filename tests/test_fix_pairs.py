@@ -374,3 +374,30 @@ def test_recaptured_the_item_pair_findings_own_saving_comes_within_25_percent(ro
         return statistics.median(us for (phase, name), us in timings.items() if name == loop and phase[:3] in ("pre", "pos"))
     assert row["saving_us_per_step"] == pytest.approx(unprofiled("infer_item") - unprofiled("infer_no_item"), rel=0.25)
     assert row["traced_saving_us_per_step"] < row["saving_us_per_step"]  # the profiler slowed the launches
+
+
+def test_no_profiler_without_a_cost_takes_the_traces_own(fixes_db):
+    """`no-profiler` and `no-profiler:trace` replay with 4.0 times the trace's median gap between
+    back-to-back ops inside an ATen op (1.6 µs in infer_launch_eager: 6.4 µs an op); a CUDA graph's
+    loop records 2 ops a step, no such gap: the error says to give the cost."""
+    import re
+
+    from tracekit.replay.profiler_cost import COST_PER_GAP, sibling_gap_us
+    from tracekit.store.database import connect_for_queries
+
+    con = connect_for_queries(fixes_db)
+    try:
+        gap, count = sibling_gap_us(con, "infer_launch_eager")
+    finally:
+        con.close()
+    assert count == 160 and gap == pytest.approx(1.6, abs=0.01)
+
+    def saved(fix):
+        result = invoke_cli("whatif", "infer_launch_eager", "--apply", fix, "--db", fixes_db)
+        assert result.exit_code == 0, result.output
+        return float(re.search(r"they save ([\d.,]+) µs", result.output).group(1).replace(",", ""))
+    own = saved("no-profiler")
+    assert own == saved("no-profiler:trace") == saved(f"no-profiler:{COST_PER_GAP * gap}")
+    assert 1700 < own < 1900  # of the traced 3,588 µs step; unprofiled the loop runs 1,068
+    result = invoke_cli("whatif", "infer_launch_graph", "--apply", "no-profiler", "--db", fixes_db)
+    assert result.exit_code == 1 and result.output.count("\n") == 1 and "give it: no-profiler:US" in result.output
