@@ -15,6 +15,7 @@ from tracekit.errors import TracekitError
 from tracekit.replay.fixes import parse_fix
 from tracekit.replay.profiler_cost import cost_per_op_us
 from tracekit.replay.job import Jobs
+from tracekit.replay.parallel import completions_of_each
 from tracekit.replay.whatif import Replayer
 
 FIX_SEPARATOR = "; "  # between the fixes of one whatif
@@ -38,21 +39,48 @@ class TraceReplay:
 
     def __init__(self, con, trace, jobs=None):
         self.con, self.trace, self.problem = con, trace, None
-        self._unprofiled = {}  # the loop without the profiler, by its no-profiler fix: replayed once
+        self._replayed_before = {}  # whatif -> Replayed: the unprofiled loop is replayed once for all fixes
         try:
             self.replayer = Replayer((jobs or Jobs(con)).of(trace), trace)
             self.graph = self.replayer.graph
             if not self.graph.steps:
                 self.problem = "the trace has no steps to replay"
-            else:
-                self.replayer.as_is()
         except TracekitError as exc:
             self.problem = str(exc)
 
     def saving(self, whatif):
         """The Replayed of `whatif` (fixes separated by FIX_SEPARATOR)."""
+        return self.savings([whatif])[whatif]
+
+    def savings(self, whatifs):
+        """{whatif: Replayed} of each of `whatifs` on the loop as traced, their replays run together."""
         if self.problem:
-            return Replayed(why=self.problem)
+            return {whatif: Replayed(why=self.problem) for whatif in whatifs}
+        done, changes = {}, {}
+        for whatif in dict.fromkeys(whatifs):
+            if whatif in self._replayed_before:
+                done[whatif] = self._replayed_before[whatif]
+                continue
+            planned = self._plan(whatif)
+            if isinstance(planned, Replayed):
+                done[whatif] = planned
+            else:
+                changes[whatif] = planned
+        first = self.replayer.known_as_is() is None
+        runs = completions_of_each(self.replayer, [None] * first + list(changes.values()))
+        if first:
+            if isinstance(runs[0], str):
+                self.problem = runs[0]
+                return {whatif: Replayed(why=self.problem) for whatif in whatifs}
+            self.replayer.keep_as_is(runs.pop(0))
+        for whatif, with_fix in zip(changes, runs):
+            done[whatif] = Replayed(why=with_fix) if isinstance(with_fix, str) else \
+                self._replayed(self.replayer.times_with(with_fix))
+        self._replayed_before.update(done)
+        return done
+
+    def _plan(self, whatif):
+        """The arrays `whatif`'s fixes change, by rank, or a Replayed saying why it cannot be replayed."""
         try:
             fixes = [parse_fix(text) for text in whatif.split(FIX_SEPARATOR)]
             changed = self.replayer.apply(fixes, self.con)
@@ -60,33 +88,37 @@ class TraceReplay:
             return Replayed(why=str(exc))
         if not any(_changes_anything(self.replayer.job.graphs[trace], arrays) for trace, arrays in changed.items()):
             return Replayed(why="the fix changes nothing the trace shows")
-        try:
-            steps = self.replayer.step_times(changed)
-        except TracekitError as exc:
-            return Replayed(why=str(exc))
+        return changed
+
+    def _replayed(self, steps):
         chosen = [s for s in steps if s.step in self.graph.steady] or steps
         step_us = sum(s.replayed_us for s in chosen) / len(chosen)
         fixed_us = sum(s.fixed_us for s in chosen) / len(chosen)
         return Replayed(step_us - fixed_us, step_us, fixed_us)
 
-    def without_profiler(self, whatif, per_op_us):
-        """The Replayed of `whatif` on the loop without the profiler, each recorded op costing
-        `per_op_us` less (None: unknown, the traced loop's replay), with the traced saving beside."""
-        traced = self.saving(whatif)
-        traced = replace(traced, traced_saving_us=traced.saving_us)
-        if per_op_us is None or traced.saving_us is None:
-            return traced
+    def without_profiler(self, whatifs, per_op_us):
+        """{whatif: Replayed} of each of `whatifs` on the loop without the profiler, each recorded op
+        costing `per_op_us` less (None: unknown, the traced loop's replay), with the traced saving
+        beside: the fix's saving on the unprofiled loop is that loop with the fix less that loop."""
+        traced = self.savings(whatifs)
+        if per_op_us is None or self.problem:
+            return {whatif: replace(r, traced_saving_us=r.saving_us) for whatif, r in traced.items()}
         unprofiled = f"no-profiler:{per_op_us:.4f}"
-        if unprofiled not in self._unprofiled:
-            self._unprofiled[unprofiled] = self.saving(unprofiled)
-        alone = self._unprofiled[unprofiled]
-        if alone.saving_us is None:  # no op to take out: the loop as traced is the loop
-            return traced
-        both = self.saving(f"{unprofiled}{FIX_SEPARATOR}{whatif}")
-        if both.saving_us is None:
-            return replace(both, traced_saving_us=traced.saving_us)
-        return Replayed(both.saving_us - alone.saving_us, alone.fixed_us, both.fixed_us,
-                        traced_saving_us=traced.saving_us, profiler_us_per_op=per_op_us)
+        replayable = [whatif for whatif in traced if traced[whatif].saving_us is not None]
+        untraced = self.savings([unprofiled] + [f"{unprofiled}{FIX_SEPARATOR}{whatif}" for whatif in replayable])
+        alone = untraced[unprofiled]
+        result = {}
+        for whatif, r in traced.items():
+            r = replace(r, traced_saving_us=r.saving_us)
+            both = untraced.get(f"{unprofiled}{FIX_SEPARATOR}{whatif}")
+            if both is None or alone.saving_us is None:  # no op to take out: the loop as traced is the loop
+                result[whatif] = r
+            elif both.saving_us is None:
+                result[whatif] = replace(both, traced_saving_us=r.saving_us)
+            else:
+                result[whatif] = Replayed(both.saving_us - alone.saving_us, alone.fixed_us, both.fixed_us,
+                                          traced_saving_us=r.saving_us, profiler_us_per_op=per_op_us)
+        return result
 
 
 def _changes_anything(graph, changed):
@@ -104,11 +136,10 @@ def replay_savings(con, traces_and_fixes):
     for trace, fixes in by_trace.items():
         replayer = TraceReplay(con, trace, jobs)
         per_op_us = cost_per_op_us(con, trace)
-        for whatif in dict.fromkeys(fixes):
-            each[(trace, whatif)] = replayer.without_profiler(whatif, per_op_us)
+        each.update({(trace, whatif): r for whatif, r in replayer.without_profiler(fixes, per_op_us).items()})
         # in one order whatever order the rules' rows came in (a database's or a lake's)
         replayed = sorted(w for w in dict.fromkeys(fixes) if each[(trace, w)].saving_us is not None)
         if replayed:
             all_fixes = FIX_SEPARATOR.join(replayed)
-            together[trace] = (all_fixes, replayer.without_profiler(all_fixes, per_op_us))
+            together[trace] = (all_fixes, replayer.without_profiler([all_fixes], per_op_us)[all_fixes])
     return each, together
