@@ -1,5 +1,18 @@
 -- Stage 3: kernel rows, with the work (FLOPs, bytes) their ops' recorded shapes say they did.
 
+-- Kernels a CUDA graph replayed: those of a cudaGraphLaunch (hipGraphLaunch) in the trace, and,
+-- launched before it, those that share their correlation id with other kernels (one launch call,
+-- many kernels: only a graph launch makes several). Their launch names no op: the ops ran at the
+-- graph's capture, which is in the trace only if the profiler saw it.
+CREATE OR REPLACE TEMP TABLE _graph_kernels AS
+SELECT g.event_id FROM _gpu_ops g
+WHERE g.op = 'kernel' AND g.correlation IN (SELECT correlation FROM runtime_rows
+                                            WHERE trace_id = $trace_id AND name LIKE '%GraphLaunch%')
+UNION
+SELECT event_id FROM _gpu_ops
+WHERE op = 'kernel' AND cpu_op_id IS NULL AND correlation IS NOT NULL
+QUALIFY count(*) OVER (PARTITION BY correlation) > 1;
+
 -- The work of each op that launched kernels, from its recorded input shapes (record_shapes):
 -- its FLOPs and the least bytes it must move, by the formula of its family in
 -- knowledge/op_work_models.csv (the first row whose op pattern matches its name; rendered into
@@ -190,7 +203,8 @@ SELECT g.event_id, w.family, w.dtype, w.work_source, w.work_missing,
        w.flops AS op_flops, w.bytes AS op_bytes, w.model_flops AS op_model_flops,
        count(*) OVER (PARTITION BY w.op_id) AS op_kernels
 FROM _gpu_ops g JOIN _op_work w ON w.launcher = g.cpu_op_id
-WHERE g.op = 'kernel';
+-- a graph's kernels ran the ops of its capture, not the op around its replay
+WHERE g.op = 'kernel' AND g.event_id NOT IN (SELECT event_id FROM _graph_kernels);
 -- @else
 CREATE OR REPLACE TEMP TABLE _kernel_work (event_id BIGINT, family VARCHAR, dtype VARCHAR, work_source VARCHAR,
                                            work_missing VARCHAR, flops DOUBLE, bytes DOUBLE, model_flops DOUBLE,
@@ -206,15 +220,19 @@ CREATE OR REPLACE TEMP TABLE _kernel_work (event_id BIGINT, family VARCHAR, dtyp
 -- geometry (a kernel whose work no other of its name, grid and block did, beside others that all
 -- agree) could have hidden such a kernel before its window, and infers nothing.
 -- Only a trace with kernels launched before it, and work to take from others, has any to infer.
--- @if EXISTS (SELECT 1 FROM _gpu_ops WHERE op = 'kernel' AND cpu_op_id IS NULL) AND EXISTS (SELECT 1 FROM _kernel_work)
+-- A CUDA graph's kernels whose capture is not in the trace take the work the same way: from the
+-- kernels of their name, grid and block launched outside a graph.
+-- @if (EXISTS (SELECT 1 FROM _gpu_ops WHERE op = 'kernel' AND cpu_op_id IS NULL) OR EXISTS (SELECT 1 FROM _graph_kernels)) AND EXISTS (SELECT 1 FROM _kernel_work)
 CREATE OR REPLACE TEMP TABLE _inferred_work AS
 WITH unlaunched AS (
     SELECT DISTINCT name, grid, block FROM _gpu_ops
-    WHERE op = 'kernel' AND cpu_op_id IS NULL AND grid IS NOT NULL AND block IS NOT NULL
+    WHERE op = 'kernel' AND (cpu_op_id IS NULL OR event_id IN (SELECT event_id FROM _graph_kernels))
+      AND grid IS NOT NULL AND block IS NOT NULL
 ), launched AS (
     SELECT g.name, g.grid, g.block, w.family, w.dtype, w.op_flops, w.op_bytes, w.op_model_flops, w.op_kernels
     FROM _gpu_ops g LEFT JOIN _kernel_work w ON w.event_id = g.event_id
     WHERE g.op = 'kernel' AND g.cpu_op_id IS NOT NULL AND g.grid IS NOT NULL AND g.block IS NOT NULL
+      AND g.event_id NOT IN (SELECT event_id FROM _graph_kernels)
 ), works AS (
     SELECT name, grid, block, family, op_flops, op_bytes, op_model_flops, count(*) AS kernels
     FROM launched WHERE op_kernels = 1 AND op_flops IS NOT NULL AND op_bytes IS NOT NULL
@@ -248,6 +266,7 @@ SELECT $trace_id, g.name, g.ts_ns, g.dur_ns, g.device, g.stream, g.correlation, 
        CASE WHEN coalesce(w.flops, w.bytes) IS NOT NULL THEN w.work_source
             WHEN i.flops IS NOT NULL THEN 'identical kernel' END,
        CASE WHEN coalesce(w.flops, i.flops) IS NOT NULL AND coalesce(w.bytes, i.bytes) IS NOT NULL THEN NULL
+            WHEN r.event_id IS NOT NULL THEN 'a CUDA graph replay whose capture is not in the trace'
             WHEN g.cpu_op_id IS NULL THEN 'no launch in the trace, no identical kernel that agrees'
             WHEN w.event_id IS NULL THEN 'no formula for its op'
             ELSE w.work_missing END
@@ -255,5 +274,7 @@ FROM _gpu_ops g
 -- by the kernel's event: one integer key, where the op, start and name (a kernel name runs to
 -- hundreds of bytes) took 0.8 s to hash and match for the 294 k kernels of 1 GB
 LEFT JOIN _kernel_work w ON w.event_id = g.event_id
-LEFT JOIN _inferred_work i ON g.cpu_op_id IS NULL AND i.name = g.name AND i.grid = g.grid AND i.block = g.block
+LEFT JOIN _graph_kernels r ON r.event_id = g.event_id
+LEFT JOIN _inferred_work i ON (g.cpu_op_id IS NULL OR r.event_id IS NOT NULL)
+     AND i.name = g.name AND i.grid = g.grid AND i.block = g.block
 WHERE g.op = 'kernel';
