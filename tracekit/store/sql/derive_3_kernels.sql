@@ -196,7 +196,7 @@ FROM chosen c JOIN calls k USING (op_id) JOIN work w USING (shape);
 -- the ops under it up to two levels) launched, by their time (a split-K GEMM and its reduction,
 -- cuDNN attention's backward and its dO·O and dQ kernels). op_kernels: how many shared it.
 CREATE OR REPLACE TEMP TABLE _kernel_work AS
-SELECT g.event_id, w.family, w.dtype, w.work_source, w.work_missing,
+SELECT g.event_id, w.op_id, w.family, w.dtype, w.work_source, w.work_missing,
        w.flops * g.dur_ns / nullif(sum(g.dur_ns) OVER (PARTITION BY w.op_id), 0) AS flops,
        w.bytes * g.dur_ns / nullif(sum(g.dur_ns) OVER (PARTITION BY w.op_id), 0) AS bytes,
        w.model_flops * g.dur_ns / nullif(sum(g.dur_ns) OVER (PARTITION BY w.op_id), 0) AS model_flops,
@@ -206,7 +206,7 @@ FROM _gpu_ops g JOIN _op_work w ON w.launcher = g.cpu_op_id
 -- a graph's kernels ran the ops of its capture, not the op around its replay
 WHERE g.op = 'kernel' AND g.event_id NOT IN (SELECT event_id FROM _graph_kernels);
 -- @else
-CREATE OR REPLACE TEMP TABLE _kernel_work (event_id BIGINT, family VARCHAR, dtype VARCHAR, work_source VARCHAR,
+CREATE OR REPLACE TEMP TABLE _kernel_work (event_id BIGINT, op_id BIGINT, family VARCHAR, dtype VARCHAR, work_source VARCHAR,
                                            work_missing VARCHAR, flops DOUBLE, bytes DOUBLE, model_flops DOUBLE,
                                            op_flops DOUBLE, op_bytes DOUBLE, op_model_flops DOUBLE, op_kernels BIGINT);
 -- @end
@@ -223,6 +223,17 @@ CREATE OR REPLACE TEMP TABLE _kernel_work (event_id BIGINT, family VARCHAR, dtyp
 -- A CUDA graph's kernels whose capture is not in the trace take the work the same way: from the
 -- kernels of their name, grid and block launched outside a graph.
 -- @if (EXISTS (SELECT 1 FROM _gpu_ops WHERE op = 'kernel' AND cpu_op_id IS NULL) OR EXISTS (SELECT 1 FROM _graph_kernels)) AND EXISTS (SELECT 1 FROM _kernel_work)
+CREATE OR REPLACE TEMP TABLE _work_unsteady AS
+WITH works AS (
+    SELECT g.name, g.grid, g.block, w.family, w.op_flops, w.op_bytes, w.op_model_flops, count(*) AS kernels
+    FROM _gpu_ops g JOIN _kernel_work w ON w.event_id = g.event_id
+    WHERE g.op = 'kernel' AND g.grid IS NOT NULL AND g.block IS NOT NULL AND w.op_kernels = 1
+      AND w.op_flops IS NOT NULL AND w.op_bytes IS NOT NULL
+    GROUP BY ALL
+)
+-- a kernel that, its launch hidden, would take the work the others of its geometry agree on
+SELECT EXISTS (SELECT 1 FROM works GROUP BY name, grid, block HAVING count(*) = 2 AND min(kernels) = 1) AS unsteady;
+
 CREATE OR REPLACE TEMP TABLE _inferred_work AS
 WITH unlaunched AS (
     SELECT DISTINCT name, grid, block FROM _gpu_ops
@@ -233,26 +244,81 @@ WITH unlaunched AS (
     FROM _gpu_ops g LEFT JOIN _kernel_work w ON w.event_id = g.event_id
     WHERE g.op = 'kernel' AND g.cpu_op_id IS NOT NULL AND g.grid IS NOT NULL AND g.block IS NOT NULL
       AND g.event_id NOT IN (SELECT event_id FROM _graph_kernels)
-), works AS (
-    SELECT name, grid, block, family, op_flops, op_bytes, op_model_flops, count(*) AS kernels
-    FROM launched WHERE op_kernels = 1 AND op_flops IS NOT NULL AND op_bytes IS NOT NULL
-    GROUP BY ALL
-), unsteady AS (
-    -- a kernel that, its launch hidden, would take the work the others of its geometry agree on
-    SELECT 1 FROM works GROUP BY name, grid, block HAVING count(*) = 2 AND min(kernels) = 1 LIMIT 1
 )
 -- (the dtype only picks the peak: ops of one work in two dtypes leave it NULL)
 SELECT l.name, l.grid, l.block, any_value(l.family) AS family,
        CASE WHEN count(DISTINCT l.dtype) = 1 AND count(l.dtype) = count(*) THEN any_value(l.dtype) END AS dtype,
        any_value(l.op_flops) AS flops, any_value(l.op_bytes) AS bytes, any_value(l.op_model_flops) AS model_flops
 FROM launched l SEMI JOIN unlaunched u ON u.name = l.name AND u.grid = l.grid AND u.block = l.block
-WHERE NOT EXISTS (SELECT 1 FROM unsteady)
+WHERE NOT (SELECT unsteady FROM _work_unsteady)
 GROUP BY l.name, l.grid, l.block
 HAVING count(*) = count(l.op_flops) AND count(*) = count(l.op_bytes) AND max(l.op_kernels) = 1
    AND count(DISTINCT (l.family, l.op_flops, l.op_bytes, l.op_model_flops)) = 1;
 -- @else
+CREATE OR REPLACE TEMP TABLE _work_unsteady AS SELECT false AS unsteady;
 CREATE OR REPLACE TEMP TABLE _inferred_work (name VARCHAR, grid INTEGER[], block INTEGER[], family VARCHAR,
                                              dtype VARCHAR, flops DOUBLE, bytes DOUBLE, model_flops DOUBLE);
+-- @end
+
+-- The same for kernels that ran an op of several kernels (grouped GEMM's data preparation and
+-- GEMM, cuDNN attention's backward): a run of kernels with no launch in the trace, one after
+-- another on a stream, whose names, grids and blocks are, in order, those of the ops of several
+-- kernels the trace holds the launch of, where all those ops did the same work, takes that work,
+-- split over the run by their time as a launched op's is. A run that two such sequences match,
+-- or a kernel that two runs would claim, takes none; nor does any in a trace the rule above
+-- found unsteady.
+-- @if EXISTS (SELECT 1 FROM _kernel_work WHERE op_kernels > 1) AND (EXISTS (SELECT 1 FROM _gpu_ops WHERE op = 'kernel' AND cpu_op_id IS NULL) OR EXISTS (SELECT 1 FROM _graph_kernels))
+CREATE OR REPLACE TEMP TABLE _inferred_op_work AS
+WITH unlaunched AS (
+    SELECT event_id FROM _gpu_ops WHERE op = 'kernel' AND cpu_op_id IS NULL UNION SELECT event_id FROM _graph_kernels
+), launched_ops AS (
+    SELECT w.op_id, list({'name': g.name, 'grid': g.grid, 'block': g.block} ORDER BY g.ts_ns, g.event_id) AS kernels,
+           any_value(w.family) AS family, any_value(w.dtype) AS dtype, any_value(w.op_flops) AS flops,
+           any_value(w.op_bytes) AS bytes, any_value(w.op_model_flops) AS model_flops
+    FROM _kernel_work w JOIN _gpu_ops g USING (event_id)
+    WHERE w.op_kernels > 1 AND g.event_id NOT IN (SELECT event_id FROM _graph_kernels)
+    GROUP BY w.op_id
+), sequences AS (
+    SELECT kernels, len(kernels) AS m, any_value(family) AS family,
+           CASE WHEN count(DISTINCT dtype) = 1 AND count(dtype) = count(*) THEN any_value(dtype) END AS dtype,
+           any_value(flops) AS flops, any_value(bytes) AS bytes, any_value(model_flops) AS model_flops
+    FROM launched_ops GROUP BY kernels
+    HAVING count(*) = count(flops) AND count(*) = count(bytes)
+       AND count(DISTINCT (family, flops, bytes, model_flops)) = 1
+), streams AS (
+    -- each stream up to its last unlaunched kernel: a run ends there
+    SELECT g.device, g.stream, max(g.ts_ns) AS last_ns
+    FROM _gpu_ops g SEMI JOIN unlaunched u USING (event_id) GROUP BY ALL
+), ahead AS (
+    -- from each kernel, the next 16 on its stream (a longer op is not matched)
+    SELECT g.event_id, u.event_id IS NOT NULL AS unlaunched,
+           list({'name': g.name, 'grid': g.grid, 'block': g.block}) OVER w AS kernels,
+           list(u.event_id IS NOT NULL) OVER w AS unlaunched_ahead, list(g.event_id) OVER w AS events,
+           list(g.dur_ns) OVER w AS durations
+    FROM _gpu_ops g
+    JOIN streams s ON s.device IS NOT DISTINCT FROM g.device AND s.stream IS NOT DISTINCT FROM g.stream
+    LEFT JOIN unlaunched u ON u.event_id = g.event_id
+    WHERE g.op = 'kernel' AND g.ts_ns <= s.last_ns
+    WINDOW w AS (PARTITION BY g.device, g.stream ORDER BY g.ts_ns, g.event_id ROWS BETWEEN CURRENT ROW AND 15 FOLLOWING)
+), runs AS (
+    SELECT a.event_id AS run, list_slice(a.events, 1, q.m) AS events, list_slice(a.durations, 1, q.m) AS durations,
+           q.family, q.dtype, q.flops, q.bytes, q.model_flops
+    FROM ahead a JOIN sequences q ON list_slice(a.kernels, 1, q.m) = q.kernels
+    WHERE a.unlaunched AND list_bool_and(list_slice(a.unlaunched_ahead, 1, q.m))
+    QUALIFY count(*) OVER (PARTITION BY a.event_id) = 1
+), kernels AS (
+    SELECT run, unnest(events) AS event_id, unnest(durations) AS dur_ns, list_sum(durations) AS run_ns,
+           family, dtype, flops, bytes, model_flops
+    FROM runs
+)
+SELECT event_id, family, dtype, flops * dur_ns / nullif(run_ns, 0) AS flops, bytes * dur_ns / nullif(run_ns, 0) AS bytes,
+       model_flops * dur_ns / nullif(run_ns, 0) AS model_flops
+FROM kernels
+WHERE NOT (SELECT unsteady FROM _work_unsteady)
+QUALIFY count(*) OVER (PARTITION BY event_id) = 1;
+-- @else
+CREATE OR REPLACE TEMP TABLE _inferred_op_work (event_id BIGINT, family VARCHAR, dtype VARCHAR, flops DOUBLE,
+                                                bytes DOUBLE, model_flops DOUBLE);
 -- @end
 
 INSERT INTO kernel_rows
@@ -260,12 +326,12 @@ SELECT $trace_id, g.name, g.ts_ns, g.dur_ns, g.device, g.stream, g.correlation, 
        g.registers_per_thread, g.shared_memory_bytes, g.blocks_per_sm, g.warps_per_sm,
        -- Kineto writes 0 when it could not compute occupancy (a kernel that ran had some).
        nullif(g.est_occupancy_pct, 0), g.cpu_op_id, g.step, g.cpu_op, g.cpu_op_path,
-       coalesce(w.flops, i.flops), coalesce(w.dtype, i.dtype), coalesce(w.bytes, i.bytes),
-       coalesce(w.model_flops, i.model_flops), coalesce(w.family, i.family),
+       coalesce(w.flops, i.flops, io.flops), coalesce(w.dtype, i.dtype, io.dtype), coalesce(w.bytes, i.bytes, io.bytes),
+       coalesce(w.model_flops, i.model_flops, io.model_flops), coalesce(w.family, i.family, io.family),
        g.source_file, g.source_line, g.source_function,
        CASE WHEN coalesce(w.flops, w.bytes) IS NOT NULL THEN w.work_source
-            WHEN i.flops IS NOT NULL THEN 'identical kernel' END,
-       CASE WHEN coalesce(w.flops, i.flops) IS NOT NULL AND coalesce(w.bytes, i.bytes) IS NOT NULL THEN NULL
+            WHEN i.flops IS NOT NULL THEN 'identical kernel' WHEN io.flops IS NOT NULL THEN 'identical op' END,
+       CASE WHEN coalesce(w.flops, i.flops, io.flops) IS NOT NULL AND coalesce(w.bytes, i.bytes, io.bytes) IS NOT NULL THEN NULL
             WHEN r.event_id IS NOT NULL THEN 'a CUDA graph replay whose capture is not in the trace'
             WHEN g.cpu_op_id IS NULL THEN 'no launch in the trace, no identical kernel that agrees'
             WHEN w.event_id IS NULL THEN 'no formula for its op'
@@ -275,6 +341,7 @@ FROM _gpu_ops g
 -- hundreds of bytes) took 0.8 s to hash and match for the 294 k kernels of 1 GB
 LEFT JOIN _kernel_work w ON w.event_id = g.event_id
 LEFT JOIN _graph_kernels r ON r.event_id = g.event_id
+LEFT JOIN _inferred_op_work io ON io.event_id = g.event_id
 LEFT JOIN _inferred_work i ON (g.cpu_op_id IS NULL OR r.event_id IS NOT NULL)
      AND i.name = g.name AND i.grid = g.grid AND i.block = g.block
 WHERE g.op = 'kernel';
