@@ -334,6 +334,10 @@ SELECT $trace_id, g.name, g.ts_ns, g.dur_ns, g.device, g.stream, g.correlation, 
        CASE WHEN coalesce(w.flops, i.flops, io.flops) IS NOT NULL AND coalesce(w.bytes, i.bytes, io.bytes) IS NOT NULL THEN NULL
             WHEN r.event_id IS NOT NULL THEN 'a CUDA graph replay whose capture is not in the trace'
             WHEN g.cpu_op_id IS NULL THEN 'no launch in the trace, no identical kernel that agrees'
+            -- a flex attention kernel (Inductor's template) computes the blocks its block mask's
+            -- values name (KV_NUM_BLKS, KV_IDX and their full-block twins): Kineto records their shapes only
+            WHEN w.event_id IS NULL AND g.cpu_op LIKE 'triton_tem_%flex_attention%'
+                 THEN 'flex attention: which blocks it computes is not in the trace (block mask values)'
             WHEN w.event_id IS NULL THEN 'no formula for its op'
             ELSE w.work_missing END
 FROM _gpu_ops g

@@ -342,6 +342,7 @@ SELECT *, least(by_registers, by_shared_memory, by_threads, max_blocks_per_sm) A
 --         work split over them by time), 'comms args' (a collective's message); NULL with no work
 --   work_missing: why flops or bytes are NULL: 'no launch in the trace, no identical kernel that
 --         agrees', 'a CUDA graph replay whose capture is not in the trace', 'no formula for its op',
+--         'flex attention: which blocks it computes is not in the trace (block mask values)',
 --         'no message size (comms args)', 'no group size (comms args)', 'no formula for its
 --         collective' (barrier, gather, scatter), 'a collective call that ran as several kernels', 'no shapes recorded', 'a tensor list without shapes',
 --         'a tensor list without a dtype', 'no is_causal (Concrete Inputs)', 'no bytes formula',
