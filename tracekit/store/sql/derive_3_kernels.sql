@@ -10,7 +10,7 @@ WHERE g.op = 'kernel' AND g.correlation IN (SELECT correlation FROM runtime_rows
                                             WHERE trace_id = $trace_id AND name LIKE '%GraphLaunch%')
 UNION
 SELECT event_id FROM _gpu_ops
-WHERE op = 'kernel' AND cpu_op_id IS NULL AND correlation IS NOT NULL
+WHERE op = 'kernel' AND cpu_op_id IS NULL AND correlation IS NOT NULL AND correlation <> 0
 QUALIFY count(*) OVER (PARTITION BY correlation) > 1;
 
 -- The work of each op that launched kernels, from its recorded input shapes (record_shapes):
@@ -285,26 +285,27 @@ WITH unlaunched AS (
     FROM launched_ops GROUP BY kernels
     HAVING count(*) = count(flops) AND count(*) = count(bytes)
        AND count(DISTINCT (family, flops, bytes, model_flops)) = 1
-), streams AS (
-    -- each stream up to its last unlaunched kernel: a run ends there
-    SELECT g.device, g.stream, max(g.ts_ns) AS last_ns
-    FROM _gpu_ops g SEMI JOIN unlaunched u USING (event_id) GROUP BY ALL
+), numbered AS (
+    SELECT g.event_id, g.device, g.stream, g.name, g.grid, g.block, g.dur_ns, u.event_id IS NOT NULL AS unlaunched,
+           row_number() OVER (PARTITION BY g.device, g.stream ORDER BY g.ts_ns, g.event_id) AS pos
+    FROM _gpu_ops g LEFT JOIN unlaunched u ON u.event_id = g.event_id
+    WHERE g.op = 'kernel'
 ), ahead AS (
-    -- from each kernel, the next 16 on its stream (a longer op is not matched)
-    SELECT g.event_id, u.event_id IS NOT NULL AS unlaunched,
-           list({'name': g.name, 'grid': g.grid, 'block': g.block}) OVER w AS kernels,
-           list(u.event_id IS NOT NULL) OVER w AS unlaunched_ahead, list(g.event_id) OVER w AS events,
-           list(g.dur_ns) OVER w AS durations
-    FROM _gpu_ops g
-    JOIN streams s ON s.device IS NOT DISTINCT FROM g.device AND s.stream IS NOT DISTINCT FROM g.stream
-    LEFT JOIN unlaunched u ON u.event_id = g.event_id
-    WHERE g.op = 'kernel' AND g.ts_ns <= s.last_ns
-    WINDOW w AS (PARTITION BY g.device, g.stream ORDER BY g.ts_ns, g.event_id ROWS BETWEEN CURRENT ROW AND 15 FOLLOWING)
+    -- from each unlaunched kernel that could begin a run, the next 16 on its stream (a longer op
+    -- is not matched): a range join, not a window over every kernel of a replay-heavy trace
+    SELECT s.event_id, list({'name': n.name, 'grid': n.grid, 'block': n.block} ORDER BY n.pos) AS kernels,
+           list(n.unlaunched ORDER BY n.pos) AS unlaunched_ahead, list(n.event_id ORDER BY n.pos) AS events,
+           list(n.dur_ns ORDER BY n.pos) AS durations
+    FROM numbered s
+    JOIN numbered n ON n.device IS NOT DISTINCT FROM s.device AND n.stream IS NOT DISTINCT FROM s.stream
+         AND n.pos BETWEEN s.pos AND s.pos + 15
+    WHERE s.unlaunched AND s.name IN (SELECT kernels[1].name FROM sequences)
+    GROUP BY s.event_id
 ), runs AS (
     SELECT a.event_id AS run, list_slice(a.events, 1, q.m) AS events, list_slice(a.durations, 1, q.m) AS durations,
            q.family, q.dtype, q.flops, q.bytes, q.model_flops
     FROM ahead a JOIN sequences q ON list_slice(a.kernels, 1, q.m) = q.kernels
-    WHERE a.unlaunched AND list_bool_and(list_slice(a.unlaunched_ahead, 1, q.m))
+    WHERE list_bool_and(list_slice(a.unlaunched_ahead, 1, q.m))
     QUALIFY count(*) OVER (PARTITION BY a.event_id) = 1
 ), kernels AS (
     SELECT run, unnest(events) AS event_id, unnest(durations) AS dur_ns, list_sum(durations) AS run_ns,
