@@ -265,8 +265,8 @@ CREATE OR REPLACE TEMP TABLE _inferred_work (name VARCHAR, grid INTEGER[], block
 -- another on a stream, whose names, grids and blocks are, in order, those of the ops of several
 -- kernels the trace holds the launch of, where all those ops did the same work, takes that work,
 -- split over the run by their time as a launched op's is. A run that two such sequences match,
--- or a kernel that two runs would claim, takes none; nor does any in a trace the rule above
--- found unsteady.
+-- a kernel that two runs would claim, or a sequence one of whose kernels other launched ops ran
+-- too, takes none; nor does any in a trace the rule above found unsteady.
 -- @if EXISTS (SELECT 1 FROM _kernel_work WHERE op_kernels > 1) AND (EXISTS (SELECT 1 FROM _gpu_ops WHERE op = 'kernel' AND cpu_op_id IS NULL) OR EXISTS (SELECT 1 FROM _graph_kernels))
 CREATE OR REPLACE TEMP TABLE _inferred_op_work AS
 WITH unlaunched AS (
@@ -285,6 +285,24 @@ WITH unlaunched AS (
     FROM launched_ops GROUP BY kernels
     HAVING count(*) = count(flops) AND count(*) = count(bytes)
        AND count(DISTINCT (family, flops, bytes, model_flops)) = 1
+), launched_kernels AS (
+    -- every launched kernel with its op (the op whose work it shares, else its launching op)
+    SELECT coalesce(w.op_id, g.cpu_op_id) AS op_key, g.event_id, g.ts_ns, g.name, g.grid, g.block
+    FROM _gpu_ops g LEFT JOIN _kernel_work w ON w.event_id = g.event_id
+    WHERE g.op = 'kernel' AND g.cpu_op_id IS NOT NULL AND g.event_id NOT IN (SELECT event_id FROM _graph_kernels)
+), related AS (
+    -- the ops that ran a kernel of a sequence's name, each as the sequence of its kernels
+    SELECT op_key, list({'name': name, 'grid': grid, 'block': block} ORDER BY ts_ns, event_id) AS kernels
+    FROM launched_kernels
+    WHERE op_key IN (SELECT op_key FROM launched_kernels
+                     WHERE name IN (SELECT DISTINCT unnest(kernels).name FROM sequences))
+    GROUP BY op_key
+), ambiguous AS (
+    -- a sequence one of whose kernels other ops ran too (alone, or among other kernels): a run of
+    -- it may have been those ops
+    SELECT DISTINCT q.kernels
+    FROM (SELECT kernels, unnest(kernels) AS k FROM sequences) q
+    JOIN (SELECT unnest(kernels) AS k, kernels FROM related) r ON r.k = q.k AND r.kernels <> q.kernels
 ), numbered AS (
     SELECT g.event_id, g.device, g.stream, g.name, g.grid, g.block, g.dur_ns, u.event_id IS NOT NULL AS unlaunched,
            row_number() OVER (PARTITION BY g.device, g.stream ORDER BY g.ts_ns, g.event_id) AS pos
@@ -305,7 +323,7 @@ WITH unlaunched AS (
     SELECT a.event_id AS run, list_slice(a.events, 1, q.m) AS events, list_slice(a.durations, 1, q.m) AS durations,
            q.family, q.dtype, q.flops, q.bytes, q.model_flops
     FROM ahead a JOIN sequences q ON list_slice(a.kernels, 1, q.m) = q.kernels
-    WHERE list_bool_and(list_slice(a.unlaunched_ahead, 1, q.m))
+    WHERE list_bool_and(list_slice(a.unlaunched_ahead, 1, q.m)) AND q.kernels NOT IN (SELECT kernels FROM ambiguous)
     QUALIFY count(*) OVER (PARTITION BY a.event_id) = 1
 ), kernels AS (
     SELECT run, unnest(events) AS event_id, unnest(durations) AS dur_ns, list_sum(durations) AS run_ns,
