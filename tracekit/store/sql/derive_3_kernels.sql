@@ -271,53 +271,49 @@ CREATE OR REPLACE TEMP TABLE _inferred_work (name VARCHAR, grid INTEGER[], block
 CREATE OR REPLACE TEMP TABLE _inferred_op_work AS
 WITH unlaunched AS (
     SELECT event_id FROM _gpu_ops WHERE op = 'kernel' AND cpu_op_id IS NULL UNION SELECT event_id FROM _graph_kernels
+), signed AS (
+    -- each kernel's name, grid and block as one number (a 64-bit hash), its op where launched: the
+    -- op whose work it shares, else its launching op
+    SELECT g.event_id, g.device, g.stream, g.ts_ns, g.dur_ns, hash(g.name, g.grid, g.block) AS sig,
+           u.event_id IS NOT NULL AS unlaunched, coalesce(w.op_id, g.cpu_op_id) AS op_key, w.op_kernels,
+           w.family, w.dtype, w.op_flops, w.op_bytes, w.op_model_flops
+    FROM _gpu_ops g
+    LEFT JOIN unlaunched u ON u.event_id = g.event_id
+    LEFT JOIN _kernel_work w ON w.event_id = g.event_id
+    WHERE g.op = 'kernel'
 ), launched_ops AS (
-    SELECT w.op_id, list({'name': g.name, 'grid': g.grid, 'block': g.block} ORDER BY g.ts_ns, g.event_id) AS kernels,
-           any_value(w.family) AS family, any_value(w.dtype) AS dtype, any_value(w.op_flops) AS flops,
-           any_value(w.op_bytes) AS bytes, any_value(w.op_model_flops) AS model_flops
-    FROM _kernel_work w JOIN _gpu_ops g USING (event_id)
-    WHERE w.op_kernels > 1 AND g.event_id NOT IN (SELECT event_id FROM _graph_kernels)
-    GROUP BY w.op_id
+    -- each launched op as the sequence of its kernels
+    SELECT op_key, list(sig ORDER BY ts_ns, event_id) AS kernels, any_value(op_kernels) AS op_kernels,
+           any_value(family) AS family, any_value(dtype) AS dtype, any_value(op_flops) AS flops,
+           any_value(op_bytes) AS bytes, any_value(op_model_flops) AS model_flops
+    FROM signed WHERE NOT unlaunched AND op_key IS NOT NULL
+    GROUP BY op_key
 ), sequences AS (
     SELECT kernels, len(kernels) AS m, any_value(family) AS family,
            CASE WHEN count(DISTINCT dtype) = 1 AND count(dtype) = count(*) THEN any_value(dtype) END AS dtype,
            any_value(flops) AS flops, any_value(bytes) AS bytes, any_value(model_flops) AS model_flops
-    FROM launched_ops GROUP BY kernels
+    FROM launched_ops WHERE op_kernels > 1 GROUP BY kernels
     HAVING count(*) = count(flops) AND count(*) = count(bytes)
        AND count(DISTINCT (family, flops, bytes, model_flops)) = 1
-), launched_kernels AS (
-    -- every launched kernel with its op (the op whose work it shares, else its launching op)
-    SELECT coalesce(w.op_id, g.cpu_op_id) AS op_key, g.event_id, g.ts_ns, g.name, g.grid, g.block
-    FROM _gpu_ops g LEFT JOIN _kernel_work w ON w.event_id = g.event_id
-    WHERE g.op = 'kernel' AND g.cpu_op_id IS NOT NULL AND g.event_id NOT IN (SELECT event_id FROM _graph_kernels)
-), related AS (
-    -- the ops that ran a kernel of a sequence's name, each as the sequence of its kernels
-    SELECT op_key, list({'name': name, 'grid': grid, 'block': block} ORDER BY ts_ns, event_id) AS kernels
-    FROM launched_kernels
-    WHERE op_key IN (SELECT op_key FROM launched_kernels
-                     WHERE name IN (SELECT DISTINCT unnest(kernels).name FROM sequences))
-    GROUP BY op_key
 ), ambiguous AS (
-    -- a sequence one of whose kernels other ops ran too (alone, or among other kernels): a run of
-    -- it may have been those ops
+    -- a sequence one of whose kernels other launched ops ran too (alone, or among other kernels):
+    -- a run of it may have been those ops
     SELECT DISTINCT q.kernels
-    FROM (SELECT kernels, unnest(kernels) AS k FROM sequences) q
-    JOIN (SELECT unnest(kernels) AS k, kernels FROM related) r ON r.k = q.k AND r.kernels <> q.kernels
+    FROM (SELECT kernels, unnest(kernels) AS sig FROM sequences) q
+    JOIN (SELECT DISTINCT kernels, unnest(kernels) AS sig FROM launched_ops) o ON o.sig = q.sig AND o.kernels <> q.kernels
 ), numbered AS (
-    SELECT g.event_id, g.device, g.stream, g.name, g.grid, g.block, g.dur_ns, u.event_id IS NOT NULL AS unlaunched,
-           row_number() OVER (PARTITION BY g.device, g.stream ORDER BY g.ts_ns, g.event_id) AS pos
-    FROM _gpu_ops g LEFT JOIN unlaunched u ON u.event_id = g.event_id
-    WHERE g.op = 'kernel'
+    SELECT event_id, device, stream, sig, dur_ns, unlaunched,
+           row_number() OVER (PARTITION BY device, stream ORDER BY ts_ns, event_id) AS pos
+    FROM signed
 ), ahead AS (
     -- from each unlaunched kernel that could begin a run, the next 16 on its stream (a longer op
     -- is not matched): a range join, not a window over every kernel of a replay-heavy trace
-    SELECT s.event_id, list({'name': n.name, 'grid': n.grid, 'block': n.block} ORDER BY n.pos) AS kernels,
-           list(n.unlaunched ORDER BY n.pos) AS unlaunched_ahead, list(n.event_id ORDER BY n.pos) AS events,
-           list(n.dur_ns ORDER BY n.pos) AS durations
+    SELECT s.event_id, list(n.sig ORDER BY n.pos) AS kernels, list(n.unlaunched ORDER BY n.pos) AS unlaunched_ahead,
+           list(n.event_id ORDER BY n.pos) AS events, list(n.dur_ns ORDER BY n.pos) AS durations
     FROM numbered s
     JOIN numbered n ON n.device IS NOT DISTINCT FROM s.device AND n.stream IS NOT DISTINCT FROM s.stream
          AND n.pos BETWEEN s.pos AND s.pos + 15
-    WHERE s.unlaunched AND s.name IN (SELECT kernels[1].name FROM sequences)
+    WHERE s.unlaunched AND s.sig IN (SELECT kernels[1] FROM sequences)
     GROUP BY s.event_id
 ), runs AS (
     SELECT a.event_id AS run, list_slice(a.events, 1, q.m) AS events, list_slice(a.durations, 1, q.m) AS durations,
