@@ -102,10 +102,12 @@ def unprofiled_medians():
 def fix_pairs_table(con, found):
     """The replayed saving of each pair's "before" finding against the fix's, measured without the
     profiler: the median of the interleaved rounds (step_us, CUDA events). The profiler slows the
-    CPU, so two predictions: the replayed share of the traced step applied to the unprofiled step,
-    and the fix replayed on the loop without the profiler (no-profiler: each recorded op's cost,
-    measured on the fixed loops by benchmarks/profiler_cost.py, taken out)."""
+    CPU, so three predictions: the replayed share of the traced step applied to the unprofiled step;
+    the fix replayed on the loop without the profiler (no-profiler: each recorded op's cost,
+    measured on the fixed loops by benchmarks/profiler_cost.py, taken out); and findings' own
+    saving_us_per_step, the same with the cost the trace's own gaps between ops show."""
     from profiler_cost import cost_per_op
+    from tracekit.replay.profiler_cost import cost_per_op_us
     from tracekit.replay.savings import TraceReplay
 
     unprofiled = unprofiled_medians()
@@ -113,21 +115,28 @@ def fix_pairs_table(con, found):
     traced = dict(con.execute("SELECT trace, avg(step_us) FROM step_bounds JOIN steady_steps USING (trace, step) "
                               "GROUP BY trace").fetchall())
     print(f"| rule (whatif) | before → after | replayed: step → fixed µs | predicted: traced share, µs | error | "
-          f"predicted: without the profiler ({cost:.1f} µs an op), µs | error | measured µs |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|")
+          f"predicted: without the profiler ({cost:.1f} µs an op), µs | error | "
+          "predicted: saving_us_per_step (the trace's estimate: µs an op), µs | error | measured µs |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    errors = []
     for rule, before, after, *fix in FIX_PAIRS:
         rows = found[(found["trace"] == before) & (found["rule"] == rule) & found["saving_us_per_step"].notna()]
         replayer = TraceReplay(con, before)
         whatif = fix[0] if fix else rows.iloc[0]["whatif"]
-        saving = replayer.saving(whatif).saving_us if fix else rows.iloc[0]["saving_us_per_step"]
+        saving = replayer.saving(whatif).saving_us if fix else rows.iloc[0]["traced_saving_us_per_step"]
         step_us = traced[before]
         by_share = saving / step_us * unprofiled[before]
         unprofiled_fix = f"no-profiler:{cost:.1f}"
         without = replayer.saving(f"{unprofiled_fix}; {whatif}").saving_us - replayer.saving(unprofiled_fix).saving_us
         measured = unprofiled[before] - unprofiled[after]
+        per_op_us = cost_per_op_us(con, before)
+        own = replayer.without_profiler(whatif, per_op_us).saving_us
+        errors.append(100 * (own - measured) / measured)
         print(f"| `{rule}` (`{whatif[:40]}`) | `{before.split('/')[1]}` → `{after.split('/')[1]}` | {step_us:,.0f} → "
               f"{step_us - saving:,.0f} | {by_share:,.0f} | {100 * (by_share - measured) / measured:+.0f}% | "
-              f"{without:,.0f} | {100 * (without - measured) / measured:+.0f}% | {measured:,.0f} |")
+              f"{without:,.0f} | {100 * (without - measured) / measured:+.0f}% | {own:,.0f} ({per_op_us:.1f}) | "
+              f"{errors[-1]:+.0f}% | {measured:,.0f} |")
+    print(f"\nsaving_us_per_step within 25% of the measured saving: {sum(abs(e) <= 25 for e in errors)} of {len(errors)}")
 
 
 if __name__ == "__main__":

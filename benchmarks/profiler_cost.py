@@ -1,4 +1,5 @@
-"""What the profiler costs the CPU per op it records, measured from captures timed without it.
+"""What the profiler costs the CPU per op it records, measured from captures timed without it, and
+estimated from each trace alone.
 
 A loop the CPU bounds runs its step in its CPU time; profiled, each CPU op the trace records costs
 the thread more (the profiler's callbacks, record_shapes' copies of the inputs' sizes). So the
@@ -7,6 +8,13 @@ the fixed ("after") loops of tests/data/h200/fixes whose unprofiled step is CPU-
 1.3x the GPU's busy time) and used by `whatif --apply no-profiler:US` to replay the "before" loops
 as they run without the profiler (benchmarks/findings_vs_fixes.py). Then how well that replay
 fits: each loop's steady step replayed with `no-profiler` against its unprofiled rounds.
+
+The trace's own estimate (tracekit.replay.profiler_cost: COST_PER_GAP times the median gap between
+ops C++ calls back to back) against the measured cost of every CPU-bound capture on two hosts: the
+loops of tests/data/h200/fixes (CPU-bound: unprofiled step 1.3x the GPU's busy time or more) and
+the 12 captures of tests/data/h200/item_rounds (unprofiled: the median of their 6 rounds). The
+median of measured cost over gap is COST_PER_GAP; then each loop replayed with `no-profiler` (the
+trace's estimate) against its unprofiled rounds.
 
     python benchmarks/profiler_cost.py [--db /tmp/bench/fixes.duckdb]
 """
@@ -18,6 +26,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXES = ROOT / "tests" / "data" / "h200" / "fixes"
+ROUNDS = ROOT / "tests" / "data" / "h200" / "item_rounds"
 CPU_BOUND = 1.3  # an unprofiled step this much longer than the GPU's busy time is the CPU's
 
 
@@ -58,47 +67,119 @@ def cost_per_op(con, prefix=""):
 
 def replay_fit(con, cost, prefix=""):
     """[(loop, role, replayed µs, replayed without the profiler µs, unprofiled rounds)] for each
-    loop of repeats.csv: how well `no-profiler:cost` replays the loop as it runs unprofiled."""
+    loop of repeats.csv: how well `no-profiler:cost` (cost None: the trace's own estimate) replays
+    the loop as it runs unprofiled."""
     from tracekit.replay.savings import TraceReplay
+    from tracekit.replay.whatif import whatif
 
     roles = {row["loop"]: row["role"] for row in csv.DictReader(open(FIXES / "truth.csv"))}
     rows = []
     for loop, rounds in sorted(unprofiled_rounds().items()):
-        replayed = TraceReplay(con, prefix + loop).saving(f"no-profiler:{cost:.1f}")
-        rows.append((loop, roles.get(loop), replayed.step_us, replayed.fixed_us, rounds))
+        replayed = whatif(con, prefix + loop, []).mean("replayed_us")
+        without = TraceReplay(con, prefix + loop).saving("no-profiler" if cost is None else f"no-profiler:{cost:.1f}")
+        # a trace with too few gaps to estimate from is replayed as traced
+        rows.append((loop, roles.get(loop), replayed, replayed if without.fixed_us is None else without.fixed_us, rounds))
     return rows
+
+
+def round_timings():
+    """{(phase, loop): step_us} of item_rounds/timings.csv (pre0-2, post0-2 unprofiled rounds, truth0-3
+    right after each round's capture)."""
+    rows = [line.split(",") for line in (ROUNDS / "timings.csv").read_text().splitlines() if line]
+    return {(row[0], row[1]): float(row[2]) for row in rows if row[0] != "cpu"}
+
+
+def measured_against_estimated(fixes_con, rounds_con):
+    """[(host, capture, ops per step, measured µs per op, median sibling gap µs)] of every CPU-bound
+    capture: the fixes/ loops (unprofiled: repeats.csv's median) and item_rounds' captures
+    (unprofiled: the median of the loop's 6 unprofiled rounds)."""
+    from tracekit.replay.profiler_cost import sibling_gap_us
+
+    truth = {row["loop"]: float(row["gpu_busy_us"]) for row in csv.DictReader(open(FIXES / "truth.csv"))}
+    timings = round_timings()
+    rows = []
+    for host, con in (("fixes", fixes_con), ("item_rounds", rounds_con)):
+        for trace, traced, ops in _traced_steps(con):
+            if host == "fixes":
+                unprofiled = unprofiled_steps().get(trace)
+                if unprofiled is None or unprofiled < CPU_BOUND * truth[trace]:
+                    continue
+            else:
+                loop = trace.rsplit("_", 1)[0]
+                unprofiled = statistics.median(us for (phase, name), us in timings.items()
+                                               if name == loop and phase[:3] in ("pre", "pos"))
+            rows.append((host, trace, ops, (traced - unprofiled) / ops, sibling_gap_us(con, trace)[0]))
+    return rows
+
+
+def _traced_steps(con):
+    return con.execute("""SELECT s.trace, avg(s.step_us), (SELECT count(*) FROM cpu_ops o JOIN steady_steps w
+                          USING (trace, step) WHERE o.trace = s.trace) / count(*)
+                          FROM step_bounds s JOIN steady_steps USING (trace, step) GROUP BY s.trace
+                          ORDER BY s.trace""").fetchall()
+
+
+def _load(db, folder):
+    from tracekit.ingest.loader import load_file
+    from tracekit.store.database import connect, connect_for_queries
+
+    Path(db).parent.mkdir(parents=True, exist_ok=True)
+    for suffix in ("", ".wal"):
+        Path(db + suffix).unlink(missing_ok=True)
+    con = connect(db)
+    for file in sorted(folder.glob("*.json.gz")):
+        load_file(con, file)
+    con.close()
+    return connect_for_queries(db)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", default="/tmp/bench/fixes.duckdb")
     args = parser.parse_args()
-    from tracekit.ingest.loader import load_file
-    from tracekit.store.database import connect, connect_for_queries
+    from tracekit.replay.profiler_cost import COST_PER_GAP
 
-    Path(args.db).parent.mkdir(parents=True, exist_ok=True)
-    for suffix in ("", ".wal"):
-        Path(args.db + suffix).unlink(missing_ok=True)
-    con = connect(args.db)
-    for file in sorted(FIXES.glob("*.json.gz")):
-        load_file(con, file)
-    con.close()
-    cost, rows = cost_per_op(connect_for_queries(args.db))
+    con = _load(args.db, FIXES)
+    rounds_con = _load(args.db.replace(".duckdb", "") + "_rounds.duckdb", ROUNDS)
+    estimated_table(measured_against_estimated(con, rounds_con), COST_PER_GAP)
+    fit_table(con, None, f"the trace's own estimate, {COST_PER_GAP} gaps an op")
+    cost, rows = cost_per_op(con)
     print("| loop (fixed, CPU-bound) | traced µs/step | unprofiled µs/step | GPU busy µs/step | ops/step | µs per op |")
     print("|---|---:|---:|---:|---:|---:|")
     for loop, traced, unprofiled, busy, ops, per_op in rows:
         print(f"| `{loop}` | {traced:,.0f} | {unprofiled:,.0f} | {busy:,.0f} | {ops:,.0f} | {per_op:.1f} |")
     print(f"\nThe profiler's cost per recorded op: {cost:.1f} µs (median)\n")
-    print(f"| loop | role | replayed µs/step | without the profiler ({cost:.1f} µs an op) | unprofiled: median [min-max] | error |")
+    fit_table(con, cost, f"{cost:.1f} µs an op")
+
+
+def estimated_table(rows, per_gap):
+    """Measured µs per op against the trace's estimate, each CPU-bound capture of both hosts."""
+    print("| host | capture (CPU-bound) | ops/step | measured µs per op | sibling gap µs | measured / gap | "
+          f"estimated ({per_gap} gaps) µs per op | error |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    errors = []
+    for host, trace, ops, measured, gap in rows:
+        estimate = per_gap * gap
+        errors.append(100 * (estimate - measured) / measured)
+        print(f"| {host} | `{trace}` | {ops:,.0f} | {measured:.2f} | {gap:.2f} | {measured / gap:.2f} | {estimate:.2f} | "
+              f"{errors[-1]:+.0f}% |")
+    print(f"\nmeasured / gap: median {statistics.median(r[3] / r[4] for r in rows):.2f} over {len(rows)} captures; "
+          f"estimate within 30%: {sum(abs(e) <= 30 for e in errors)} of {len(errors)}; |error| median "
+          f"{statistics.median(map(abs, errors)):.0f}%\n")
+
+
+def fit_table(con, cost, label):
+    """Each fixes/ loop replayed without the profiler (`cost` µs an op; None: the trace's estimate)."""
+    print(f"| loop | role | replayed µs/step | without the profiler ({label}) | unprofiled: median [min-max] | error |")
     print("|---|---|---:|---:|---:|---:|")
     errors = []
-    for loop, role, replayed, without, rounds in replay_fit(connect_for_queries(args.db), cost):
+    for loop, role, replayed, without, rounds in replay_fit(con, cost):
         median = statistics.median(rounds)
         errors.append(100 * (without - median) / median)
         print(f"| `{loop}` | {role} | {replayed:,.0f} | {without:,.0f} | {median:,.0f} [{min(rounds):,.0f}-{max(rounds):,.0f}] | "
               f"{errors[-1]:+.0f}% |")
     print(f"\n|error|: median {statistics.median(map(abs, errors)):.1f}%, mean {statistics.mean(map(abs, errors)):.1f}%; "
-          f"{sum(abs(e) <= 25 for e in errors)} of {len(errors)} loops within 25%")
+          f"{sum(abs(e) <= 25 for e in errors)} of {len(errors)} loops within 25%\n")
 
 
 if __name__ == "__main__":

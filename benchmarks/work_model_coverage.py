@@ -5,7 +5,8 @@ prints markdown: per trace, its kernels' GPU time, the share whose work (FLOPs a
 models give (of all its kernels, and of those whose launch the trace holds: a trace's first
 kernels may have been launched before the profiler began, with no op to read shapes from), the
 share with a roofline (the GPU's figures known too), the share whose work was inferred from
-identical kernels (kernels.work_source 'identical kernel': launched before the trace began), and,
+identical kernels or ops (kernels.work_source 'identical kernel' or 'identical op': launched before the
+trace began, or replayed by a CUDA graph whose capture it does not hold), and,
 when --before names a database of the same files loaded by an earlier tracekit, that database's
 share (kernels.flops known) beside it; then the GPU time left unmodelled, by the op that launched
 it and why; then two checks of the inferred work: each launched kernel's work against what the
@@ -34,7 +35,7 @@ _PER_TRACE = """
 SELECT trace, count(*) AS kernels, sum(dur_us) / 1000 AS gpu_ms,
        100 * sum(dur_us) FILTER (WHERE flops IS NOT NULL AND bytes IS NOT NULL) / sum(dur_us) AS modelled_pct,
        100 * sum(dur_us) FILTER (WHERE roofline_us IS NOT NULL) / sum(dur_us) AS roofline_pct,
-       100 * sum(dur_us) FILTER (WHERE work_source = 'identical kernel') / sum(dur_us) AS inferred_pct,
+       100 * sum(dur_us) FILTER (WHERE work_source IN ('identical kernel', 'identical op')) / sum(dur_us) AS inferred_pct,
        -- of the kernels whose launch is in the trace (the first may have been launched before it began)
        100 * sum(dur_us) FILTER (WHERE flops IS NOT NULL AND bytes IS NOT NULL AND cpu_op IS NOT NULL)
            / sum(dur_us) FILTER (WHERE cpu_op IS NOT NULL) AS launched_pct
@@ -76,7 +77,7 @@ WITH twins AS (
 )
 SELECT count(*), min(k.dur_us / t.median_us), quantile_cont(k.dur_us / t.median_us, 0.05),
        quantile_cont(k.dur_us / t.median_us, 0.95), max(k.dur_us / t.median_us), sum(k.dur_us) / 1000
-FROM kernels k JOIN twins t USING (trace, name, grid, block) WHERE k.work_source = 'identical kernel'
+FROM kernels k JOIN twins t USING (trace, name, grid, block) WHERE k.work_source IN ('identical kernel', 'identical op')
 """
 
 
@@ -110,7 +111,7 @@ def measure(db, before):
     checks = con.execute(_LEAVE_ONE_OUT).fetchall()
     times = con.execute(_INFERRED_TIMES).fetchone()
     inferring = {t for (t,) in con.execute("SELECT DISTINCT trace FROM kernels "
-                                           "WHERE work_source = 'identical kernel'").fetchall()}
+                                           "WHERE work_source IN ('identical kernel', 'identical op')").fetchall()}
     con.close()
     shares = before_shares(before)
     lines = ["| trace file | kernels | GPU ms | modelled | of kernels launched in the trace | with roofline | "

@@ -1,7 +1,8 @@
 -- How close did each kind of work run to the device's roofline?
 -- A row per trace and work family (kernels.work_family: gemm, attention, softmax, norm, elementwise,
--- ...; '(none)' for kernels no formula knows), from the work models (docs/work-models.md): the
--- kernels' FLOPs and bytes from their ops' recorded shapes, against the GPU's peaks (gpu_specs).
+-- ..., collective; '(none)' for kernels no formula knows), from the work models (docs/work-models.md):
+-- the kernels' FLOPs and bytes from their ops' recorded shapes, against the GPU's peaks (gpu_specs);
+-- a collective's bytes from its comms args, against its link (interconnects).
 -- keys: trace, work_family, gpu_us, roofline_pct
 -- columns:
 --   trace: trace name
@@ -10,8 +11,9 @@
 --   gpu_us: their GPU time, microseconds
 --   modelled_pct: share of gpu_us whose FLOPs and bytes are known, percent
 --   tflops: their FLOPs over their GPU time, TFLOP/s
---   tb_s: their bytes over their GPU time, TB/s
---   memory_bound_pct: share of the modelled time in kernels the memory bounds, percent
+--   tb_s: their bytes over their GPU time, TB/s (collectives: the bytes over their link, busbw)
+--   memory_bound_pct: share of the modelled time in kernels the memory bounds, percent (a
+--                     collective's link bounds it: bound 'network', not counted here)
 --   roofline_us: the least time the device could take for the modelled kernels, microseconds
 --   roofline_pct: roofline_us over the modelled kernels' GPU time, percent (100: at the roofline;
 --                 above 100: the data came from cache, not memory)

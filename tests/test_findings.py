@@ -271,10 +271,13 @@ def test_launch_bound_finds_the_training_steps(found):
     assert row["detail"].startswith("196 kernels per step over 7 steady step(s)")
     assert "CUDA graph" in row["fix"] and row["severity"] == "high"
     # The rule's bound: the step's CPU span less its GPU busy time; replayed from a CUDA graph, the
-    # step saves less: the step's first launches and its syncs stay.
+    # traced step saves less: the step's first launches and its syncs stay. Without the profiler's
+    # cost (its ops recorded at about 8 µs each) the loop launches faster, and the graph saves less
+    # again: 3.6 ms of the 10.4 the traced loop would.
     assert row["estimate_us_per_step"] == pytest.approx(17882.0 - 2789.9, rel=1e-3)
-    assert row["whatif"] == "cuda-graph:1000" and 0.5 * row["estimate_us_per_step"] < row["saving_us_per_step"] \
-        < row["estimate_us_per_step"]
+    assert row["whatif"] == "cuda-graph:1000" and 0.5 * row["estimate_us_per_step"] \
+        < row["traced_saving_us_per_step"] < row["estimate_us_per_step"]
+    assert 0.2 * row["traced_saving_us_per_step"] < row["saving_us_per_step"] < 0.5 * row["traced_saving_us_per_step"]
     assert [e["name"] for e in row["evidence"]] == [f"ProfilerStep#{n}" for n in range(1, 8)]
     # One big attention call per step is not launch-bound, however short the step.
     samples = sorted(t for t in found.attrs["loaded"] if t.startswith("samples_"))

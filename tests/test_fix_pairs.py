@@ -74,10 +74,10 @@ def test_the_replayed_saving_predicts_the_captured_fix(fixes_found, rule, whatif
     found, traced = fixes_found
     row = found[(found["trace"] == before) & (found["rule"] == rule) & (found["whatif"] == whatif)].iloc[0]
     unprofiled = _unprofiled()
-    predicted = row["saving_us_per_step"] / traced[before] * unprofiled[before]
+    predicted = row["traced_saving_us_per_step"] / traced[before] * unprofiled[before]
     measured = unprofiled[before] - unprofiled[after]
     assert predicted == pytest.approx(measured, rel=0.25)
-    assert row["saving_us_per_step"] < traced[before]  # a saving is never more than the step
+    assert row["traced_saving_us_per_step"] < traced[before]  # a saving is never more than the step
 
 
 def test_every_saving_is_less_than_its_step_and_all_fixes_end_each_trace(fixes_found):
@@ -167,18 +167,20 @@ def _readme_rows():
     return rows
 
 
-def test_the_readme_table_is_what_the_replay_predicts(without_the_profiler):
-    """The README's predicted-against-measured table holds today's replay and the captured timings:
-    it cannot drift from either."""
+def test_the_readme_table_is_what_findings_predicts(fixes_found):
+    """The README's predicted-against-measured table holds findings' own saving_us_per_step and the
+    captured timings: it cannot drift from either."""
+    found, _ = fixes_found
     rows = _readme_rows()
     unprofiled = _unprofiled()
     pairs = UNPROFILED_PAIRS + [MISSED_PAIR]
     assert set(rows) == {(before, after) for _, _, before, after in pairs}
-    for _, _, before, after in pairs:
+    for rule, whatif, before, after in pairs:
+        saving = found[(found["trace"] == before) & (found["rule"] == rule) & (found["whatif"] == whatif)].iloc[0]
         predicted, measured, error = rows[(before, after)]
-        assert predicted == pytest.approx(without_the_profiler[before], abs=0.6), before
+        assert predicted == pytest.approx(saving["saving_us_per_step"], abs=0.6), before
         assert measured == pytest.approx(unprofiled[before] - unprofiled[after], abs=0.6), before
-        assert error == round(100 * (without_the_profiler[before] - measured) / measured), before
+        assert error == round(100 * (saving["saving_us_per_step"] - measured) / measured), before
 
 
 def test_without_the_profiler_a_handoff_between_threads_loses_the_ops_in_its_lag(fixes_db):
@@ -316,3 +318,88 @@ def test_prefetching_the_pageable_copy_saves_what_the_replay_says(tmp_path):
     predicted = prefetched.saving_us / prefetched.mean("trace_us") * unprofiled["train_copy_pageable"]
     assert predicted == pytest.approx(measured, rel=0.25)
     assert prefetched.saving_us > copy["saving_us_per_step"]
+
+
+# Each pair's saving_us_per_step (findings' own: replayed without the profiler's cost as the trace's
+# gaps between back-to-back ops estimate it, no figure measured off-line) against the captured fix:
+# error in percent as benchmarks/findings_vs_fixes.py prints it. Two pairs miss 25% (docs/findings.md):
+# infer_launch_eager's trace shows the smallest gaps of the host's CPU-bound loops (1.6 µs) while its
+# ops cost the most (9.0 µs against 6.3-8.0), and infer_item is the capture that ran slow throughout.
+OWN_ESTIMATE_ERRORS = {"infer_launch_eager": 71, "train_launch_eager": 11, "infer_item": -42, "train_item": -3,
+                       "infer_stall": 6, "infer_mask_per_call": -7, "train_mask_per_call": -3, "infer_fp32": 1,
+                       "train_fp32": 5, "train_copy_pageable": 17, "infer_sdpa_math": -6, "train_sdpa_math": -9}
+
+
+@pytest.mark.parametrize("rule, whatif, before, after", UNPROFILED_PAIRS + [MISSED_PAIR])
+def test_findings_saving_without_the_profiler_holds_against_the_captured_fix(fixes_found, rule, whatif, before, after):
+    found, _ = fixes_found
+    row = found[(found["trace"] == before) & (found["rule"] == rule) & (found["whatif"] == whatif)].iloc[0]
+    unprofiled = _unprofiled()
+    measured = unprofiled[before] - unprofiled[after]
+    error = 100 * (row["saving_us_per_step"] - measured) / measured
+    assert error == pytest.approx(OWN_ESTIMATE_ERRORS[before], abs=1.5)
+    assert "without the profiler's cost" in found[(found["trace"] == before) & (found["rule"] == "all_fixes")].iloc[0]["detail"]
+
+
+def test_the_estimate_tracks_the_host(fixes_db, rounds_db):
+    """The profiler cost 6.3-9.1 µs a recorded op on the CPU-bound loops of tests/data/h200/fixes and
+    1.9-6.2 on item_rounds' host: the gaps between back-to-back ops give 6.0-8.3 and 2.8-4.7."""
+    from tracekit.replay.profiler_cost import cost_per_op_us
+    from tracekit.store.database import connect_for_queries
+
+    def estimates(db, traces):
+        con = connect_for_queries(db)
+        try:
+            return [cost_per_op_us(con, trace) for trace in traces]
+        finally:
+            con.close()
+
+    fixes = estimates(fixes_db, ["infer_launch_eager", "train_launch_eager", "infer_item", "infer_no_item",
+                                 "train_item", "train_no_item"])
+    rounds = estimates(rounds_db, [f"{loop}_{n}" for loop in ("infer_item", "infer_no_item", "infer_launch_eager")
+                                   for n in range(4)])
+    assert 5.5 < min(fixes) and max(fixes) < 9 and 2.5 < min(rounds) and max(rounds) < 5
+    assert min(fixes) > 1.2 * max(rounds)
+
+
+@pytest.mark.parametrize("capture", range(4))
+def test_recaptured_the_item_pair_findings_own_saving_comes_within_25_percent(rounds_db, capture):
+    """infer_item's 4 captures on item_rounds' host, each replayed without the profiler at the cost
+    its own gaps show (2.8-4.7 µs an op, where 7.9 was measured on the host of fixes/)."""
+    import tracekit
+
+    found = tracekit.findings(db=rounds_db, trace=f"infer_item_{capture}", rule="host_sync")
+    row = found[found["whatif"] == "drop-sync:aten::item"].iloc[0]
+    timings = _round_timings()
+
+    def unprofiled(loop):
+        return statistics.median(us for (phase, name), us in timings.items() if name == loop and phase[:3] in ("pre", "pos"))
+    assert row["saving_us_per_step"] == pytest.approx(unprofiled("infer_item") - unprofiled("infer_no_item"), rel=0.25)
+    assert row["traced_saving_us_per_step"] < row["saving_us_per_step"]  # the profiler slowed the launches
+
+
+def test_no_profiler_without_a_cost_takes_the_traces_own(fixes_db):
+    """`no-profiler` and `no-profiler:trace` replay with 4.0 times the trace's median gap between
+    back-to-back ops inside an ATen op (1.6 µs in infer_launch_eager: 6.4 µs an op); a CUDA graph's
+    loop records 2 ops a step, no such gap: the error says to give the cost."""
+    import re
+
+    from tracekit.replay.profiler_cost import COST_PER_GAP, sibling_gap_us
+    from tracekit.store.database import connect_for_queries
+
+    con = connect_for_queries(fixes_db)
+    try:
+        gap, count = sibling_gap_us(con, "infer_launch_eager")
+    finally:
+        con.close()
+    assert count == 160 and gap == pytest.approx(1.6, abs=0.01)
+
+    def saved(fix):
+        result = invoke_cli("whatif", "infer_launch_eager", "--apply", fix, "--db", fixes_db)
+        assert result.exit_code == 0, result.output
+        return float(re.search(r"they save ([\d.,]+) µs", result.output).group(1).replace(",", ""))
+    own = saved("no-profiler")
+    assert own == saved("no-profiler:trace") == saved(f"no-profiler:{COST_PER_GAP * gap}")
+    assert 1700 < own < 1900  # of the traced 3,588 µs step; unprofiled the loop runs 1,068
+    result = invoke_cli("whatif", "infer_launch_graph", "--apply", "no-profiler", "--db", fixes_db)
+    assert result.exit_code == 1 and result.output.count("\n") == 1 and "give it: no-profiler:US" in result.output

@@ -155,8 +155,9 @@ def test_the_articles_findings_are_cards_with_their_fix_and_saving(sample_html):
     assert copy["tone"] == "high" and copy["fix"] == "Fix: use masked_fill_ (in place) instead of masked_fill"
     assert copy["saving"] == "Saves about 255 µs per step"  # replayed, to 0.1 µs; the copies took 253.7 µs of GPU time
     simt = cards["simt_gemm", "sdpa_math"]
-    # replayed with the math backend's calls fused: what flash saved (4,970.3 µs of GPU time)
-    assert simt["saving"] == "Saves about 5,004.6 µs per step" and "fused backend" in simt["fix"]
+    # replayed with the math backend's calls fused, on the loop without the profiler's cost (9.0 µs an
+    # op, as the trace's gaps show): flash saved 4,970.3 µs of GPU time; as traced, 5,004.6 replayed
+    assert simt["saving"] == "Saves about 4,699.2 µs per step" and "fused backend" in simt["fix"]
     cudnn = cards["cold_start", "sdpa_cudnn"]
     assert cudnn["title"].endswith(": cuDNN") and "saving" not in cudnn  # a one-time cost: no saving per step
     assert ("hidden_copy", "naive_inplace") not in cards and ("simt_gemm", "sdpa_flash") not in cards

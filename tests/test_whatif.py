@@ -123,7 +123,7 @@ def test_the_command_prints_each_step_and_the_saving(sample_db):
     (["--apply", "bogus:1"], "Error: --apply 'bogus:1': a fix is one of drop-copies:OP, drop:REGEX, drop-sync:REGEX, "
                              "drop-cpu-gaps:US, drop-cpu:REGEX, tensor-cores[:REGEX], pin-copies[:REGEX], "
                              "prefetch-copies[:REGEX], cuda-graph[:US], "
-                             "fuse-attention[:REGEX], no-profiler:US"),
+                             "fuse-attention[:REGEX], no-profiler[:US]"),
     (["--apply", "cuda-graph:x"], "Error: --apply 'cuda-graph:x': cuda-graph takes a time in microseconds above 0"),
     (["--apply", "drop-cpu-gaps:x"], "Error: --apply 'drop-cpu-gaps:x': drop-cpu-gaps takes a time in microseconds above 0"),
     (["--apply", "drop:("], "Error: --apply 'drop:(': not a regular expression"),

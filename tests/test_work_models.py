@@ -254,3 +254,24 @@ def test_the_formulas_file_is_well_formed():
 
 def test_the_docs_show_every_formula_as_the_file_has_it():
     assert formulas_markdown() in (ROOT / "docs" / "work-models.md").read_text(encoding="utf-8")
+
+
+def test_flex_attention_says_its_block_mask_is_not_in_the_trace(tmp_path):
+    # Inductor's flex attention template kernels compute the blocks the block mask's values name;
+    # Kineto writes only the mask tensors' shapes (KV_NUM_BLKS [1, 1, 16], KV_IDX [1, 1, 16, 16]).
+    # The backward's row-sum kernel (triton_per_) reads no mask: it just has no formula.
+    con = connect(tmp_path / "flex.duckdb")
+    for file in (SAMPLE_TRACES / "flex.json.gz", H200 / "work_models" / "flex_attention.json.gz"):
+        assert load_file(con, file).status == "loaded"
+    con.close()
+    con = connect_for_queries(tmp_path / "flex.duckdb")
+    try:
+        rows = con.execute("SELECT trace, cpu_op, count(*), count(flops), count(bytes), any_value(work_missing) "
+                           "FROM kernels WHERE cpu_op LIKE 'triton_%' GROUP BY ALL ORDER BY ALL").fetchall()
+    finally:
+        con.close()
+    mask = "flex attention: which blocks it computes is not in the trace (block mask values)"
+    assert rows == [("flex", "triton_tem_fused_flex_attention_0", 6, 0, 0, mask),
+                    ("flex_attention", "triton_per_fused_flex_attention_backward_0", 5, 0, 0, "no formula for its op"),
+                    ("flex_attention", "triton_tem_fused_flex_attention_0", 5, 0, 0, mask),
+                    ("flex_attention", "triton_tem_fused_flex_attention_backward_1", 5, 0, 0, mask)]

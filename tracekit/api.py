@@ -257,7 +257,9 @@ def _write_text(output, text):
 def findings(*, db=None, trace=None, rule=None, params=None, lake=None, wait=DEFAULT_LOCK_WAIT_S):
     """What the finding rules see (as `tracekit findings`): a DataFrame of trace, rule, severity,
     title, detail, fix, whatif (the fix as the replay takes it), saving_us_per_step (the step time
-    the fix saves, replayed), estimate_us_per_step (the rule's own figure) and evidence (a list of
+    the fix saves, replayed on the loop without the profiler's estimated cost),
+    traced_saving_us_per_step (replayed on the loop as traced), estimate_us_per_step (the rule's
+    own figure) and evidence (a list of
     the events each rests on), ranked by saving, each trace's fixes together (rule all_fixes)
     last. `params` sets rules' thresholds by name. `lake`: a Parquet lake's traces."""
     from tracekit.analysis.findings_engine import run_findings

@@ -7,7 +7,10 @@ A rule is one SQL file whose rows are findings (RULE_COLUMNS). Its header says w
 replay takes it (`whatif`, tracekit.replay.fixes), and its `estimate_us_per_step` is the rule's own
 figure from its slice of the step (the copies' GPU time, the idle gaps, ...). The engine replays
 each fix on the trace's graph (tracekit.replay): `saving_us_per_step` is what the step would save,
-never more than the step; each trace's findings end with all its fixes replayed together. Every
+never more than the step, on the loop as it runs without the profiler (each recorded op's cost,
+estimated from the trace, taken out: tracekit.replay.profiler_cost), and
+`traced_saving_us_per_step` the same fix replayed on the loop as traced; each trace's findings end
+with all its fixes replayed together. Every
 consumer (the CLI, the Python API, the report, the Perfetto track) reads these rows; the
 `findings` view (tracekit.store.findings_view) holds the rules' rows without the replay. A new
 rule is a new file, nothing else.
@@ -24,7 +27,7 @@ from tracekit.store.findings_view import rule_texts
 
 RULE_COLUMNS = ("trace", "rule", "severity", "title", "detail", "fix", "whatif", "estimate_us_per_step", "evidence")
 FINDING_COLUMNS = ("trace", "rule", "severity", "title", "detail", "fix", "whatif", "saving_us_per_step",
-                   "estimate_us_per_step", "evidence")
+                   "traced_saving_us_per_step", "estimate_us_per_step", "evidence")
 # What a reader needs to read a finding: a table fitted to the terminal keeps these first.
 FINDING_KEYS = ("trace", "rule", "title", "saving_us_per_step")
 ALL_FIXES = "all_fixes"  # the rule of each trace's last row: its fixes replayed together
@@ -107,8 +110,9 @@ def run_findings(con, *, trace=None, rule=None, params=None, replay=True):
     found = pd.concat([f for f in frames if len(f)], ignore_index=True) if any(len(f) for f in frames) \
         else pd.DataFrame({column: [] for column in RULE_COLUMNS})
     found["estimate_us_per_step"] = found["estimate_us_per_step"].astype("float64").round(1)
-    found.insert(list(FINDING_COLUMNS).index("saving_us_per_step"), "saving_us_per_step", float("nan"))
-    found["saving_us_per_step"] = found["saving_us_per_step"].astype("float64")
+    for column in ("saving_us_per_step", "traced_saving_us_per_step"):
+        found.insert(list(FINDING_COLUMNS).index(column), column, float("nan"))
+        found[column] = found[column].astype("float64")
     if not replay or not len(found):
         return rank(found)
     return _replayed(con, found, together=rule is None)
@@ -123,17 +127,31 @@ def _replayed(con, found, together=True):
 
     wanted = [(t, w) for t, w in zip(found["trace"], found["whatif"]) if isinstance(w, str) and w]
     each, all_fixes = replay_savings(con, wanted)
-    savings, details = [], []
+    savings, traced, details = [], [], []
     for t, w, detail in zip(found["trace"], found["whatif"], found["detail"]):
         replayed = each.get((t, w)) if isinstance(w, str) else None
-        # to the 0.1 µs a person reads (the replay counts whole nanoseconds; the rest is float noise)
-        savings.append(round(replayed.saving_us, 1) if replayed and replayed.saving_us is not None else None)
+        savings.append(_us(replayed.saving_us) if replayed else None)
+        traced.append(_us(replayed.traced_saving_us) if replayed else None)
         details.append(detail if replayed is None or replayed.why is None
                        else f"{detail}; replayed saving unknown: {replayed.why}")
-    found = found.assign(saving_us_per_step=pd.array(savings, dtype="Float64").astype("float64"), detail=details)
+    found = found.assign(saving_us_per_step=pd.array(savings, dtype="Float64").astype("float64"),
+                         traced_saving_us_per_step=pd.array(traced, dtype="Float64").astype("float64"), detail=details)
     rows = [_all_fixes_row(t, w, replayed, found) for t, (w, replayed) in sorted(all_fixes.items()) if together]
     return pd.concat([rank(found), pd.DataFrame(rows, columns=list(FINDING_COLUMNS))], ignore_index=True) \
         if rows else rank(found)
+
+
+def _us(value):
+    """To the 0.1 µs a person reads (the replay counts whole nanoseconds; the rest is float noise)."""
+    return None if value is None else round(value, 1)
+
+
+def _unprofiled(replayed):
+    """Where the replay took the profiler's cost out, how much (for a detail)."""
+    if replayed.profiler_us_per_op is None:
+        return "; replayed as traced (too few ops back to back to estimate the profiler's cost)"
+    return (f"; replayed without the profiler's cost, {replayed.profiler_us_per_op:.1f} µs a recorded op as the "
+            f"trace's gaps between ops show (as traced, the fixes save {replayed.traced_saving_us:,.1f} µs)")
 
 
 def _all_fixes_row(trace, whatif, replayed, found):
@@ -148,12 +166,13 @@ def _all_fixes_row(trace, whatif, replayed, found):
                  f"{replayed.step_us:,.1f} µs step ({100 * replayed.saving_us / replayed.step_us:.0f}%)")
         detail = (f"the steady step replayed as it is takes {replayed.step_us:,.1f} µs, with "
                   f"{'every fix' if count > 1 else 'the fix'} {replayed.fixed_us:,.1f} µs")
+        detail += _unprofiled(replayed)
         if count > 1:
             detail += (f"; the findings' own savings add up to {summed:,.1f} µs, as each is replayed alone "
                        "and fixes that relieve the same wait share their saving")
     return {"trace": trace, "rule": ALL_FIXES, "severity": "info", "title": title, "detail": detail,
             "fix": "apply the fixes of the findings above", "whatif": whatif,
-            "saving_us_per_step": None if replayed.saving_us is None else round(replayed.saving_us, 1),
+            "saving_us_per_step": _us(replayed.saving_us), "traced_saving_us_per_step": _us(replayed.traced_saving_us),
             "estimate_us_per_step": None, "evidence": []}
 
 

@@ -20,9 +20,12 @@ from tracekit.cli.analysis_cmd import check_output_file, emit, output_format, ou
 def findings(db, params, rule, list_rules, evidence, lake, fmt, force, output, columns, escape_formulas):
     """Explain the traces: what each rule finds, with the fix and the step time it would save.
 
-    Each finding names its fix (whatif) and tracekit replays it on the trace's graph
-    (saving_us_per_step, as `tracekit whatif TRACE --apply FIX`); estimate_us_per_step is the
-    rule's own figure. Ranked by saving (largest first); findings without one come last, then
+    Each finding names its fix (whatif) and tracekit replays it on the trace's graph:
+    saving_us_per_step is what the loop would save as it runs without the profiler (each op the
+    trace records costs the CPU time that the trace's gaps between back-to-back ops show: `tracekit
+    whatif TRACE --apply no-profiler --apply FIX` less `--apply no-profiler`),
+    traced_saving_us_per_step the same fix on the loop as traced (`whatif TRACE --apply FIX`);
+    estimate_us_per_step is the rule's own figure. Ranked by saving (largest first); findings without one come last, then
     each trace's fixes together (all_fixes). With no --db and no tracekit.duckdb here, it runs
     on the bundled sample traces.
     """

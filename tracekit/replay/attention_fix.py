@@ -69,9 +69,12 @@ UNION ALL SELECT 2 * k + 1, pid, tid, ts_ns, end_ns FROM backward
 def _attention_groups(con, graph, op_regex):
     """Each item's group (-1: none): 2k for the items the k-th call of the op launched, 2k + 1 for
     those its backward launched (autograd's evaluate_function spans with its sequence numbers)."""
-    if con is None:
-        raise TracekitError("fuse-attention needs the trace's database")
-    spans = con.execute(_ATTENTION_SPANS, {"trace": graph.trace, "op": op_regex}).fetchall()
+    key = ("fuse-attention", op_regex)
+    if key not in graph.read_by_fixes:  # findings replays a fix alone and with the others
+        if con is None:
+            raise TracekitError("fuse-attention needs the trace's database")
+        graph.read_by_fixes[key] = con.execute(_ATTENTION_SPANS, {"trace": graph.trace, "op": op_regex}).fetchall()
+    spans = graph.read_by_fixes[key]
     call_group = np.full(len(graph.call_lane), -1, dtype=np.int64)
     # the outermost span wins where spans nest: written last
     for grp, on_lane, lo, hi in calls_inside(graph, sorted(spans, key=lambda row: row[0], reverse=True)):

@@ -25,12 +25,14 @@
   hold them), and the steps before the steady ones (the warm-up a graph is captured after) too.
   With US, the thread's own stretches of at least US µs stay: work no graph holds (a sleep, host
   work), so the fix is the launch rate's alone;
-- `no-profiler:US`: not a fix but the loop without the profiler: each CPU op the trace records
-  cost its thread US µs that the loop does not pay unprofiled (benchmarks/profiler_cost.py
-  measures it from captures timed without the profiler: about 8 µs an op on the H200's host with
-  record_shapes), in the gap before each call and in the lag after a handoff between threads
-  (the ops either thread records there: autograd's tail of the backward, the main thread
-  resuming); replayed with a fix, what the fix saves the unprofiled loop;
+- `no-profiler[:US]`: not a fix but the loop without the profiler: each CPU op the trace records
+  cost its thread US µs that the loop does not pay unprofiled, in the gap before each call and in
+  the lag after a handoff between threads (the ops either thread records there: autograd's tail
+  of the backward, the main thread resuming); and a CUDA graph's launch costs one launch (CUPTI's
+  record of each of its kernels gone); replayed with a fix, what the fix saves the unprofiled
+  loop. Without US (or with `trace`) the cost is the trace's own estimate
+  (tracekit.replay.profiler_cost: from the gaps between ops C++ calls back to back; 6-8 µs an op
+  on one H200 host, 3-4.5 on another, as measured there from loops timed without the profiler);
 - `fuse-attention[:REGEX]`: each call of the attention op whose name REGEX finds (default SDPA's math
   backend, `aten::_scaled_dot_product_attention_math`; or a module's record_function range), and its backward
   (autograd's nodes of the same sequence numbers), runs as one fused kernel: its GEMMs at their
@@ -46,13 +48,15 @@ import numpy as np
 from tracekit.errors import TracekitError
 from tracekit.replay.attention_fix import fuse_attention
 from tracekit.replay.graph import calls_inside
+from tracekit.replay.profiler_cost import MIN_GAPS, cost_per_op_us
 from tracekit.replay.side_stream import issued_a_step_ahead, on_side_stream
 
 # name -> whether the argument is required (False: optional), and what it is
 FIXES = {"drop-copies": (True, "OP"), "drop": (True, "REGEX"), "drop-sync": (True, "REGEX"),
          "drop-cpu-gaps": (True, "US"), "drop-cpu": (True, "REGEX"), "tensor-cores": (False, "REGEX"),
          "pin-copies": (False, "REGEX"), "prefetch-copies": (False, "REGEX"), "cuda-graph": (False, "US"),
-         "fuse-attention": (False, "REGEX"), "no-profiler": (True, "US")}
+         "fuse-attention": (False, "REGEX"), "no-profiler": (False, "US")}
+TRACE_ESTIMATE = "trace"  # no-profiler's argument for the trace's own estimate (as no argument)
 _REGEX_FIXES = ("drop", "drop-sync", "drop-cpu", "tensor-cores", "pin-copies", "prefetch-copies", "fuse-attention")
 _BACKWARD = "autograd::engine::evaluate_function"  # an op chain of autograd's backward starts so
 _PINNED_SAMPLE_BYTES = 1 << 20  # copies this big or bigger show the link's bandwidth, not its latency
@@ -69,6 +73,8 @@ def parse_fix(text):
     name, _, argument = text.partition(":")
     if name not in FIXES or (FIXES[name][0] and not argument):
         raise TracekitError(f"--apply {text!r}: a fix is one of {usage()}")
+    if name == "no-profiler" and argument == TRACE_ESTIMATE:
+        return name, ""
     if FIXES[name][1] == "US" and argument:
         try:
             if float(argument) <= 0:
@@ -124,9 +130,26 @@ def _drop_sync(graph, argument, changed, con):
 
 
 def _no_profiler(graph, argument, changed, con):
+    per_op_us = float(argument) if argument else _estimated_cost(graph, con)
     # the ops in a gap, and those of them in its lag after a handoff (the thread's own work there)
     for times, ops in (("call_gap", graph.call_ops), ("call_lag", graph.call_lag_ops)):
-        changed[times][:] = np.maximum(changed[times] - (float(argument) * 1000 * ops).astype(np.int64), 0)
+        changed[times][:] = np.maximum(changed[times] - (per_op_us * 1000 * ops).astype(np.int64), 0)
+    # CUPTI records each kernel of a CUDA graph as it runs, so a traced graph launch costs per kernel
+    # (117 µs for 80 kernels, 394 for 251 on the H200's host); without the profiler it costs about
+    # one launch, as cuda-graph takes it
+    graph_launches = np.array(["graphlaunch" in (name or "").lower() for name in graph.call_name], dtype=bool)
+    if graph_launches.any():
+        changed["call_dur"][graph_launches] = np.minimum(changed["call_dur"][graph_launches], _launch_cost(graph))
+
+
+def _estimated_cost(graph, con):
+    if con is None:
+        raise TracekitError("no-profiler without a cost needs the trace's database to estimate it")
+    per_op_us = cost_per_op_us(con, graph.trace)
+    if per_op_us is None:
+        raise TracekitError(f"no-profiler: {graph.trace} has fewer than {MIN_GAPS} gaps between ops that C++ "
+                            "calls back to back, too few to estimate the profiler's cost from; give it: no-profiler:US")
+    return per_op_us
 
 
 def _drop_cpu_gaps(graph, argument, changed, con):

@@ -16,7 +16,7 @@ thread's call, its gap the lag at most; an item after a stream wait, likewise af
 stream's item.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -198,6 +198,9 @@ class Graph:
     steps: list                # of dict(step, ts_ns, end_ns, lane (thread of its span, -1), from_ns, done_ns)
     trace: str                 # its name in the database
     steady: list               # the steps of view steady_steps, the loop's steady state
+    # what fixes read from the database about this graph's nodes, kept for the next fix on it (a
+    # graph that dataclasses.replace makes, with other nodes, starts without)
+    read_by_fixes: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
 
 def read_graph(con, trace, rank_waits="_cp_rank_waits"):

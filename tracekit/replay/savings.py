@@ -1,17 +1,21 @@
 """What each finding's fix saves a steady step, replayed: the step as replayed without change less
 the step replayed with the fix (its `whatif`), in step (wall) time, so no saving is more than the
-step; and what all of a trace's fixes save together.
+step; and what all of a trace's fixes save together. Both replayed on the loop as it runs without
+the profiler (`no-profiler` at the trace's own estimate of its cost: replay.profiler_cost), which
+is what the user's loop would gain; the saving replayed on the traced loop is kept beside it.
 
 The findings engine hands over its rows; a trace's graph is read once for all its findings.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from tracekit.errors import TracekitError
 from tracekit.replay.fixes import parse_fix
+from tracekit.replay.profiler_cost import cost_per_op_us
 from tracekit.replay.job import Jobs
+from tracekit.replay.parallel import completions_of_each
 from tracekit.replay.whatif import Replayer
 
 FIX_SEPARATOR = "; "  # between the fixes of one whatif
@@ -25,6 +29,8 @@ class Replayed:
     step_us: float = None   # the steady step as replayed without change
     fixed_us: float = None  # with the fix
     why: str = None
+    traced_saving_us: float = None  # the saving replayed on the loop as traced, with the profiler's cost
+    profiler_us_per_op: float = None  # the profiler's cost taken out (None: none, the replay is the traced loop's)
 
 
 class TraceReplay:
@@ -33,20 +39,48 @@ class TraceReplay:
 
     def __init__(self, con, trace, jobs=None):
         self.con, self.trace, self.problem = con, trace, None
+        self._replayed_before = {}  # whatif -> Replayed: the unprofiled loop is replayed once for all fixes
         try:
             self.replayer = Replayer((jobs or Jobs(con)).of(trace), trace)
             self.graph = self.replayer.graph
             if not self.graph.steps:
                 self.problem = "the trace has no steps to replay"
-            else:
-                self.replayer.as_is()
         except TracekitError as exc:
             self.problem = str(exc)
 
     def saving(self, whatif):
         """The Replayed of `whatif` (fixes separated by FIX_SEPARATOR)."""
+        return self.savings([whatif])[whatif]
+
+    def savings(self, whatifs):
+        """{whatif: Replayed} of each of `whatifs` on the loop as traced, their replays run together."""
         if self.problem:
-            return Replayed(why=self.problem)
+            return {whatif: Replayed(why=self.problem) for whatif in whatifs}
+        done, changes = {}, {}
+        for whatif in dict.fromkeys(whatifs):
+            if whatif in self._replayed_before:
+                done[whatif] = self._replayed_before[whatif]
+                continue
+            planned = self._plan(whatif)
+            if isinstance(planned, Replayed):
+                done[whatif] = planned
+            else:
+                changes[whatif] = planned
+        first = self.replayer.known_as_is() is None
+        runs = completions_of_each(self.replayer, [None] * first + list(changes.values()))
+        if first:
+            if isinstance(runs[0], str):
+                self.problem = runs[0]
+                return {whatif: Replayed(why=self.problem) for whatif in whatifs}
+            self.replayer.keep_as_is(runs.pop(0))
+        for whatif, with_fix in zip(changes, runs):
+            done[whatif] = Replayed(why=with_fix) if isinstance(with_fix, str) else \
+                self._replayed(self.replayer.times_with(with_fix))
+        self._replayed_before.update(done)
+        return done
+
+    def _plan(self, whatif):
+        """The arrays `whatif`'s fixes change, by rank, or a Replayed saying why it cannot be replayed."""
         try:
             fixes = [parse_fix(text) for text in whatif.split(FIX_SEPARATOR)]
             changed = self.replayer.apply(fixes, self.con)
@@ -54,14 +88,37 @@ class TraceReplay:
             return Replayed(why=str(exc))
         if not any(_changes_anything(self.replayer.job.graphs[trace], arrays) for trace, arrays in changed.items()):
             return Replayed(why="the fix changes nothing the trace shows")
-        try:
-            steps = self.replayer.step_times(changed)
-        except TracekitError as exc:
-            return Replayed(why=str(exc))
+        return changed
+
+    def _replayed(self, steps):
         chosen = [s for s in steps if s.step in self.graph.steady] or steps
         step_us = sum(s.replayed_us for s in chosen) / len(chosen)
         fixed_us = sum(s.fixed_us for s in chosen) / len(chosen)
         return Replayed(step_us - fixed_us, step_us, fixed_us)
+
+    def without_profiler(self, whatifs, per_op_us):
+        """{whatif: Replayed} of each of `whatifs` on the loop without the profiler, each recorded op
+        costing `per_op_us` less (None: unknown, the traced loop's replay), with the traced saving
+        beside: the fix's saving on the unprofiled loop is that loop with the fix less that loop."""
+        traced = self.savings(whatifs)
+        if per_op_us is None or self.problem:
+            return {whatif: replace(r, traced_saving_us=r.saving_us) for whatif, r in traced.items()}
+        unprofiled = f"no-profiler:{per_op_us:.4f}"
+        replayable = [whatif for whatif in traced if traced[whatif].saving_us is not None]
+        untraced = self.savings([unprofiled] + [f"{unprofiled}{FIX_SEPARATOR}{whatif}" for whatif in replayable])
+        alone = untraced[unprofiled]
+        result = {}
+        for whatif, r in traced.items():
+            r = replace(r, traced_saving_us=r.saving_us)
+            both = untraced.get(f"{unprofiled}{FIX_SEPARATOR}{whatif}")
+            if both is None or alone.saving_us is None:  # no op to take out: the loop as traced is the loop
+                result[whatif] = r
+            elif both.saving_us is None:
+                result[whatif] = replace(both, traced_saving_us=r.saving_us)
+            else:
+                result[whatif] = Replayed(both.saving_us - alone.saving_us, alone.fixed_us, both.fixed_us,
+                                          traced_saving_us=r.saving_us, profiler_us_per_op=per_op_us)
+        return result
 
 
 def _changes_anything(graph, changed):
@@ -70,7 +127,7 @@ def _changes_anything(graph, changed):
 
 def replay_savings(con, traces_and_fixes):
     """{(trace, whatif): Replayed} for each pair, and {trace: (whatif of all its fixes, Replayed)}
-    for each trace with a fix that replays."""
+    for each trace with a fix that replays; each replayed without the profiler's estimated cost."""
     each, together = {}, {}
     by_trace = {}
     for trace, whatif in traces_and_fixes:
@@ -78,11 +135,11 @@ def replay_savings(con, traces_and_fixes):
     jobs = Jobs(con) if by_trace else None  # a job's ranks are read once for all of them
     for trace, fixes in by_trace.items():
         replayer = TraceReplay(con, trace, jobs)
-        for whatif in dict.fromkeys(fixes):
-            each[(trace, whatif)] = replayer.saving(whatif)
+        per_op_us = cost_per_op_us(con, trace)
+        each.update({(trace, whatif): r for whatif, r in replayer.without_profiler(fixes, per_op_us).items()})
         # in one order whatever order the rules' rows came in (a database's or a lake's)
         replayed = sorted(w for w in dict.fromkeys(fixes) if each[(trace, w)].saving_us is not None)
         if replayed:
             all_fixes = FIX_SEPARATOR.join(replayed)
-            together[trace] = (all_fixes, replayer.saving(all_fixes))
+            together[trace] = (all_fixes, replayer.without_profiler([all_fixes], per_op_us)[all_fixes])
     return each, together

@@ -182,8 +182,40 @@ def _sweep(graph, item_dur, item_x, latency, call_x, call_own, call_gap, call_wa
 
     kinds = ((call_needs, solve_call, c_end), (item_needs, solve_item, i_end), (start_needs, solve_start, c_start))
     # Observed start order visits most nodes after their inputs; the stack takes the rest first.
-    order = sorted([(t, 0, k) for k, t in enumerate(c_ts)] + [(t, 1, i) for i, t in enumerate(graph.item_ts.tolist())])
-    for _, kind, index in order:
+    ts = np.concatenate([graph.call_ts, graph.item_ts])
+    kind_of = np.r_[np.zeros(n_calls, dtype=np.int64), np.ones(n_items, dtype=np.int64)]
+    index_of = np.r_[np.arange(n_calls), np.arange(n_items)]
+    order = np.lexsort((index_of, kind_of, ts))
+    for kind, index in zip(kind_of[order].tolist(), index_of[order].tolist()):
+        # Most nodes have their inputs solved by now: solve them here, as solve_call and own_end do,
+        # without the stack's calls (a third of the sweep's time on a 1 GB trace).
+        if kind == 0:
+            if c_end[index] is not None:
+                continue
+            first, wait, after = c_first[index], c_wait[index], c_after[index]
+            if (first or c_end[index - 1] is not None) and (wait < 0 or i_end[wait] is not None) \
+                    and (after < 0 or c_end[after] is not None):
+                b = i_end[wait] + c_tail[index] if wait >= 0 else never
+                if after >= 0:
+                    b = max(b, c_end[after] + c_lag[index] + c_own[index])
+                end = max(b, c_x[index]) if first else max(c_end[index - 1] + c_x[index], b)
+                c_end[index] = end
+                if c_start[index] is None:
+                    c_start[index] = c_ts[index] if first else \
+                        (c_end[index - 1] + c_gap[index] if wait >= 0 else end - c_own[index])
+                continue
+        else:
+            if i_end[index] is not None:
+                continue
+            first, launch, after = i_first[index], i_launch[index], i_after[index]
+            if i_call[index] < 0 and (first or i_end[index - 1] is not None) \
+                    and (launch < 0 or c_start[launch] is not None) and (after < 0 or i_end[after] is not None):
+                at = c_start[launch] + i_latency[index] + i_dur[index] if launch >= 0 else \
+                    (i_x[index] if first else never)
+                if after >= 0:
+                    at = max(at, i_end[after] + i_lag[index] + i_dur[index])
+                i_end[index] = at if first else max(i_end[index - 1] + i_x[index], at)
+                continue
         stack = [(kind, index)]
         while stack:
             kind, index = stack[-1]

@@ -91,9 +91,21 @@ class Replayer:
             self._as_is = self.completions()
         return self._as_is
 
+    def known_as_is(self):
+        """as_is() where it has been replayed already, else None."""
+        return self._as_is
+
+    def keep_as_is(self, done):
+        """Keep `done`, completions() without change replayed elsewhere (replay.parallel), as as_is()."""
+        self._as_is = done
+
     def step_times(self, changed_by_trace):
         """[StepTimes] of each step, with the changes of `changed_by_trace` (apply)."""
-        return times_of(self.graph, self.as_is(), self.completions(changed_by_trace))
+        return self.times_with(self.completions(changed_by_trace))
+
+    def times_with(self, done):
+        """[StepTimes] of each step from `done`, its completions replayed with changes."""
+        return times_of(self.graph, self.as_is(), done)
 
 
 def step_times(graph, fixed, as_is=None):

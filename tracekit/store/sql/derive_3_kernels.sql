@@ -1,5 +1,18 @@
 -- Stage 3: kernel rows, with the work (FLOPs, bytes) their ops' recorded shapes say they did.
 
+-- Kernels a CUDA graph replayed: those of a cudaGraphLaunch (hipGraphLaunch) in the trace, and,
+-- launched before it, those that share their correlation id with other kernels (one launch call,
+-- many kernels: only a graph launch makes several). Their launch names no op: the ops ran at the
+-- graph's capture, which is in the trace only if the profiler saw it.
+CREATE OR REPLACE TEMP TABLE _graph_kernels AS
+SELECT g.event_id FROM _gpu_ops g
+WHERE g.op = 'kernel' AND g.correlation IN (SELECT correlation FROM runtime_rows
+                                            WHERE trace_id = $trace_id AND name LIKE '%GraphLaunch%')
+UNION
+SELECT event_id FROM _gpu_ops
+WHERE op = 'kernel' AND cpu_op_id IS NULL AND correlation IS NOT NULL AND correlation <> 0
+QUALIFY count(*) OVER (PARTITION BY correlation) > 1;
+
 -- The work of each op that launched kernels, from its recorded input shapes (record_shapes):
 -- its FLOPs and the least bytes it must move, by the formula of its family in
 -- knowledge/op_work_models.csv (the first row whose op pattern matches its name; rendered into
@@ -183,16 +196,17 @@ FROM chosen c JOIN calls k USING (op_id) JOIN work w USING (shape);
 -- the ops under it up to two levels) launched, by their time (a split-K GEMM and its reduction,
 -- cuDNN attention's backward and its dO·O and dQ kernels). op_kernels: how many shared it.
 CREATE OR REPLACE TEMP TABLE _kernel_work AS
-SELECT g.event_id, w.family, w.dtype, w.work_source, w.work_missing,
+SELECT g.event_id, w.op_id, w.family, w.dtype, w.work_source, w.work_missing,
        w.flops * g.dur_ns / nullif(sum(g.dur_ns) OVER (PARTITION BY w.op_id), 0) AS flops,
        w.bytes * g.dur_ns / nullif(sum(g.dur_ns) OVER (PARTITION BY w.op_id), 0) AS bytes,
        w.model_flops * g.dur_ns / nullif(sum(g.dur_ns) OVER (PARTITION BY w.op_id), 0) AS model_flops,
        w.flops AS op_flops, w.bytes AS op_bytes, w.model_flops AS op_model_flops,
        count(*) OVER (PARTITION BY w.op_id) AS op_kernels
 FROM _gpu_ops g JOIN _op_work w ON w.launcher = g.cpu_op_id
-WHERE g.op = 'kernel';
+-- a graph's kernels ran the ops of its capture, not the op around its replay
+WHERE g.op = 'kernel' AND g.event_id NOT IN (SELECT event_id FROM _graph_kernels);
 -- @else
-CREATE OR REPLACE TEMP TABLE _kernel_work (event_id BIGINT, family VARCHAR, dtype VARCHAR, work_source VARCHAR,
+CREATE OR REPLACE TEMP TABLE _kernel_work (event_id BIGINT, op_id BIGINT, family VARCHAR, dtype VARCHAR, work_source VARCHAR,
                                            work_missing VARCHAR, flops DOUBLE, bytes DOUBLE, model_flops DOUBLE,
                                            op_flops DOUBLE, op_bytes DOUBLE, op_model_flops DOUBLE, op_kernels BIGINT);
 -- @end
@@ -206,35 +220,120 @@ CREATE OR REPLACE TEMP TABLE _kernel_work (event_id BIGINT, family VARCHAR, dtyp
 -- geometry (a kernel whose work no other of its name, grid and block did, beside others that all
 -- agree) could have hidden such a kernel before its window, and infers nothing.
 -- Only a trace with kernels launched before it, and work to take from others, has any to infer.
--- @if EXISTS (SELECT 1 FROM _gpu_ops WHERE op = 'kernel' AND cpu_op_id IS NULL) AND EXISTS (SELECT 1 FROM _kernel_work)
+-- A CUDA graph's kernels whose capture is not in the trace take the work the same way: from the
+-- kernels of their name, grid and block launched outside a graph.
+-- @if (EXISTS (SELECT 1 FROM _gpu_ops WHERE op = 'kernel' AND cpu_op_id IS NULL) OR EXISTS (SELECT 1 FROM _graph_kernels)) AND EXISTS (SELECT 1 FROM _kernel_work)
+CREATE OR REPLACE TEMP TABLE _work_unsteady AS
+WITH works AS (
+    SELECT g.name, g.grid, g.block, w.family, w.op_flops, w.op_bytes, w.op_model_flops, count(*) AS kernels
+    FROM _gpu_ops g JOIN _kernel_work w ON w.event_id = g.event_id
+    WHERE g.op = 'kernel' AND g.grid IS NOT NULL AND g.block IS NOT NULL AND w.op_kernels = 1
+      AND w.op_flops IS NOT NULL AND w.op_bytes IS NOT NULL
+    GROUP BY ALL
+)
+-- a kernel that, its launch hidden, would take the work the others of its geometry agree on
+SELECT EXISTS (SELECT 1 FROM works GROUP BY name, grid, block HAVING count(*) = 2 AND min(kernels) = 1) AS unsteady;
+
 CREATE OR REPLACE TEMP TABLE _inferred_work AS
 WITH unlaunched AS (
     SELECT DISTINCT name, grid, block FROM _gpu_ops
-    WHERE op = 'kernel' AND cpu_op_id IS NULL AND grid IS NOT NULL AND block IS NOT NULL
+    WHERE op = 'kernel' AND (cpu_op_id IS NULL OR event_id IN (SELECT event_id FROM _graph_kernels))
+      AND grid IS NOT NULL AND block IS NOT NULL
 ), launched AS (
     SELECT g.name, g.grid, g.block, w.family, w.dtype, w.op_flops, w.op_bytes, w.op_model_flops, w.op_kernels
     FROM _gpu_ops g LEFT JOIN _kernel_work w ON w.event_id = g.event_id
     WHERE g.op = 'kernel' AND g.cpu_op_id IS NOT NULL AND g.grid IS NOT NULL AND g.block IS NOT NULL
-), works AS (
-    SELECT name, grid, block, family, op_flops, op_bytes, op_model_flops, count(*) AS kernels
-    FROM launched WHERE op_kernels = 1 AND op_flops IS NOT NULL AND op_bytes IS NOT NULL
-    GROUP BY ALL
-), unsteady AS (
-    -- a kernel that, its launch hidden, would take the work the others of its geometry agree on
-    SELECT 1 FROM works GROUP BY name, grid, block HAVING count(*) = 2 AND min(kernels) = 1 LIMIT 1
+      AND g.event_id NOT IN (SELECT event_id FROM _graph_kernels)
 )
 -- (the dtype only picks the peak: ops of one work in two dtypes leave it NULL)
 SELECT l.name, l.grid, l.block, any_value(l.family) AS family,
        CASE WHEN count(DISTINCT l.dtype) = 1 AND count(l.dtype) = count(*) THEN any_value(l.dtype) END AS dtype,
        any_value(l.op_flops) AS flops, any_value(l.op_bytes) AS bytes, any_value(l.op_model_flops) AS model_flops
 FROM launched l SEMI JOIN unlaunched u ON u.name = l.name AND u.grid = l.grid AND u.block = l.block
-WHERE NOT EXISTS (SELECT 1 FROM unsteady)
+WHERE NOT (SELECT unsteady FROM _work_unsteady)
 GROUP BY l.name, l.grid, l.block
 HAVING count(*) = count(l.op_flops) AND count(*) = count(l.op_bytes) AND max(l.op_kernels) = 1
    AND count(DISTINCT (l.family, l.op_flops, l.op_bytes, l.op_model_flops)) = 1;
 -- @else
+CREATE OR REPLACE TEMP TABLE _work_unsteady AS SELECT false AS unsteady;
 CREATE OR REPLACE TEMP TABLE _inferred_work (name VARCHAR, grid INTEGER[], block INTEGER[], family VARCHAR,
                                              dtype VARCHAR, flops DOUBLE, bytes DOUBLE, model_flops DOUBLE);
+-- @end
+
+-- The same for kernels that ran an op of several kernels (grouped GEMM's data preparation and
+-- GEMM, cuDNN attention's backward): a run of kernels with no launch in the trace, one after
+-- another on a stream, whose names, grids and blocks are, in order, those of the ops of several
+-- kernels the trace holds the launch of, where all those ops did the same work, takes that work,
+-- split over the run by their time as a launched op's is. A run that two such sequences match,
+-- a kernel that two runs would claim, or a sequence one of whose kernels other launched ops ran
+-- too, takes none; nor does any in a trace the rule above found unsteady.
+-- @if EXISTS (SELECT 1 FROM _kernel_work WHERE op_kernels > 1) AND (EXISTS (SELECT 1 FROM _gpu_ops WHERE op = 'kernel' AND cpu_op_id IS NULL) OR EXISTS (SELECT 1 FROM _graph_kernels))
+CREATE OR REPLACE TEMP TABLE _inferred_op_work AS
+WITH unlaunched AS (
+    SELECT event_id FROM _gpu_ops WHERE op = 'kernel' AND cpu_op_id IS NULL UNION SELECT event_id FROM _graph_kernels
+), signed AS (
+    -- each kernel's name, grid and block as one number (a 64-bit hash), its op where launched: the
+    -- op whose work it shares, else its launching op
+    SELECT g.event_id, g.device, g.stream, g.ts_ns, g.dur_ns, hash(g.name, g.grid, g.block) AS sig,
+           u.event_id IS NOT NULL AS unlaunched, coalesce(w.op_id, g.cpu_op_id) AS op_key, w.op_kernels,
+           w.family, w.dtype, w.op_flops, w.op_bytes, w.op_model_flops
+    FROM _gpu_ops g
+    LEFT JOIN unlaunched u ON u.event_id = g.event_id
+    LEFT JOIN _kernel_work w ON w.event_id = g.event_id
+    WHERE g.op = 'kernel'
+), launched_ops AS (
+    -- each launched op as the sequence of its kernels
+    SELECT op_key, list(sig ORDER BY ts_ns, event_id) AS kernels, any_value(op_kernels) AS op_kernels,
+           any_value(family) AS family, any_value(dtype) AS dtype, any_value(op_flops) AS flops,
+           any_value(op_bytes) AS bytes, any_value(op_model_flops) AS model_flops
+    FROM signed WHERE NOT unlaunched AND op_key IS NOT NULL
+    GROUP BY op_key
+), sequences AS (
+    SELECT kernels, len(kernels) AS m, any_value(family) AS family,
+           CASE WHEN count(DISTINCT dtype) = 1 AND count(dtype) = count(*) THEN any_value(dtype) END AS dtype,
+           any_value(flops) AS flops, any_value(bytes) AS bytes, any_value(model_flops) AS model_flops
+    FROM launched_ops WHERE op_kernels > 1 GROUP BY kernels
+    HAVING count(*) = count(flops) AND count(*) = count(bytes)
+       AND count(DISTINCT (family, flops, bytes, model_flops)) = 1
+), ambiguous AS (
+    -- a sequence one of whose kernels other launched ops ran too (alone, or among other kernels):
+    -- a run of it may have been those ops
+    SELECT DISTINCT q.kernels
+    FROM (SELECT kernels, unnest(kernels) AS sig FROM sequences) q
+    JOIN (SELECT DISTINCT kernels, unnest(kernels) AS sig FROM launched_ops) o ON o.sig = q.sig AND o.kernels <> q.kernels
+), numbered AS (
+    SELECT event_id, device, stream, sig, dur_ns, unlaunched,
+           row_number() OVER (PARTITION BY device, stream ORDER BY ts_ns, event_id) AS pos
+    FROM signed
+), ahead AS (
+    -- from each unlaunched kernel that could begin a run, the next 16 on its stream (a longer op
+    -- is not matched): a range join, not a window over every kernel of a replay-heavy trace
+    SELECT s.event_id, list(n.sig ORDER BY n.pos) AS kernels, list(n.unlaunched ORDER BY n.pos) AS unlaunched_ahead,
+           list(n.event_id ORDER BY n.pos) AS events, list(n.dur_ns ORDER BY n.pos) AS durations
+    FROM numbered s
+    JOIN numbered n ON n.device IS NOT DISTINCT FROM s.device AND n.stream IS NOT DISTINCT FROM s.stream
+         AND n.pos BETWEEN s.pos AND s.pos + 15
+    WHERE s.unlaunched AND s.sig IN (SELECT kernels[1] FROM sequences)
+    GROUP BY s.event_id
+), runs AS (
+    SELECT a.event_id AS run, list_slice(a.events, 1, q.m) AS events, list_slice(a.durations, 1, q.m) AS durations,
+           q.family, q.dtype, q.flops, q.bytes, q.model_flops
+    FROM ahead a JOIN sequences q ON list_slice(a.kernels, 1, q.m) = q.kernels
+    WHERE list_bool_and(list_slice(a.unlaunched_ahead, 1, q.m)) AND q.kernels NOT IN (SELECT kernels FROM ambiguous)
+    QUALIFY count(*) OVER (PARTITION BY a.event_id) = 1
+), kernels AS (
+    SELECT run, unnest(events) AS event_id, unnest(durations) AS dur_ns, list_sum(durations) AS run_ns,
+           family, dtype, flops, bytes, model_flops
+    FROM runs
+)
+SELECT event_id, family, dtype, flops * dur_ns / nullif(run_ns, 0) AS flops, bytes * dur_ns / nullif(run_ns, 0) AS bytes,
+       model_flops * dur_ns / nullif(run_ns, 0) AS model_flops
+FROM kernels
+WHERE NOT (SELECT unsteady FROM _work_unsteady)
+QUALIFY count(*) OVER (PARTITION BY event_id) = 1;
+-- @else
+CREATE OR REPLACE TEMP TABLE _inferred_op_work (event_id BIGINT, family VARCHAR, dtype VARCHAR, flops DOUBLE,
+                                                bytes DOUBLE, model_flops DOUBLE);
 -- @end
 
 INSERT INTO kernel_rows
@@ -242,18 +341,26 @@ SELECT $trace_id, g.name, g.ts_ns, g.dur_ns, g.device, g.stream, g.correlation, 
        g.registers_per_thread, g.shared_memory_bytes, g.blocks_per_sm, g.warps_per_sm,
        -- Kineto writes 0 when it could not compute occupancy (a kernel that ran had some).
        nullif(g.est_occupancy_pct, 0), g.cpu_op_id, g.step, g.cpu_op, g.cpu_op_path,
-       coalesce(w.flops, i.flops), coalesce(w.dtype, i.dtype), coalesce(w.bytes, i.bytes),
-       coalesce(w.model_flops, i.model_flops), coalesce(w.family, i.family),
+       coalesce(w.flops, i.flops, io.flops), coalesce(w.dtype, i.dtype, io.dtype), coalesce(w.bytes, i.bytes, io.bytes),
+       coalesce(w.model_flops, i.model_flops, io.model_flops), coalesce(w.family, i.family, io.family),
        g.source_file, g.source_line, g.source_function,
        CASE WHEN coalesce(w.flops, w.bytes) IS NOT NULL THEN w.work_source
-            WHEN i.flops IS NOT NULL THEN 'identical kernel' END,
-       CASE WHEN coalesce(w.flops, i.flops) IS NOT NULL AND coalesce(w.bytes, i.bytes) IS NOT NULL THEN NULL
+            WHEN i.flops IS NOT NULL THEN 'identical kernel' WHEN io.flops IS NOT NULL THEN 'identical op' END,
+       CASE WHEN coalesce(w.flops, i.flops, io.flops) IS NOT NULL AND coalesce(w.bytes, i.bytes, io.bytes) IS NOT NULL THEN NULL
+            WHEN r.event_id IS NOT NULL THEN 'a CUDA graph replay whose capture is not in the trace'
             WHEN g.cpu_op_id IS NULL THEN 'no launch in the trace, no identical kernel that agrees'
+            -- a flex attention kernel (Inductor's template) computes the blocks its block mask's
+            -- values name (KV_NUM_BLKS, KV_IDX and their full-block twins): Kineto records their shapes only
+            WHEN w.event_id IS NULL AND g.cpu_op LIKE 'triton_tem_%flex_attention%'
+                 THEN 'flex attention: which blocks it computes is not in the trace (block mask values)'
             WHEN w.event_id IS NULL THEN 'no formula for its op'
             ELSE w.work_missing END
 FROM _gpu_ops g
 -- by the kernel's event: one integer key, where the op, start and name (a kernel name runs to
 -- hundreds of bytes) took 0.8 s to hash and match for the 294 k kernels of 1 GB
 LEFT JOIN _kernel_work w ON w.event_id = g.event_id
-LEFT JOIN _inferred_work i ON g.cpu_op_id IS NULL AND i.name = g.name AND i.grid = g.grid AND i.block = g.block
+LEFT JOIN _graph_kernels r ON r.event_id = g.event_id
+LEFT JOIN _inferred_op_work io ON io.event_id = g.event_id
+LEFT JOIN _inferred_work i ON (g.cpu_op_id IS NULL OR r.event_id IS NOT NULL)
+     AND i.name = g.name AND i.grid = g.grid AND i.block = g.block
 WHERE g.op = 'kernel';

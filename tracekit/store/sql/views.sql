@@ -177,6 +177,71 @@ SELECT f.trace_id, sp.name_pattern, sp.gpu, sp.arch, sp.tf32_tflops, sp.bf16_tfl
 FROM trace_files f JOIN gpu_specs sp ON regexp_matches(f.device_name, sp.name_pattern)
 QUALIFY row_number() OVER (PARTITION BY f.trace_id ORDER BY length(sp.name_pattern) DESC, sp.name_pattern) = 1;
 
+-- Each trace's row of interconnects (the longest name_pattern that matches its device's name), for
+-- the traces with collectives, with the GPUs its host shows (deviceProperties lists every GPU the process could see: a group
+-- of more ranks than that spans hosts, and its bottleneck is the network, which no trace records).
+CREATE OR REPLACE VIEW _trace_links AS
+SELECT f.trace_id, f.trace, i.name_pattern, i.gpu, i.link, i.per_direction_gb_s, i.per_peer_gb_s, i.assumption,
+       i.source,
+       CASE WHEN json_type(json_extract(f.header, '$.deviceProperties')) = 'ARRAY'
+            THEN json_array_length(json_extract(f.header, '$.deviceProperties')) END AS host_gpus
+-- Only traces with collectives need one: each pattern is a regular expression compiled per row
+-- (11 ms for the 102 test traces, on every query of the kernels view).
+FROM (SELECT * FROM trace_files WHERE trace_id IN (SELECT trace_id FROM collective_rows)) f
+JOIN interconnects i ON regexp_matches(f.device_name, i.name_pattern)
+QUALIFY row_number() OVER (PARTITION BY f.trace_id ORDER BY length(i.name_pattern) DESC, i.name_pattern) = 1;
+
+-- Each collective of collective_rows with the size nccl-tests' formulas take (NVIDIA/nccl-tests,
+-- doc/PERFORMANCE.md), the link it is taken to use, and the work of its kernel: the bytes NCCL's
+-- ring moves over each rank's link and the additions of a reduction. Read by the kernels view
+-- (a collective kernel's work) and collective_bandwidth, which documents message_bytes,
+-- busbw_factor, link and link_gb_s.
+--   bus_bytes: message_bytes × busbw_factor: what each rank sends (and receives) over its link,
+--              as busbw = algbw × busbw_factor counts it
+--   flops: the additions of a reduction (all_reduce, reduce_scatter, reduce): the group's
+--          (n - 1)·N over its n ranks, N the elements reduced (a ring's share on each rank; a
+--          tree's on average); 0 for the collectives that only move data (all_gather,
+--          all_to_all, broadcast, send_recv)
+--   work_missing: why bus_bytes or flops is NULL, as the kernels view says it
+CREATE OR REPLACE VIEW _collective_work AS
+WITH calls AS (
+    SELECT trace_id, cpu_op_id, count(*) AS kernels
+    FROM collective_rows WHERE cpu_op_id IS NOT NULL GROUP BY trace_id, cpu_op_id
+), sized AS (
+    SELECT c.trace_id, f.trace, c.runs_on, c.name, c.ts_ns, c.device, c.stream, c.collective, c.group_size,
+           c.dtype, c.in_nelems, coalesce(k.kernels, 1) > 1 AND c.runs_on = 'gpu' AS split,
+           CASE WHEN coalesce(k.kernels, 1) > 1 AND c.runs_on = 'gpu' THEN NULL
+                WHEN c.collective = 'all_gather' THEN nullif(c.out_bytes, 0)
+                WHEN c.collective IN ('all_reduce', 'reduce_scatter', 'all_to_all', 'broadcast', 'reduce', 'send_recv')
+                     THEN nullif(coalesce(c.in_bytes, c.out_bytes), 0) END AS message_bytes,
+           CASE WHEN c.collective IN ('broadcast', 'reduce', 'send_recv') THEN 1.0
+                WHEN c.group_size IS NULL OR c.group_size < 2 THEN NULL
+                WHEN c.collective = 'all_reduce' THEN 2.0 * (c.group_size - 1) / c.group_size
+                WHEN c.collective IN ('all_gather', 'reduce_scatter', 'all_to_all') THEN (c.group_size - 1.0) / c.group_size
+           END AS busbw_factor,
+           CASE WHEN c.collective IN ('all_gather', 'all_to_all', 'broadcast', 'send_recv') THEN 0.0
+                WHEN c.collective IN ('all_reduce', 'reduce_scatter', 'reduce') AND c.group_size >= 2
+                     THEN c.in_nelems * (c.group_size - 1.0) / c.group_size END AS reduced
+    FROM collective_rows c
+    JOIN trace_files f ON f.trace_id = c.trace_id
+    LEFT JOIN calls k ON k.trace_id = c.trace_id AND k.cpu_op_id = c.cpu_op_id
+)
+SELECT s.trace_id, s.trace, s.runs_on, s.name, s.ts_ns, s.device, s.stream, s.collective, s.dtype, s.message_bytes,
+       s.busbw_factor, s.message_bytes * s.busbw_factor AS bus_bytes,
+       CASE WHEN s.message_bytes IS NOT NULL THEN s.reduced END AS flops,
+       CASE WHEN s.runs_on = 'gpu' AND (l.host_gpus IS NULL OR s.group_size IS NULL OR s.group_size <= l.host_gpus)
+            THEN l.link END AS link,
+       CASE WHEN s.runs_on = 'gpu' AND (l.host_gpus IS NULL OR s.group_size IS NULL OR s.group_size <= l.host_gpus)
+            THEN CASE WHEN l.per_peer_gb_s IS NULL THEN l.per_direction_gb_s
+                      WHEN s.group_size IS NULL THEN NULL
+                      ELSE least(l.per_direction_gb_s, (s.group_size - 1) * l.per_peer_gb_s) END END AS link_gb_s,
+       CASE WHEN s.split THEN 'a collective call that ran as several kernels'
+            WHEN s.collective IS NULL OR s.collective IN ('barrier', 'gather', 'scatter') THEN 'no formula for its collective'
+            WHEN s.message_bytes IS NULL THEN 'no message size (comms args)'
+            WHEN s.busbw_factor IS NULL OR s.reduced IS NULL THEN 'no group size (comms args)' END AS work_missing
+FROM sized s
+LEFT JOIN _trace_links l ON l.trace_id = s.trace_id;
+
 -- The blocks per SM each distinct launch shape allows, by each limit (CUDA's occupancy
 -- calculator); the kernels view turns the least of them into occupancy and its limiter.
 CREATE OR REPLACE VIEW _kernel_occupancy AS
@@ -237,8 +302,9 @@ SELECT *, least(by_registers, by_shared_memory, by_threads, max_blocks_per_sm) A
 --          embeddings, copies, elementwise ops, reductions, optimizer steps. An op that ran as
 --          several kernels (a split-K GEMM and its reduction, attention's backward) has its work
 --          split over them by their time. A kernel whose launch is not in the trace takes the work
---          of its identical kernels, where they agree (work_source). NULL when the trace has no
---          shapes (or no is_causal) or no formula knows the op
+--          of its identical kernels, where they agree (work_source). A collective's (NCCL, RCCL):
+--          the additions of its reduction, from its comms args (_collective_work). NULL when the
+--          trace has no shapes (or no is_causal) or no formula knows the op (work_missing)
 --   achieved_tflops: flops over its duration, TFLOP/s
 --   peak_tflops: the compute peak its roofline takes: for matrix math (work_family gemm,
 --                convolution, attention) the device's dense Tensor Core peak for its inputs'
@@ -253,26 +319,35 @@ SELECT *, least(by_registers, by_shared_memory, by_threads, max_blocks_per_sm) A
 --   step: the ProfilerStep#N whose CPU span encloses the launch call; when the launch is not in the
 --         trace (see `anomalies`), the step whose GPU-side span (Kineto's gpu_user_annotation
 --         ProfilerStep#N) encloses the kernel's start, else NULL; NULL when the trace has no steps
---   bytes: the least bytes its share of the op must move (inputs read and outputs written once)
+--   bytes: the least bytes its share of the op must move (inputs read and outputs written once);
+--          a collective's: the bytes it moves over this rank's link (message_bytes × busbw_factor
+--          of collective_bandwidth, as nccl-tests' bus bandwidth counts them)
 --   model_flops: the FLOPs of the math it does, without recompute (attention's backward counts
 --                four matmuls, not five); equal to flops for every other family
 --   work_family: the formula's family (gemm, convolution, attention, softmax, norm, loss,
---                embedding, copy, elementwise, reduction, optimizer); NULL where no formula knows its op
+--                embedding, copy, elementwise, reduction, optimizer; collective for NCCL's and
+--                RCCL's kernels); NULL where no formula knows its op
 --   flops_dtype: the dtype of the op's input that picks peak_tflops (float, c10::BFloat16, ...)
 --   roofline_us: the least time the device could take: flops at peak_tflops or bytes at its
---                memory bandwidth (gpu_specs.memory_tb_s), whichever is slower; NULL when either
---                is unknown
---   bound: 'compute' or 'memory': which of the two sets roofline_us
+--                memory bandwidth (gpu_specs.memory_tb_s), whichever is slower; a collective's
+--                bytes at its link's speed (collective_bandwidth.link_gb_s); NULL when either
+--                is unknown (a collective's link: a group larger than its host)
+--   bound: 'compute' or 'memory' ('network' for a collective): which of the two sets roofline_us
 --   pct_of_roofline: roofline_us over dur_us, percent: how close it ran to the roofline
 --   source_file, source_line, source_function: the source frame of its cpu_op (see cpu_ops);
 --         NULL without a stack or a launching op
 --   work_source: where flops and bytes came from: 'op shapes' (its op's recorded shapes), 'step
 --         gradients' (an optimizer's tensor lists, whose shapes Kineto did not write, sized by the
 --         step's AccumulateGrad shapes, their chunks checked against the kernels' blocks),
---         'identical kernel' (no launch in the trace: the work of every kernel of the same name,
---         grid and block it holds the launch of, when all did the same); NULL with no work
+--         'identical kernel' (no launch in the trace, or a CUDA graph's replay: the work of every
+--         kernel of the same name, grid and block it holds the launch of, when all did the same),
+--         'identical op' (the same for a run of kernels that an op of several kernels ran, its
+--         work split over them by time), 'comms args' (a collective's message); NULL with no work
 --   work_missing: why flops or bytes are NULL: 'no launch in the trace, no identical kernel that
---         agrees', 'no formula for its op', 'no shapes recorded', 'a tensor list without shapes',
+--         agrees', 'a CUDA graph replay whose capture is not in the trace', 'no formula for its op',
+--         'flex attention: which blocks it computes is not in the trace (block mask values)',
+--         'no message size (comms args)', 'no group size (comms args)', 'no formula for its
+--         collective' (barrier, gather, scatter), 'a collective call that ran as several kernels', 'no shapes recorded', 'a tensor list without shapes',
 --         'a tensor list without a dtype', 'no is_causal (Concrete Inputs)', 'no bytes formula',
 --         'shapes incomplete'; NULL when both are known
 CREATE OR REPLACE VIEW kernels AS
@@ -292,15 +367,33 @@ SELECT t.trace, k.name, k.ts_ns / 1000.0 AS ts_us, k.dur_ns / 1000.0 AS dur_us, 
             WHEN o.blocks = o.by_threads THEN 'threads' ELSE 'blocks' END AS occupancy_limiter,
        k.cpu_op_id, k.cpu_op, k.cpu_op_path, k.step, k.bytes, k.model_flops, k.work_family, k.flops_dtype,
        k.source_file, k.source_line, k.source_function, k.work_source, k.work_missing,
-       k.bytes / (sp.memory_tb_s * 1e6) AS memory_us
-FROM kernel_rows k JOIN trace_files t USING (trace_id)
+       -- a collective's bytes cross its link, the rest's the device's memory
+       CASE WHEN k.work_family = 'collective' THEN k.bytes / (k.link_gb_s * 1e3)
+            ELSE k.bytes / (sp.memory_tb_s * 1e6) END AS memory_us
+FROM (
+    -- the work of a collective kernel (NCCL, RCCL) is its message's, from the comms args
+    SELECT k.* EXCLUDE (flops, bytes, model_flops, work_family, flops_dtype, work_source, work_missing), cw.link_gb_s,
+           CASE WHEN cw.trace_id IS NULL THEN k.flops ELSE cw.flops END AS flops,
+           CASE WHEN cw.trace_id IS NULL THEN k.bytes ELSE cw.bus_bytes END AS bytes,
+           CASE WHEN cw.trace_id IS NULL THEN k.model_flops ELSE cw.flops END AS model_flops,
+           CASE WHEN cw.trace_id IS NULL THEN k.work_family ELSE 'collective' END AS work_family,
+           CASE WHEN cw.trace_id IS NULL THEN k.flops_dtype ELSE cw.dtype END AS flops_dtype,
+           CASE WHEN cw.trace_id IS NULL THEN k.work_source
+                WHEN coalesce(cw.flops, cw.bus_bytes) IS NOT NULL THEN 'comms args' END AS work_source,
+           CASE WHEN cw.trace_id IS NULL THEN k.work_missing
+                WHEN cw.flops IS NULL OR cw.bus_bytes IS NULL THEN cw.work_missing END AS work_missing
+    FROM kernel_rows k
+    LEFT JOIN _collective_work cw ON cw.runs_on = 'gpu' AND cw.trace_id = k.trace_id AND cw.ts_ns = k.ts_ns
+         AND cw.stream IS NOT DISTINCT FROM k.stream AND cw.device IS NOT DISTINCT FROM k.device
+) k JOIN trace_files t USING (trace_id)
 LEFT JOIN kernel_classes c ON c.trace_id = k.trace_id AND c.name = k.name
 LEFT JOIN _trace_specs sp ON sp.trace_id = k.trace_id
 LEFT JOIN _kernel_occupancy o ON o.trace_id = k.trace_id AND o.device IS NOT DISTINCT FROM k.device
      AND o.block IS NOT DISTINCT FROM k.block AND o.registers_per_thread IS NOT DISTINCT FROM k.registers_per_thread
      AND o.shared_memory_bytes IS NOT DISTINCT FROM k.shared_memory_bytes
 ), timed AS (
-    SELECT *, flops / (peak_tflops * 1e6) AS compute_us FROM base
+    -- no arithmetic takes no time, whatever the peak (a collective that only moves data)
+    SELECT *, CASE WHEN flops = 0 THEN 0.0 ELSE flops / (peak_tflops * 1e6) END AS compute_us FROM base
 )
 SELECT trace, name, ts_us, dur_us, device, stream, correlation, external_id, grid, block, registers_per_thread,
        shared_memory_bytes, blocks_per_sm, warps_per_sm, est_occupancy_pct, kernel_class, math_unit, gemm_class, rule,
@@ -310,7 +403,8 @@ SELECT trace, name, ts_us, dur_us, device, stream, correlation, external_id, gri
        -- greatest() would skip a NULL side: a roofline needs both
        CASE WHEN compute_us IS NOT NULL AND memory_us IS NOT NULL THEN greatest(compute_us, memory_us) END AS roofline_us,
        CASE WHEN compute_us IS NULL OR memory_us IS NULL THEN NULL
-            WHEN compute_us >= memory_us THEN 'compute' ELSE 'memory' END AS bound,
+            WHEN compute_us >= memory_us THEN 'compute' WHEN work_family = 'collective' THEN 'network'
+            ELSE 'memory' END AS bound,
        CASE WHEN compute_us IS NOT NULL AND memory_us IS NOT NULL
             THEN 100.0 * greatest(compute_us, memory_us) / dur_us END AS pct_of_roofline,
        source_file, source_line, source_function, work_source, work_missing

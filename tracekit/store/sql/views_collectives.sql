@@ -11,17 +11,6 @@
 --                  of n reaches (n - 1) of them at most; NULL for a switched or shared link
 --   assumption, source: why this link, and where the figure comes from
 
--- Each trace's row of interconnects (the longest name_pattern that matches its device's name),
--- with the GPUs its host shows (deviceProperties lists every GPU the process could see: a group
--- of more ranks than that spans hosts, and its bottleneck is the network, which no trace records).
-CREATE OR REPLACE VIEW _trace_links AS
-SELECT f.trace_id, f.trace, i.name_pattern, i.gpu, i.link, i.per_direction_gb_s, i.per_peer_gb_s, i.assumption,
-       i.source,
-       CASE WHEN json_type(json_extract(f.header, '$.deviceProperties')) = 'ARRAY'
-            THEN json_array_length(json_extract(f.header, '$.deviceProperties')) END AS host_gpus
-FROM trace_files f JOIN interconnects i ON regexp_matches(f.device_name, i.name_pattern)
-QUALIFY row_number() OVER (PARTITION BY f.trace_id ORDER BY length(i.name_pattern) DESC, i.name_pattern) = 1;
-
 -- @view collective_bandwidth: every row of collectives with the bytes it moved, the rate it moved
 -- them at (nccl-tests' algbw and busbw, decimal GB/s) and the link that rate is compared with.
 -- As nccl-tests defines them: algbw = S / t, busbw = algbw × a factor of the collective and the group
@@ -54,34 +43,17 @@ QUALIFY row_number() OVER (PARTITION BY f.trace_id ORDER BY length(i.name_patter
 --              by its own wires (interconnects.per_peer_gb_s), (n - 1) × per_peer_gb_s at most
 --   link_pct: busbw_gbps / link_gb_s, percent
 CREATE OR REPLACE VIEW collective_bandwidth AS
-WITH kernels_of_call AS (
-    SELECT trace, cpu_op_id, count(*) AS kernels
-    FROM collectives WHERE cpu_op_id IS NOT NULL GROUP BY trace, cpu_op_id
-), sized AS (
-    SELECT c.*,
-           CASE WHEN coalesce(k.kernels, 1) > 1 AND c.runs_on = 'gpu' THEN NULL
-                WHEN c.collective = 'all_gather' THEN nullif(c.out_bytes, 0)
-                WHEN c.collective IN ('all_reduce', 'reduce_scatter', 'all_to_all', 'broadcast', 'reduce', 'send_recv')
-                     THEN nullif(coalesce(c.in_bytes, c.out_bytes), 0) END AS message_bytes,
+WITH sized AS (
+    SELECT c.*, w.message_bytes,
            CASE WHEN c.wait_us IS NOT NULL THEN c.dur_us - c.wait_us ELSE c.dur_us END AS bw_us,
            CASE WHEN c.wait_us IS NOT NULL THEN 'all_ranks' ELSE 'this_rank' END AS timed_from,
-           CASE WHEN c.collective IN ('broadcast', 'reduce', 'send_recv') THEN 1.0
-                WHEN c.group_size IS NULL OR c.group_size < 2 THEN NULL
-                WHEN c.collective = 'all_reduce' THEN 2.0 * (c.group_size - 1) / c.group_size
-                WHEN c.collective IN ('all_gather', 'reduce_scatter', 'all_to_all') THEN (c.group_size - 1.0) / c.group_size
-           END AS busbw_factor
+           w.busbw_factor, w.link, w.link_gb_s
     FROM collectives c
-    LEFT JOIN kernels_of_call k ON k.trace = c.trace AND k.cpu_op_id = c.cpu_op_id
+    -- the size, factor and link, worked out once for these and the kernels' work (views.sql)
+    LEFT JOIN _collective_work w ON w.trace = c.trace AND w.runs_on = c.runs_on AND w.ts_ns / 1000.0 = c.ts_us
+         AND w.name = c.name AND w.device IS NOT DISTINCT FROM c.device AND w.stream IS NOT DISTINCT FROM c.stream
 ), rated AS (
-    SELECT s.*, CASE WHEN s.bw_us > 0 THEN s.message_bytes / s.bw_us / 1000.0 END AS algbw_gbps,
-           CASE WHEN s.runs_on = 'gpu' AND (l.host_gpus IS NULL OR s.group_size IS NULL OR s.group_size <= l.host_gpus)
-                THEN l.link END AS link,
-           CASE WHEN s.runs_on = 'gpu' AND (l.host_gpus IS NULL OR s.group_size IS NULL OR s.group_size <= l.host_gpus)
-                THEN CASE WHEN l.per_peer_gb_s IS NULL THEN l.per_direction_gb_s
-                          WHEN s.group_size IS NULL THEN NULL
-                          ELSE least(l.per_direction_gb_s, (s.group_size - 1) * l.per_peer_gb_s) END END AS link_gb_s
-    FROM sized s
-    LEFT JOIN _trace_links l ON l.trace = s.trace
+    SELECT s.*, CASE WHEN s.bw_us > 0 THEN s.message_bytes / s.bw_us / 1000.0 END AS algbw_gbps FROM sized s
 )
 SELECT * EXCLUDE (link, link_gb_s, algbw_gbps, busbw_factor), algbw_gbps, busbw_factor,
        algbw_gbps * busbw_factor AS busbw_gbps, link, link_gb_s,

@@ -1,0 +1,93 @@
+"""Kernels a CUDA graph replayed: their launch (cudaGraphLaunch) names no op, as the ops ran when
+the graph was captured. Where the capture is not in the trace, a replayed kernel takes the work of
+the kernels of its name, grid and block launched outside a graph, where all did the same work
+(work_source 'identical kernel'); else its work is NULL and work_missing says why, never 0."""
+
+import gzip
+import json
+
+import pytest
+
+from conftest import TEST_DATA
+from tracekit.ingest.loader import load_file
+from tracekit.store.database import connect, connect_for_queries
+
+FIXES = TEST_DATA / "h200" / "fixes"
+EAGER = FIXES / "infer_launch_eager.json.gz"
+GRAPH_MISSING = "a CUDA graph replay whose capture is not in the trace"
+
+
+def _replay_last_step_as_a_graph(source, target):
+    """`source` with its last ProfilerStep run as a CUDA graph replay whose capture the profiler did
+    not see: the step's ops and launch calls are gone, one cudaGraphLaunch takes their place, and
+    the step's kernels carry its correlation id, as Kineto records a replay (infer_launch_graph)."""
+    trace = json.loads(gzip.open(source, "rt").read())
+    events = trace["traceEvents"]
+    step = max((e for e in events if e.get("cat") == "user_annotation" and str(e.get("name")).startswith("ProfilerStep#")),
+               key=lambda e: e["ts"])
+    start, end = step["ts"], step["ts"] + step["dur"]
+    launches = [e for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver") and start <= e["ts"] <= end
+                and "Launch" in e["name"]]
+    correlations = {e["args"]["correlation"] for e in launches}
+    graph_id = max(e["args"]["correlation"] for e in events if "correlation" in e.get("args", {})) + 1
+    first = min(launches, key=lambda e: e["ts"])
+    replay = {**first, "name": "cudaGraphLaunch", "cat": "cuda_runtime",
+              "dur": max(e["ts"] + e["dur"] for e in launches) - first["ts"], "args": {"correlation": graph_id}}
+    kept = []
+    for e in events:
+        if e in launches or (e.get("cat") == "cpu_op" and start <= e["ts"] <= end) \
+                or (e.get("cat") == "ac2g" and e.get("id") in correlations):
+            continue
+        if e.get("cat") == "kernel" and e["args"].get("correlation") in correlations:
+            e = {**e, "args": {**e["args"], "correlation": graph_id, "External id": graph_id}}
+        kept.append(e)
+    trace["traceEvents"] = kept + [replay]
+    with gzip.open(target, "wt") as f:
+        json.dump(trace, f)
+    return target
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("graphs")
+    files = {"eager": EAGER, "replayed": _replay_last_step_as_a_graph(EAGER, folder / "replayed.json.gz"),
+             "infer_graph": FIXES / "infer_launch_graph.json.gz", "train_graph": FIXES / "train_launch_graph.json.gz"}
+    con = connect(folder / "graphs.duckdb")
+    for name, file in files.items():
+        assert load_file(con, file).status == "loaded"
+        con.execute("UPDATE trace_files SET trace = ? WHERE path = ?", [name, str(file.resolve())])
+    con.close()
+    return folder / "graphs.duckdb"
+
+
+def _query(db, sql):
+    con = connect_for_queries(db)
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()
+
+
+def test_a_replay_whose_capture_is_not_in_the_trace_has_no_work_and_says_why(db):
+    # infer_launch_graph and train_launch_graph: every step a cudaGraphLaunch (80 and 296 kernels
+    # each), and before the first, kernels of replays launched before the window; no kernel
+    # launched outside a graph to take the work of.
+    rows = _query(db, "SELECT trace, count(*), count(flops), count(bytes), count(work_source), "
+                      "list(DISTINCT work_missing) FROM kernels WHERE trace LIKE '%_graph' GROUP BY ALL ORDER BY ALL")
+    assert rows == [("infer_graph", 409, 0, 0, 0, [GRAPH_MISSING]), ("train_graph", 1482, 0, 0, 0, [GRAPH_MISSING])]
+
+
+def test_a_replayed_kernel_takes_the_work_of_its_identical_eager_kernels(db):
+    # infer_launch_eager, its last step replayed as a graph: the step's 80 kernels (Linear's GEMM and
+    # ReLU's clamp, bf16) have no op (the replay's is ProfilerStep#7); each takes the work the other steps' identical kernels did,
+    # which is the work its own op's shapes gave it in the trace as captured.
+    rows = _query(db, """
+        SELECT r.work_source, r.work_missing, r.flops = e.flops AND r.bytes = e.bytes AS same, count(*)
+        FROM kernels r JOIN kernels e ON e.trace = 'eager' AND e.ts_us = r.ts_us AND e.name = r.name
+        WHERE r.trace = 'replayed' AND r.step = 7
+        GROUP BY ALL ORDER BY ALL""")
+    assert rows == [("identical kernel", None, True, 80)]
+    # the eager steps keep their own ops' work
+    (eager,) = _query(db, "SELECT count(*) FILTER (WHERE work_source = 'op shapes'), count(*) FROM kernels "
+                          "WHERE trace = 'replayed' AND step < 7")
+    assert eager == (320, 320)
