@@ -97,22 +97,46 @@ FROM (SELECT * FROM linked WHERE orphan) o ASOF LEFT JOIN _gpu_steps s ON o.ts_n
 
 -- The chain of op names above each op that launched GPU work, outermost first. Record-function
 -- ranges and ProfilerStep#N (an Operator in 2021's Kineto) are steps and labels, not ops: left
--- out. The walk up reads a narrow copy of the tree, keeps one row per op (USING KEY) and stops
--- 64 ops up, marking the cut with '… → ': a recursion that kept every level would hold ops x
--- depth growing paths (a trace of 250 nested copies of the same ops ran out of memory that way).
+-- out. A path keeps the 64 ops nearest its op, marking a cut with '… → ' (a trace of 250 nested
+-- copies of the same ops would otherwise hold paths of every level).
 CREATE OR REPLACE TEMP TABLE _tree AS
 SELECT op_id, parent_id, name,
        CASE WHEN lower(cat) IN ('cpu_op', 'operator') AND NOT regexp_full_match(name, 'ProfilerStep#\d+')
             THEN name END AS label
 FROM cpu_op_rows WHERE trace_id = $trace_id;
 
+-- Top down: each op with children gets its prefix (its labels and its ancestors', outermost
+-- first) from its parent's, once, however many ops below share it; an op's path is its parent's
+-- prefix and its own name. A walk up from each op built the same prefixes again for every op
+-- below them: 1.6 CPU-s on the 1 GB benchmark trace, 0.6-0.7 this way. The prefixes stop 63 ops
+-- down: an op deeper than that has its path walked up below.
 CREATE OR REPLACE TEMP TABLE _paths AS
+WITH RECURSIVE starts AS (
+    SELECT cpu_op_id AS op_id FROM _gpu_linked WHERE cpu_op_id IS NOT NULL
+    UNION SELECT cpu_op_id FROM runtime_rows WHERE trace_id = $trace_id AND cpu_op_id IS NOT NULL
+    UNION SELECT cpu_op_id FROM memory_rows WHERE trace_id = $trace_id AND cpu_op_id IS NOT NULL
+), parents AS (
+    SELECT op_id, parent_id, label FROM _tree WHERE op_id IN (SELECT parent_id FROM _tree)
+), prefixes(op_id, prefix, levels) AS (
+    SELECT op_id, CASE WHEN label IS NOT NULL THEN label || ' → ' ELSE '' END, 1 FROM parents WHERE parent_id IS NULL
+    UNION ALL
+    SELECT c.op_id, CASE WHEN c.label IS NOT NULL THEN p.prefix || c.label || ' → ' ELSE p.prefix END, p.levels + 1
+    FROM prefixes p JOIN parents c ON c.parent_id = p.op_id
+    WHERE p.levels < 63
+)
+SELECT s.op_id, CASE WHEN t.parent_id IS NULL THEN t.name ELSE p.prefix || t.name END AS op_path
+FROM starts s JOIN _tree t USING (op_id) LEFT JOIN prefixes p ON p.op_id = t.parent_id
+WHERE t.parent_id IS NULL OR p.op_id IS NOT NULL;
+
+-- An op more than 63 ops down: the walk up from it, one row per op (USING KEY), 64 ops up.
+-- @if EXISTS (SELECT 1 FROM cpu_op_rows WHERE trace_id = $trace_id AND depth >= 64)
+INSERT INTO _paths
 WITH RECURSIVE up(start_id, parent_id, op_path, levels) USING KEY (start_id) AS (
     SELECT op_id, parent_id, name, 1
     FROM _tree
-    WHERE op_id IN (SELECT cpu_op_id FROM _gpu_linked WHERE cpu_op_id IS NOT NULL
-                    UNION SELECT cpu_op_id FROM runtime_rows WHERE trace_id = $trace_id AND cpu_op_id IS NOT NULL
-                    UNION SELECT cpu_op_id FROM memory_rows WHERE trace_id = $trace_id AND cpu_op_id IS NOT NULL)
+    WHERE op_id IN (SELECT cpu_op_id FROM _gpu_linked UNION SELECT cpu_op_id FROM runtime_rows WHERE trace_id = $trace_id
+                    UNION SELECT cpu_op_id FROM memory_rows WHERE trace_id = $trace_id)
+      AND op_id NOT IN (SELECT op_id FROM _paths)
     UNION
     SELECT up.start_id, p.parent_id,
            CASE WHEN p.label IS NOT NULL THEN p.label || ' → ' || up.op_path ELSE up.op_path END, up.levels + 1
@@ -120,6 +144,7 @@ WITH RECURSIVE up(start_id, parent_id, op_path, levels) USING KEY (start_id) AS 
     WHERE up.levels < 64
 )
 SELECT start_id AS op_id, CASE WHEN parent_id IS NULL THEN op_path ELSE '… → ' || op_path END AS op_path FROM up;
+-- @end
 
 UPDATE cpu_op_rows SET op_path = p.op_path
 FROM _paths p
