@@ -74,9 +74,11 @@ GROUP BY step;
 
 -- GPU work belongs to its launch's op. Only without a launch in the trace does a kernel's own
 -- External id name its op, and only when it has no correlation id that could be mistaken for one.
-CREATE OR REPLACE TEMP TABLE _gpu_linked AS
+-- Narrow rows, by the work's event (a kernel's name runs to hundreds of bytes: a wide copy of
+-- every GPU row here spilled 160 MB of the 1 GB benchmark trace's load to disk).
+CREATE OR REPLACE TEMP TABLE _gpu_links AS
 WITH linked AS (
-    SELECT g.*, coalesce(g.external_id, l.external_id) AS launch_external_id,
+    SELECT g.event_id, g.ts_ns, coalesce(g.external_id, l.external_id) AS launch_external_id,
            CASE WHEN l.correlation IS NOT NULL THEN l.cpu_op_id
                 WHEN le.external_id IS NOT NULL THEN le.cpu_op_id
                 WHEN g.correlation IS NULL THEN x.op_id END AS cpu_op_id,
@@ -90,9 +92,9 @@ WITH linked AS (
 -- the profiler's warmup, while the GPU ran behind the CPU) takes the step of the GPU-side span its
 -- start falls in (Kineto's gpu_user_annotation ProfilerStep#N, the step as the GPU ran it), and
 -- no step in a trace without them: a GPU timestamp is never compared with a CPU step's span.
-SELECT * EXCLUDE (orphan) FROM linked WHERE NOT orphan
+SELECT event_id, launch_external_id, cpu_op_id, step FROM linked WHERE NOT orphan
 UNION ALL
-SELECT o.* EXCLUDE (orphan, step), CASE WHEN o.ts_ns < s.end_ns THEN s.step END
+SELECT o.event_id, o.launch_external_id, o.cpu_op_id, CASE WHEN o.ts_ns < s.end_ns THEN s.step END
 FROM (SELECT * FROM linked WHERE orphan) o ASOF LEFT JOIN _gpu_steps s ON o.ts_ns >= s.ts_ns;
 
 -- The chain of op names above each op that launched GPU work, outermost first. Record-function
@@ -112,7 +114,7 @@ FROM cpu_op_rows WHERE trace_id = $trace_id;
 -- down: an op deeper than that has its path walked up below.
 CREATE OR REPLACE TEMP TABLE _paths AS
 WITH RECURSIVE starts AS (
-    SELECT cpu_op_id AS op_id FROM _gpu_linked WHERE cpu_op_id IS NOT NULL
+    SELECT cpu_op_id AS op_id FROM _gpu_links WHERE cpu_op_id IS NOT NULL
     UNION SELECT cpu_op_id FROM runtime_rows WHERE trace_id = $trace_id AND cpu_op_id IS NOT NULL
     UNION SELECT cpu_op_id FROM memory_rows WHERE trace_id = $trace_id AND cpu_op_id IS NOT NULL
 ), parents AS (
@@ -134,7 +136,7 @@ INSERT INTO _paths
 WITH RECURSIVE up(start_id, parent_id, op_path, levels) USING KEY (start_id) AS (
     SELECT op_id, parent_id, name, 1
     FROM _tree
-    WHERE op_id IN (SELECT cpu_op_id FROM _gpu_linked UNION SELECT cpu_op_id FROM runtime_rows WHERE trace_id = $trace_id
+    WHERE op_id IN (SELECT cpu_op_id FROM _gpu_links UNION SELECT cpu_op_id FROM runtime_rows WHERE trace_id = $trace_id
                     UNION SELECT cpu_op_id FROM memory_rows WHERE trace_id = $trace_id)
       AND op_id NOT IN (SELECT op_id FROM _paths)
     UNION
@@ -152,8 +154,10 @@ WHERE cpu_op_rows.trace_id = $trace_id AND cpu_op_rows.op_id = p.op_id;
 
 -- GPU work with its op's name, path and source frame beside it: the views then read kernels without a join.
 CREATE OR REPLACE TEMP TABLE _gpu_ops AS
-SELECT g.*, o.name AS cpu_op, p.op_path AS cpu_op_path, f.source_file, f.source_line, f.source_function
-FROM _gpu_linked g
-LEFT JOIN (SELECT op_id, name FROM _ops) o ON o.op_id = g.cpu_op_id
-LEFT JOIN _op_frames f ON f.op_id = g.cpu_op_id
-LEFT JOIN _paths p ON p.op_id = g.cpu_op_id;
+SELECT g.*, k.launch_external_id, k.cpu_op_id, k.step, o.name AS cpu_op, p.op_path AS cpu_op_path,
+       f.source_file, f.source_line, f.source_function
+FROM _gpu g
+JOIN _gpu_links k USING (event_id)
+LEFT JOIN (SELECT op_id, name FROM _ops) o ON o.op_id = k.cpu_op_id
+LEFT JOIN _op_frames f ON f.op_id = k.cpu_op_id
+LEFT JOIN _paths p ON p.op_id = k.cpu_op_id;
