@@ -26,14 +26,17 @@ FROM (
 -- The op each External id that a runtime call or GPU event carries names (Kineto makes them
 -- unique; a foreign trace may not: the latest op wins).
 CREATE OR REPLACE TEMP TABLE _op_by_external AS
+WITH ops AS (
+    SELECT op_id, external_id, pid, tid, ts_ns, dur_ns FROM cpu_op_rows WHERE trace_id = $trace_id
+)
 SELECT x.external_id, o.op_id, o.pid, o.tid, o.ts_ns, o.ts_ns + o.dur_ns AS end_ns
 FROM (
-    SELECT external_id, max(op_id) AS op_id FROM _ops
+    SELECT external_id, max(op_id) AS op_id FROM ops
     WHERE external_id IN (SELECT TRY_CAST(coalesce(a[2], a[3]) AS BIGINT) FROM _rt)
        OR external_id IN (SELECT external_id FROM _gpu)
     GROUP BY external_id
 ) x
-JOIN _ops o USING (op_id);
+JOIN ops o USING (op_id);
 
 -- A call's op is the one its External id names when that op encloses the call on its thread (some
 -- traces give calls an External id equal to their correlation id, naming an unrelated op);
