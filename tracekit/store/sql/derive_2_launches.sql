@@ -129,26 +129,26 @@ WITH RECURSIVE starts AS (
     FROM prefixes p JOIN parents c ON c.parent_id = p.op_id
     WHERE p.levels < 63
 )
-SELECT s.op_id, CASE WHEN t.parent_id IS NULL THEN t.name ELSE p.prefix || t.name END AS op_path
+SELECT s.op_id, t.name, CASE WHEN t.parent_id IS NULL THEN t.name ELSE p.prefix || t.name END AS op_path
 FROM starts s JOIN _tree t USING (op_id) LEFT JOIN prefixes p ON p.op_id = t.parent_id
 WHERE t.parent_id IS NULL OR p.op_id IS NOT NULL;
 
 -- An op more than 63 ops down: the walk up from it, one row per op (USING KEY), 64 ops up.
 -- @if EXISTS (SELECT 1 FROM cpu_op_rows WHERE trace_id = $trace_id AND depth >= 64)
 INSERT INTO _paths
-WITH RECURSIVE up(start_id, parent_id, op_path, levels) USING KEY (start_id) AS (
-    SELECT op_id, parent_id, name, 1
+WITH RECURSIVE up(start_id, name, parent_id, op_path, levels) USING KEY (start_id) AS (
+    SELECT op_id, name, parent_id, name, 1
     FROM _tree
     WHERE op_id IN (SELECT cpu_op_id FROM _gpu_links UNION SELECT cpu_op_id FROM runtime_rows WHERE trace_id = $trace_id
                     UNION SELECT cpu_op_id FROM memory_rows WHERE trace_id = $trace_id)
       AND op_id NOT IN (SELECT op_id FROM _paths)
     UNION
-    SELECT up.start_id, p.parent_id,
+    SELECT up.start_id, up.name, p.parent_id,
            CASE WHEN p.label IS NOT NULL THEN p.label || ' → ' || up.op_path ELSE up.op_path END, up.levels + 1
     FROM up JOIN _tree p ON p.op_id = up.parent_id
     WHERE up.levels < 64
 )
-SELECT start_id AS op_id, CASE WHEN parent_id IS NULL THEN op_path ELSE '… → ' || op_path END AS op_path FROM up;
+SELECT start_id AS op_id, name, CASE WHEN parent_id IS NULL THEN op_path ELSE '… → ' || op_path END AS op_path FROM up;
 -- @end
 
 UPDATE cpu_op_rows SET op_path = p.op_path
@@ -156,11 +156,12 @@ FROM _paths p
 WHERE cpu_op_rows.trace_id = $trace_id AND cpu_op_rows.op_id = p.op_id;
 
 -- GPU work with its op's name, path and source frame beside it: the views then read kernels without a join.
+-- _paths holds every op that launched GPU work, with its name (a join with _ops for the name built
+-- a hash table of every op: 1.36 M at 1 GB).
 CREATE OR REPLACE TEMP TABLE _gpu_ops AS
-SELECT g.*, k.launch_external_id, k.cpu_op_id, k.step, o.name AS cpu_op, p.op_path AS cpu_op_path,
+SELECT g.*, k.launch_external_id, k.cpu_op_id, k.step, p.name AS cpu_op, p.op_path AS cpu_op_path,
        f.source_file, f.source_line, f.source_function
 FROM _gpu g
 JOIN _gpu_links k USING (event_id)
-LEFT JOIN (SELECT op_id, name FROM _ops) o ON o.op_id = k.cpu_op_id
 LEFT JOIN _op_frames f ON f.op_id = k.cpu_op_id
 LEFT JOIN _paths p ON p.op_id = k.cpu_op_id;
