@@ -326,7 +326,6 @@ def query(name, sql, db, params, list_queries, allow_files, lake, engine, master
     """
     from tracekit.cli import connect_source, source_to_read
     from tracekit.analysis.named_queries import fetch_rows, named_sql
-    from tracekit.outputs.parquet_out import write_query
 
     if list_queries and (name is not None or sql is not None):
         raise click.UsageError("give --list or a query, not both")
@@ -350,6 +349,9 @@ def query(name, sql, db, params, list_queries, allow_files, lake, engine, master
                       else (sql_text.text, params or None))
         try:
             if fmt == "parquet":
+                # Only here: the Parquet writer imports the duckdb package (its relation API), 0.03 s
+                from tracekit.outputs.parquet_out import write_query
+
                 count = write_query(con, sql, bound, output, columns)
                 click.echo(f"wrote {count} row(s) to {output}", err=True)
                 return

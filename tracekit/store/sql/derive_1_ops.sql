@@ -13,18 +13,14 @@ WHERE trace_id = $trace_id AND ph = 'X' AND regexp_full_match(name, 'ProfilerSte
 GROUP BY step;
 
 -- CPU ops: cpu_op, record_function ranges (user_annotation) and 2021's Operator. An op's id is
--- its event's row number in event_rows: unique, in file order, and free to compute.
+-- its event's row number in event_rows: unique, in file order, and free to compute. No args here:
+-- the op tree needs none, and cpu_op_rows reads them as it is written (carried in this table
+-- through the tree's statements, they spilled 300 MB of a 1 GB trace's load to disk).
 CREATE OR REPLACE TEMP TABLE _ops AS
-SELECT op_id, cat, name, ts_ns, dur_ns, pid, tid, TRY_CAST(a[1] AS BIGINT) AS external_id, a
-FROM (
-    SELECT rowid AS op_id, cat, name, ts_ns, coalesce(dur_ns, 0) AS dur_ns, pid, tid,
-           -- Concrete Inputs for the work models (derive_3_kernels.sql): read here, in the one pass
-           -- over args, as a second pass over every op's args took seconds on a 100 MB trace.
-           json_extract(args, ['$."External id"', '$."Input Dims"', '$."Input type"', '$."Concrete Inputs"']) AS a
-    FROM event_rows
-    WHERE trace_id = $trace_id AND ph = 'X' AND ts_ns IS NOT NULL
-      AND lower(cat) IN ('cpu_op', 'user_annotation', 'operator')
-);
+SELECT rowid AS op_id, cat, name, ts_ns, coalesce(dur_ns, 0) AS dur_ns, pid, tid
+FROM event_rows
+WHERE trace_id = $trace_id AND ph = 'X' AND ts_ns IS NOT NULL
+  AND lower(cat) IN ('cpu_op', 'user_annotation', 'operator');
 
 -- Runtime and driver calls: the launches (and syncs, mallocs) on the CPU.
 CREATE OR REPLACE TEMP TABLE _rt AS
@@ -232,12 +228,22 @@ DROP TABLE _user_frame_names;
 CREATE OR REPLACE TEMP TABLE _op_frames (op_id BIGINT, source_file VARCHAR, source_line INTEGER, source_function VARCHAR);
 -- @end
 
+-- The ops with their args, each read once. The join with _op_links picks the ops out of the
+-- trace's events: filtered here, the events were estimated at a fifth of their number and DuckDB
+-- built its hash table on them, args and all (4.1 CPU-s at 1 GB; 2.6 on _op_links' narrow rows,
+-- the args parsed after the join).
 INSERT INTO cpu_op_rows
-SELECT $trace_id, c.op_id, c.cat, c.name, c.ts_ns, c.dur_ns, c.pid, c.tid, c.external_id,
-       c.a[2], c.a[3], l.depth, l.parent_id, l.parent, l.step, NULL,
-       f.source_file, f.source_line, f.source_function
-FROM _ops c JOIN _op_links l USING (op_id)
-LEFT JOIN _op_frames f USING (op_id);
+SELECT $trace_id, op_id, cat, name, ts_ns, dur_ns, pid, tid, TRY_CAST(a[1] AS BIGINT), a[2], a[3],
+       depth, parent_id, parent, step, NULL, source_file, source_line, source_function
+FROM (
+    SELECT l.op_id, e.cat, e.name, e.ts_ns, coalesce(e.dur_ns, 0) AS dur_ns, e.pid, e.tid,
+           json_extract(e.args, ['$."External id"', '$."Input Dims"', '$."Input type"']) AS a,
+           l.depth, l.parent_id, l.parent, l.step, f.source_file, f.source_line, f.source_function
+    FROM event_rows e
+    JOIN _op_links l ON l.op_id = e.rowid
+    LEFT JOIN _op_frames f ON f.op_id = l.op_id
+    WHERE e.trace_id = $trace_id
+);
 
 -- Memory events with their op and step; `seq` orders each device's events (time, then the
 -- file's order), and an allocation's `freed_seq` is its block's free: the next event of its

@@ -26,14 +26,17 @@ FROM (
 -- The op each External id that a runtime call or GPU event carries names (Kineto makes them
 -- unique; a foreign trace may not: the latest op wins).
 CREATE OR REPLACE TEMP TABLE _op_by_external AS
+WITH ops AS (
+    SELECT op_id, external_id, pid, tid, ts_ns, dur_ns FROM cpu_op_rows WHERE trace_id = $trace_id
+)
 SELECT x.external_id, o.op_id, o.pid, o.tid, o.ts_ns, o.ts_ns + o.dur_ns AS end_ns
 FROM (
-    SELECT external_id, max(op_id) AS op_id FROM _ops
+    SELECT external_id, max(op_id) AS op_id FROM ops
     WHERE external_id IN (SELECT TRY_CAST(coalesce(a[2], a[3]) AS BIGINT) FROM _rt)
        OR external_id IN (SELECT external_id FROM _gpu)
     GROUP BY external_id
 ) x
-JOIN _ops o USING (op_id);
+JOIN ops o USING (op_id);
 
 -- A call's op is the one its External id names when that op encloses the call on its thread (some
 -- traces give calls an External id equal to their correlation id, naming an unrelated op);
@@ -74,9 +77,11 @@ GROUP BY step;
 
 -- GPU work belongs to its launch's op. Only without a launch in the trace does a kernel's own
 -- External id name its op, and only when it has no correlation id that could be mistaken for one.
-CREATE OR REPLACE TEMP TABLE _gpu_linked AS
+-- Narrow rows, by the work's event (a kernel's name runs to hundreds of bytes: a wide copy of
+-- every GPU row here spilled 160 MB of the 1 GB benchmark trace's load to disk).
+CREATE OR REPLACE TEMP TABLE _gpu_links AS
 WITH linked AS (
-    SELECT g.*, coalesce(g.external_id, l.external_id) AS launch_external_id,
+    SELECT g.event_id, g.ts_ns, coalesce(g.external_id, l.external_id) AS launch_external_id,
            CASE WHEN l.correlation IS NOT NULL THEN l.cpu_op_id
                 WHEN le.external_id IS NOT NULL THEN le.cpu_op_id
                 WHEN g.correlation IS NULL THEN x.op_id END AS cpu_op_id,
@@ -90,45 +95,73 @@ WITH linked AS (
 -- the profiler's warmup, while the GPU ran behind the CPU) takes the step of the GPU-side span its
 -- start falls in (Kineto's gpu_user_annotation ProfilerStep#N, the step as the GPU ran it), and
 -- no step in a trace without them: a GPU timestamp is never compared with a CPU step's span.
-SELECT * EXCLUDE (orphan) FROM linked WHERE NOT orphan
+SELECT event_id, launch_external_id, cpu_op_id, step FROM linked WHERE NOT orphan
 UNION ALL
-SELECT o.* EXCLUDE (orphan, step), CASE WHEN o.ts_ns < s.end_ns THEN s.step END
+SELECT o.event_id, o.launch_external_id, o.cpu_op_id, CASE WHEN o.ts_ns < s.end_ns THEN s.step END
 FROM (SELECT * FROM linked WHERE orphan) o ASOF LEFT JOIN _gpu_steps s ON o.ts_ns >= s.ts_ns;
 
 -- The chain of op names above each op that launched GPU work, outermost first. Record-function
 -- ranges and ProfilerStep#N (an Operator in 2021's Kineto) are steps and labels, not ops: left
--- out. The walk up reads a narrow copy of the tree, keeps one row per op (USING KEY) and stops
--- 64 ops up, marking the cut with '… → ': a recursion that kept every level would hold ops x
--- depth growing paths (a trace of 250 nested copies of the same ops ran out of memory that way).
+-- out. A path keeps the 64 ops nearest its op, marking a cut with '… → ' (a trace of 250 nested
+-- copies of the same ops would otherwise hold paths of every level).
 CREATE OR REPLACE TEMP TABLE _tree AS
 SELECT op_id, parent_id, name,
        CASE WHEN lower(cat) IN ('cpu_op', 'operator') AND NOT regexp_full_match(name, 'ProfilerStep#\d+')
             THEN name END AS label
 FROM cpu_op_rows WHERE trace_id = $trace_id;
 
+-- Top down: each op with children gets its prefix (its labels and its ancestors', outermost
+-- first) from its parent's, once, however many ops below share it; an op's path is its parent's
+-- prefix and its own name. A walk up from each op built the same prefixes again for every op
+-- below them: 1.6 CPU-s on the 1 GB benchmark trace, 0.6-0.7 this way. The prefixes stop 63 ops
+-- down: an op deeper than that has its path walked up below.
 CREATE OR REPLACE TEMP TABLE _paths AS
-WITH RECURSIVE up(start_id, parent_id, op_path, levels) USING KEY (start_id) AS (
-    SELECT op_id, parent_id, name, 1
+WITH RECURSIVE starts AS (
+    SELECT cpu_op_id AS op_id FROM _gpu_links WHERE cpu_op_id IS NOT NULL
+    UNION SELECT cpu_op_id FROM runtime_rows WHERE trace_id = $trace_id AND cpu_op_id IS NOT NULL
+    UNION SELECT cpu_op_id FROM memory_rows WHERE trace_id = $trace_id AND cpu_op_id IS NOT NULL
+), parents AS (
+    SELECT op_id, parent_id, label FROM _tree WHERE op_id IN (SELECT parent_id FROM _tree)
+), prefixes(op_id, prefix, levels) AS (
+    SELECT op_id, CASE WHEN label IS NOT NULL THEN label || ' → ' ELSE '' END, 1 FROM parents WHERE parent_id IS NULL
+    UNION ALL
+    SELECT c.op_id, CASE WHEN c.label IS NOT NULL THEN p.prefix || c.label || ' → ' ELSE p.prefix END, p.levels + 1
+    FROM prefixes p JOIN parents c ON c.parent_id = p.op_id
+    WHERE p.levels < 63
+)
+SELECT s.op_id, t.name, CASE WHEN t.parent_id IS NULL THEN t.name ELSE p.prefix || t.name END AS op_path
+FROM starts s JOIN _tree t USING (op_id) LEFT JOIN prefixes p ON p.op_id = t.parent_id
+WHERE t.parent_id IS NULL OR p.op_id IS NOT NULL;
+
+-- An op more than 63 ops down: the walk up from it, one row per op (USING KEY), 64 ops up.
+-- @if EXISTS (SELECT 1 FROM cpu_op_rows WHERE trace_id = $trace_id AND depth >= 64)
+INSERT INTO _paths
+WITH RECURSIVE up(start_id, name, parent_id, op_path, levels) USING KEY (start_id) AS (
+    SELECT op_id, name, parent_id, name, 1
     FROM _tree
-    WHERE op_id IN (SELECT cpu_op_id FROM _gpu_linked WHERE cpu_op_id IS NOT NULL
-                    UNION SELECT cpu_op_id FROM runtime_rows WHERE trace_id = $trace_id AND cpu_op_id IS NOT NULL
-                    UNION SELECT cpu_op_id FROM memory_rows WHERE trace_id = $trace_id AND cpu_op_id IS NOT NULL)
+    WHERE op_id IN (SELECT cpu_op_id FROM _gpu_links UNION SELECT cpu_op_id FROM runtime_rows WHERE trace_id = $trace_id
+                    UNION SELECT cpu_op_id FROM memory_rows WHERE trace_id = $trace_id)
+      AND op_id NOT IN (SELECT op_id FROM _paths)
     UNION
-    SELECT up.start_id, p.parent_id,
+    SELECT up.start_id, up.name, p.parent_id,
            CASE WHEN p.label IS NOT NULL THEN p.label || ' → ' || up.op_path ELSE up.op_path END, up.levels + 1
     FROM up JOIN _tree p ON p.op_id = up.parent_id
     WHERE up.levels < 64
 )
-SELECT start_id AS op_id, CASE WHEN parent_id IS NULL THEN op_path ELSE '… → ' || op_path END AS op_path FROM up;
+SELECT start_id AS op_id, name, CASE WHEN parent_id IS NULL THEN op_path ELSE '… → ' || op_path END AS op_path FROM up;
+-- @end
 
 UPDATE cpu_op_rows SET op_path = p.op_path
 FROM _paths p
 WHERE cpu_op_rows.trace_id = $trace_id AND cpu_op_rows.op_id = p.op_id;
 
 -- GPU work with its op's name, path and source frame beside it: the views then read kernels without a join.
+-- _paths holds every op that launched GPU work, with its name (a join with _ops for the name built
+-- a hash table of every op: 1.36 M at 1 GB).
 CREATE OR REPLACE TEMP TABLE _gpu_ops AS
-SELECT g.*, o.name AS cpu_op, p.op_path AS cpu_op_path, f.source_file, f.source_line, f.source_function
-FROM _gpu_linked g
-LEFT JOIN (SELECT op_id, name FROM _ops) o ON o.op_id = g.cpu_op_id
-LEFT JOIN _op_frames f ON f.op_id = g.cpu_op_id
-LEFT JOIN _paths p ON p.op_id = g.cpu_op_id;
+SELECT g.*, k.launch_external_id, k.cpu_op_id, k.step, p.name AS cpu_op, p.op_path AS cpu_op_path,
+       f.source_file, f.source_line, f.source_function
+FROM _gpu g
+JOIN _gpu_links k USING (event_id)
+LEFT JOIN _op_frames f ON f.op_id = k.cpu_op_id
+LEFT JOIN _paths p ON p.op_id = k.cpu_op_id;

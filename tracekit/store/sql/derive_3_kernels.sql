@@ -140,17 +140,19 @@ WITH rules(rule, pattern, family, dtype_of) AS (
     -- shape (every layer, every step) are worked out once. list_elements: where Kineto wrote no
     -- shapes for an op's tensor lists ([], a long list), the elements of each, from the step's
     -- gradients, when they are the lists: their chunks are the blocks the op's kernels ran.
-    SELECT ch.op_id, ch.rule, o.input_dims AS dims, o.input_types AS types, c.a[4] AS conc, h.kernel_elem_bytes,
+    SELECT ch.op_id, ch.rule, o.input_dims AS dims, o.input_types AS types, c.conc, h.kernel_elem_bytes,
            h.kernel_elem_type,
            CASE WHEN h.list_blocks IS NULL OR gr.chunks <> h.list_blocks THEN NULL
                 WHEN list_contains(list_transform(CAST(o.input_dims AS JSON[]), lambda x, i:
                          CAST(o.input_types AS VARCHAR[])[i] = 'TensorList' AND json_array_length(x) = 0), true)
                 THEN gr.elements END AS list_elements,
-           concat_ws('|', ch.rule, o.input_dims, o.input_types, c.a[4], h.kernel_elem_bytes, h.kernel_elem_type,
+           concat_ws('|', ch.rule, o.input_dims, o.input_types, c.conc, h.kernel_elem_bytes, h.kernel_elem_type,
                      list_elements) AS shape
     FROM (SELECT DISTINCT op_id, rule FROM chosen) ch
     JOIN cpu_op_rows o ON o.trace_id = $trace_id AND o.op_id = ch.op_id
-    LEFT JOIN _ops c ON c.op_id = ch.op_id
+    -- Concrete Inputs, read for these ops alone
+    LEFT JOIN (SELECT rowid AS op_id, json_extract(args, '$."Concrete Inputs"') AS conc FROM event_rows
+               WHERE trace_id = $trace_id AND rowid IN (SELECT op_id FROM chosen)) c ON c.op_id = ch.op_id
     LEFT JOIN kernel_hints h ON h.op_id = ch.op_id
     LEFT JOIN gradients gr ON gr.step IS NOT DISTINCT FROM o.step
 ), inputs AS (

@@ -51,8 +51,8 @@ WHERE g.op = 'kernel';
 -- first input (Input Dims, Input type).
 CREATE OR REPLACE TEMP TABLE _cpu_collectives AS
 SELECT o.op_id AS event_id, o.name, o.ts_ns, o.dur_ns, o.op_id, r.step,
-       list_aggregate(TRY_CAST(o.a[2]->>'$[0]' AS BIGINT[]), 'product') AS nelems,
-       o.a[3]->>'$[0]' AS dtype
+       list_aggregate(TRY_CAST(r.input_dims->>'$[0]' AS BIGINT[]), 'product') AS nelems,
+       r.input_types->>'$[0]' AS dtype
 FROM _ops o
 JOIN cpu_op_rows r ON r.trace_id = $trace_id AND r.op_id = o.op_id
 WHERE regexp_full_match(o.name, '(gloo|mpi):[a-z_]+');

@@ -15,7 +15,7 @@ FROM _gpu_ops WHERE op <> 'kernel';
 INSERT INTO gpu_busy_rows
 WITH work AS (
     SELECT step, device, ts_ns AS s, ts_ns + greatest(dur_ns, 0) AS e, op, greatest(dur_ns, 0) AS d
-    FROM _gpu_linked WHERE ts_ns IS NOT NULL
+    FROM _gpu_ops WHERE ts_ns IS NOT NULL
 ), reach AS (
     SELECT *, max(e) OVER (PARTITION BY step, device ORDER BY s, e
                            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS reach_ns
@@ -50,7 +50,7 @@ DROP TABLE _op_by_external;
 DROP TABLE _launch;
 DROP TABLE _launch_by_external;
 DROP TABLE _gpu;
-DROP TABLE _gpu_linked;
+DROP TABLE _gpu_links;
 DROP TABLE _tree;
 DROP TABLE _paths;
 DROP TABLE _gpu_ops;
