@@ -114,8 +114,7 @@ def apply(graph, fixes, con=None):
 def _drop_items(graph, argument, changed, con, copies_only=False):
     if copies_only:
         under = re.compile(rf"(^|→ ){re.escape(argument)}( →|$)")
-        made = np.array([bool(under.search(path)) and not path.startswith(_BACKWARD) for path in graph.item_op_path],
-                        dtype=bool)
+        made = _found_in(lambda path: bool(under.search(path)) and not path.startswith(_BACKWARD), graph.item_op_path)
         gone = made & (graph.item_kind == "memcpy") & (graph.item_copy_kind == "DtoD")
     else:
         gone = _matching(re.compile(argument), graph.item_name, graph.item_op_path)
@@ -274,8 +273,17 @@ def _cuda_graph(graph, argument, changed, con):
 
 
 def _matching(pattern, names, paths):
-    return np.array([bool(pattern.search(n or "")) or bool(pattern.search(p or "")) for n, p in zip(names, paths)],
-                    dtype=bool)
+    """Whether `pattern` finds each node's name or op path."""
+    return _found_in(pattern.search, names) | _found_in(pattern.search, paths)
+
+
+def _found_in(test, texts):
+    """Whether `test` holds for each of `texts` (None as '')."""
+    # A trace repeats a few thousand names and op paths over its hundreds of thousands of nodes:
+    # each distinct text is tested once.
+    known = {}
+    return np.array([known[text] if text in known else known.setdefault(text, bool(test(text or "")))
+                     for text in texts], dtype=bool)
 
 
 _APPLY = {
