@@ -14,6 +14,7 @@ import numpy as np
 from tracekit.errors import TracekitError
 from tracekit.replay.fixes import apply
 from tracekit.replay.job import Jobs
+from tracekit.replay.parallel import completions_of_each
 from tracekit.replay.simulate import replay
 from tracekit.replay.steps import completions_of
 
@@ -62,8 +63,13 @@ def whatif(con, trace, fixes, fix_texts=()):
     if not graph.steps:
         raise TracekitError(f"{trace}: no steps to replay (no ProfilerStep#N and no marked iterations)")
     try:
-        return WhatIf(trace, list(fix_texts), replayer.step_times(replayer.apply(fixes, con)), graph.steady,
-                      replayer.job.traces)
+        # the step as it is and with the fixes: two replays, one a core
+        as_is, fixed = completions_of_each(replayer, [None, replayer.apply(fixes, con)])
+        for failed in (as_is, fixed):
+            if isinstance(failed, str):
+                raise TracekitError(failed)
+        replayer.keep_as_is(as_is)
+        return WhatIf(trace, list(fix_texts), replayer.times_with(fixed), graph.steady, replayer.job.traces)
     except TracekitError as exc:
         raise TracekitError(f"whatif {trace}: {exc}") from None
 
