@@ -81,6 +81,21 @@ def db_dicts(db, sql, params=()):
         con.close()
 
 
+def load_named(db, files):
+    """Database file `db` with each of `files` ({trace name: trace file}) loaded under its name."""
+    from tracekit.ingest.loader import load_file
+    from tracekit.store.database import connect
+
+    con = connect(db)
+    try:
+        for name, file in files.items():
+            assert load_file(con, file).status == "loaded"
+            con.execute("UPDATE trace_files SET trace = ? WHERE path = ?", [name, str(file.resolve())])
+    finally:
+        con.close()
+    return db
+
+
 def db_rows(db, sql, params=()):
     """The rows of `sql` (with `params`) on database file `db`, opened read-only for just this call."""
     import duckdb

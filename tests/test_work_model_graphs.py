@@ -8,9 +8,7 @@ import json
 
 import pytest
 
-from conftest import TEST_DATA
-from tracekit.ingest.loader import load_file
-from tracekit.store.database import connect, connect_for_queries
+from conftest import TEST_DATA, db_rows, load_named
 
 FIXES = TEST_DATA / "h200" / "fixes"
 EAGER = FIXES / "infer_launch_eager.json.gz"
@@ -52,27 +50,14 @@ def db(tmp_path_factory):
     folder = tmp_path_factory.mktemp("graphs")
     files = {"eager": EAGER, "replayed": _replay_last_step_as_a_graph(EAGER, folder / "replayed.json.gz"),
              "infer_graph": FIXES / "infer_launch_graph.json.gz", "train_graph": FIXES / "train_launch_graph.json.gz"}
-    con = connect(folder / "graphs.duckdb")
-    for name, file in files.items():
-        assert load_file(con, file).status == "loaded"
-        con.execute("UPDATE trace_files SET trace = ? WHERE path = ?", [name, str(file.resolve())])
-    con.close()
-    return folder / "graphs.duckdb"
-
-
-def _query(db, sql):
-    con = connect_for_queries(db)
-    try:
-        return con.execute(sql).fetchall()
-    finally:
-        con.close()
+    return load_named(folder / "graphs.duckdb", files)
 
 
 def test_a_replay_whose_capture_is_not_in_the_trace_has_no_work_and_says_why(db):
     # infer_launch_graph and train_launch_graph: every step a cudaGraphLaunch (80 and 296 kernels
     # each), and before the first, kernels of replays launched before the window; no kernel
     # launched outside a graph to take the work of.
-    rows = _query(db, "SELECT trace, count(*), count(flops), count(bytes), count(work_source), "
+    rows = db_rows(db, "SELECT trace, count(*), count(flops), count(bytes), count(work_source), "
                       "list(DISTINCT work_missing) FROM kernels WHERE trace LIKE '%_graph' GROUP BY ALL ORDER BY ALL")
     assert rows == [("infer_graph", 409, 0, 0, 0, [GRAPH_MISSING]), ("train_graph", 1482, 0, 0, 0, [GRAPH_MISSING])]
 
@@ -81,13 +66,13 @@ def test_a_replayed_kernel_takes_the_work_of_its_identical_eager_kernels(db):
     # infer_launch_eager, its last step replayed as a graph: the step's 80 kernels (Linear's GEMM and
     # ReLU's clamp, bf16) have no op (the replay's is ProfilerStep#7); each takes the work the other steps' identical kernels did,
     # which is the work its own op's shapes gave it in the trace as captured.
-    rows = _query(db, """
+    rows = db_rows(db, """
         SELECT r.work_source, r.work_missing, r.flops = e.flops AND r.bytes = e.bytes AS same, count(*)
         FROM kernels r JOIN kernels e ON e.trace = 'eager' AND e.ts_us = r.ts_us AND e.name = r.name
         WHERE r.trace = 'replayed' AND r.step = 7
         GROUP BY ALL ORDER BY ALL""")
     assert rows == [("identical kernel", None, True, 80)]
     # the eager steps keep their own ops' work
-    (eager,) = _query(db, "SELECT count(*) FILTER (WHERE work_source = 'op shapes'), count(*) FROM kernels "
+    (eager,) = db_rows(db, "SELECT count(*) FILTER (WHERE work_source = 'op shapes'), count(*) FROM kernels "
                           "WHERE trace = 'replayed' AND step < 7")
     assert eager == (320, 320)

@@ -9,9 +9,7 @@ import json
 
 import pytest
 
-from conftest import TEST_DATA
-from tracekit.ingest.loader import load_file
-from tracekit.store.database import connect, connect_for_queries
+from conftest import TEST_DATA, db_rows, load_named
 
 H200 = TEST_DATA / "h200"
 INFER_FP32 = H200 / "fixes" / "infer_fp32.json.gz"
@@ -59,27 +57,14 @@ def db(tmp_path_factory):
              "dlrm_hidden": _hide_first_step_launches(DLRM, folder / "dlrm_hidden.json.gz"),
              "grouped": GROUPED, "grouped_hidden": _hide_first_step_launches(GROUPED, folder / "grouped_hidden.json.gz"),
              "grouped_ambiguous": _drop_last_gemm(_hide_first_step_launches(GROUPED, folder / "grouped_ambiguous.json.gz"))}
-    con = connect(folder / "inferred.duckdb")
-    for name, file in files.items():
-        assert load_file(con, file).status == "loaded"
-        con.execute("UPDATE trace_files SET trace = ? WHERE path = ?", [name, str(file.resolve())])
-    con.close()
-    return folder / "inferred.duckdb"
-
-
-def _query(db, sql):
-    con = connect_for_queries(db)
-    try:
-        return con.execute(sql).fetchall()
-    finally:
-        con.close()
+    return load_named(folder / "inferred.duckdb", files)
 
 
 def test_kernels_launched_before_the_window_take_the_work_of_their_identical_kernels(db):
     # infer_fp32: Linear(4096, 4096) and ReLU in fp32, four layers; 13 kernels ran before its
     # first launch. addmm(bias[4096], x[4096,4096], W[4096,4096]): 2·4096³ + 4096² FLOPs; the
     # bias, x and W read and y written in fp32. clamp_min: 4096² elements read and written.
-    rows = _query(db, "SELECT cpu_op IS NULL, work_source, name LIKE 'sm80_xmma_gemm%', count(*), min(flops), max(flops), "
+    rows = db_rows(db, "SELECT cpu_op IS NULL, work_source, name LIKE 'sm80_xmma_gemm%', count(*), min(flops), max(flops), "
                       "min(bytes), max(bytes), sum(dur_us) FROM kernels WHERE trace = 'infer_fp32' "
                       "GROUP BY ALL ORDER BY ALL")
     gemm = (2 * 4096 ** 3 + 4096 ** 2, 4096 * 4 + 3 * 4096 ** 2 * 4)
@@ -97,7 +82,7 @@ def test_hidden_launches_get_their_own_work_back_or_none(db):
     # train_gpt2 with its first step's launches hidden: each of those kernels takes, by the rule,
     # the work its own op's shapes gave it (or none, where its identical kernels disagree or
     # shared their ops with other kernels); never another's.
-    rows = _query(db, """
+    rows = db_rows(db, """
         SELECT h.flops IS NULL AS unknown, h.flops = t.flops AND h.bytes = t.bytes AS same, count(*), sum(t.dur_us)
         FROM kernels h JOIN kernels t ON t.trace = 'gpt2' AND t.ts_us = h.ts_us AND t.name = h.name
         WHERE h.trace = 'gpt2_hidden' AND h.cpu_op_id IS NULL AND t.cpu_op_id IS NOT NULL AND t.flops IS NOT NULL
@@ -113,7 +98,7 @@ def test_a_trace_whose_shapes_change_under_one_launch_geometry_infers_nothing(db
     # The recommender's kernels: some kernel did work that none of the others of its name, grid and
     # block did, while those others agree: the rule, its launch hidden, would have given it theirs.
     # Such a trace infers nothing, its first step's kernels hidden or not.
-    differ = _query(db, """
+    differ = db_rows(db, """
         WITH k AS (SELECT name, grid, block, cpu_op_id, flops, bytes,
                           count(*) OVER (PARTITION BY cpu_op_id) AS op_kernels
                    FROM kernels WHERE trace = 'dlrm' AND cpu_op_id IS NOT NULL AND flops IS NOT NULL)
@@ -124,7 +109,7 @@ def test_a_trace_whose_shapes_change_under_one_launch_geometry_infers_nothing(db
             GROUP BY a.cpu_op_id, a.flops, a.bytes
             HAVING count(DISTINCT (b.flops, b.bytes)) = 1 AND NOT bool_or(b.flops = a.flops AND b.bytes = a.bytes))""")
     assert differ[0][0] > 0
-    hidden = _query(db, "SELECT count(*), count(flops), count(work_source), list(DISTINCT work_missing) "
+    hidden = db_rows(db, "SELECT count(*), count(flops), count(work_source), list(DISTINCT work_missing) "
                         "FROM kernels WHERE trace = 'dlrm_hidden' AND cpu_op_id IS NULL "
                         "AND work_family IS DISTINCT FROM 'collective'")  # a collective's work is its comms args'
     assert hidden[0][0] > 100 and hidden[0][1:] == (0, 0, ["no launch in the trace, no identical kernel that agrees"])
@@ -137,18 +122,18 @@ def test_kernels_of_an_op_of_several_take_its_work_split_by_their_time(db):
     # FLOPs; A, B, offs read and C[32768, 4096] written. The first two take it, split by their time.
     flops = 2 * 32768 * 2048 * 4096
     nbytes = 32768 * 2048 * 2 + 8 * 2048 * 4096 * 2 + 8 * 4 + 32768 * 4096 * 2
-    rows = _query(db, "SELECT work_source, count(*), sum(flops), sum(bytes), list(flops / dur_us ORDER BY ts_us) "
+    rows = db_rows(db, "SELECT work_source, count(*), sum(flops), sum(bytes), list(flops / dur_us ORDER BY ts_us) "
                       "FROM kernels WHERE trace = 'grouped' AND cpu_op_id IS NULL GROUP BY ALL")
     assert len(rows) == 1 and rows[0][:2] == ("identical op", 2)
     assert rows[0][2] == pytest.approx(flops) and rows[0][3] == pytest.approx(nbytes)
     # split by time: each kernel the same FLOPs a µs
     assert rows[0][4][0] == pytest.approx(rows[0][4][1])
     # all of the trace's GPU time modelled (83% before: the first call's 0.77 ms)
-    assert _query(db, "SELECT count(*) FROM kernels WHERE trace = 'grouped' AND flops IS NULL") == [(0,)]
+    assert db_rows(db, "SELECT count(*) FROM kernels WHERE trace = 'grouped' AND flops IS NULL") == [(0,)]
 
 
 def test_hidden_launches_of_ops_of_several_kernels_get_their_own_work_back(db):
-    rows = _query(db, """
+    rows = db_rows(db, """
         SELECT h.work_source, h.flops = t.flops AND h.bytes = t.bytes AS same, count(*)
         FROM kernels h JOIN kernels t ON t.trace = 'grouped' AND t.ts_us = h.ts_us AND t.name = h.name
         WHERE h.trace = 'grouped_hidden' AND h.cpu_op_id IS NULL AND t.cpu_op_id IS NOT NULL
@@ -160,6 +145,6 @@ def test_a_sequence_whose_kernel_another_op_ran_is_not_matched(db):
     # the same trace, but its last call ran only the data preparation kernel: a hidden
     # prepare-then-GEMM pair may then have been that op and another, and takes no work (the pair
     # launched before the window and the first step's, its launches hidden)
-    rows = _query(db, "SELECT count(*), count(flops), list(DISTINCT work_missing) FROM kernels "
+    rows = db_rows(db, "SELECT count(*), count(flops), list(DISTINCT work_missing) FROM kernels "
                       "WHERE trace = 'grouped_ambiguous' AND cpu_op_id IS NULL")
     assert rows == [(4, 0, ["no launch in the trace, no identical kernel that agrees"])]
