@@ -18,10 +18,27 @@ UNFUSED_ATTENTION = "aten::_scaled_dot_product_attention_math"  # the op by defa
 def fuse_attention(graph, argument, changed, con):
     """Each call of the op (and each call's backward) becomes one item at its GEMMs' roofline; the
     calls that launched the rest cost nothing."""
+    key = ("fuse-attention", argument)
+    if key not in graph.read_by_fixes:  # findings replays a fix alone and with the others
+        graph.read_by_fixes[key] = _fused(graph, argument, con)
+    fused = graph.read_by_fixes[key]
+    if fused is None:
+        return
+    firsts, fused_ns, rest, gone_calls = fused
+    changed["item_dur"][firsts] = fused_ns
+    changed["item_dur"][rest] = 0
+    changed["item_gap"][rest] = 0
+    changed["call_dur"][gone_calls] = 0
+    changed["call_gap"][gone_calls] = 0
+
+
+def _fused(graph, argument, con):
+    """(the items that run each call's fused kernel, its ns, the call's other items, the calls that
+    launched only those) of the op's calls, or None where the graph has none."""
     group = _attention_groups(con, graph, argument or f"^{re.escape(UNFUSED_ATTENTION)}$")
     members = np.flatnonzero(group >= 0)
     if not len(members):
-        return
+        return None
     gemm_ns = np.where(graph.item_roofline >= 0, graph.item_roofline, 0)
     fused_ns = np.bincount(group[members], weights=gemm_ns[members]).astype(np.int64)
     if not fused_ns.any():
@@ -31,13 +48,9 @@ def fuse_attention(graph, argument, changed, con):
     order = members[np.argsort(group[members], kind="stable")]
     firsts = order[np.r_[True, group[order][1:] != group[order][:-1]]]
     rest = np.setdiff1d(members, firsts)
-    changed["item_dur"][firsts] = fused_ns[group[firsts]]
-    changed["item_dur"][rest] = 0
-    changed["item_gap"][rest] = 0
     gone_calls = np.setdiff1d(np.unique(graph.item_launch[rest][graph.item_launch[rest] >= 0]),
                               graph.item_launch[firsts])
-    changed["call_dur"][gone_calls] = 0
-    changed["call_gap"][gone_calls] = 0
+    return firsts, fused_ns[group[firsts]], rest, gone_calls
 
 
 _ATTENTION_SPANS = """
@@ -69,12 +82,9 @@ UNION ALL SELECT 2 * k + 1, pid, tid, ts_ns, end_ns FROM backward
 def _attention_groups(con, graph, op_regex):
     """Each item's group (-1: none): 2k for the items the k-th call of the op launched, 2k + 1 for
     those its backward launched (autograd's evaluate_function spans with its sequence numbers)."""
-    key = ("fuse-attention", op_regex)
-    if key not in graph.read_by_fixes:  # findings replays a fix alone and with the others
-        if con is None:
-            raise TracekitError("fuse-attention needs the trace's database")
-        graph.read_by_fixes[key] = con.execute(_ATTENTION_SPANS, {"trace": graph.trace, "op": op_regex}).fetchall()
-    spans = graph.read_by_fixes[key]
+    if con is None:
+        raise TracekitError("fuse-attention needs the trace's database")
+    spans = con.execute(_ATTENTION_SPANS, {"trace": graph.trace, "op": op_regex}).fetchall()
     call_group = np.full(len(graph.call_lane), -1, dtype=np.int64)
     # the outermost span wins where spans nest: written last
     for grp, on_lane, lo, hi in calls_inside(graph, sorted(spans, key=lambda row: row[0], reverse=True)):

@@ -136,7 +136,7 @@ def _no_profiler(graph, argument, changed, con):
     # CUPTI records each kernel of a CUDA graph as it runs, so a traced graph launch costs per kernel
     # (117 µs for 80 kernels, 394 for 251 on the H200's host); without the profiler it costs about
     # one launch, as cuda-graph takes it
-    graph_launches = np.array(["graphlaunch" in (name or "").lower() for name in graph.call_name], dtype=bool)
+    graph_launches = _found_in(lambda name: "graphlaunch" in name.lower(), graph.call_name)
     if graph_launches.any():
         changed["call_dur"][graph_launches] = np.minimum(changed["call_dur"][graph_launches], _launch_cost(graph))
 
