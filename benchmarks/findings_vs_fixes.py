@@ -130,7 +130,7 @@ def fix_pairs_table(con, found):
         without = replayer.saving(f"{unprofiled_fix}; {whatif}").saving_us - replayer.saving(unprofiled_fix).saving_us
         measured = unprofiled[before] - unprofiled[after]
         per_op_us = cost_per_op_us(con, before)
-        own = replayer.without_profiler(whatif, per_op_us).saving_us
+        own = replayer.without_profiler([whatif], per_op_us)[whatif].saving_us
         errors.append(100 * (own - measured) / measured)
         print(f"| `{rule}` (`{whatif[:40]}`) | `{before.split('/')[1]}` → `{after.split('/')[1]}` | {step_us:,.0f} → "
               f"{step_us - saving:,.0f} | {by_share:,.0f} | {100 * (by_share - measured) / measured:+.0f}% | "
