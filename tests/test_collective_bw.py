@@ -186,16 +186,6 @@ def test_a_database_loaded_before_interconnects_still_answers(bw_db, tmp_path):
     assert rows == [{"link": "NVLink 3"}]
 
 
-def _collective_kernel(name, ts, dur, correlation, collective, in_nelems, out_nelems, group_size):
-    import trace_builder as tb
-
-    event = tb.kernel(name, ts, dur, correlation, stream=20)
-    event["args"].update({"Collective name": collective, "In msg nelems": in_nelems, "Out msg nelems": out_nelems,
-                          "Group size": group_size, "dtype": "BFloat16", "Process Group Name": str(group_size),
-                          "Process Group Ranks": str(list(range(group_size)))})
-    return event
-
-
 def test_factors_and_sizes_of_the_collectives_no_real_trace_here_holds(tmp_path):
     # No public trace at hand runs all_gather, reduce_scatter or all_to_all with sizes, nor a
     # group larger than its host: a built one (tests/trace_builder.py) on a host of 4 H200s.
@@ -203,14 +193,14 @@ def test_factors_and_sizes_of_the_collectives_no_real_trace_here_holds(tmp_path)
 
     events = [tb.step(1, 0, 10000),
               # 4 ranks each give 1,048,576 bf16 elements (2 MiB); the gathered whole is 8 MiB
-              _collective_kernel("ncclDevKernel_AllGather_RING_LL(ncclDevComm*)", 100, 100.0, 1,
+              tb.collective_kernel("ncclDevKernel_AllGather_RING_LL(ncclDevComm*)", 100, 100.0, 1,
                                  "_allgather_base", 1048576, 4194304, 4),
               # the whole (8 MiB) goes in, each rank keeps a quarter
-              _collective_kernel("ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL(ncclDevComm*)", 300, 100.0, 2,
+              tb.collective_kernel("ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL(ncclDevComm*)", 300, 100.0, 2,
                                  "_reduce_scatter_base", 4194304, 1048576, 4),
-              _collective_kernel("ncclDevKernel_SendRecv(ncclDevComm*)", 500, 100.0, 3, "all_to_allv", 4194304, 4194304, 4),
+              tb.collective_kernel("ncclDevKernel_SendRecv(ncclDevComm*)", 500, 100.0, 3, "all_to_allv", 4194304, 4194304, 4),
               # a group of 16 on a host that shows 4 GPUs spans hosts: no link to compare with
-              _collective_kernel("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevComm*)", 700, 100.0, 4,
+              tb.collective_kernel("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevComm*)", 700, 100.0, 4,
                                  "allreduce", 4194304, 4194304, 16)]
     devices = [dict(tb.H200, id=i) for i in range(4)]
     path = tb.write(tmp_path, "built_collectives", tb.trace(events, devices=devices))

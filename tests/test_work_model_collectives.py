@@ -71,28 +71,18 @@ def test_no_comms_args_no_work_and_it_says_why(db):
     assert {tuple(r.values()) for r in rows} == {(None, None, "collective", None, "no message size (comms args)")}
 
 
-def _collective_kernel(name, ts, correlation, collective, in_nelems, out_nelems, group_size):
-    import trace_builder as tb
-
-    event = tb.kernel(name, ts, 100.0, correlation, stream=20)
-    event["args"].update({"Collective name": collective, "In msg nelems": in_nelems, "Out msg nelems": out_nelems,
-                          "Group size": group_size, "dtype": "BFloat16", "Process Group Name": str(group_size),
-                          "Process Group Ranks": str(list(range(group_size)))})
-    return event
-
-
 def test_factors_of_the_collectives_no_real_trace_here_holds(tmp_path):
     # all_gather, reduce_scatter and all_to_all with sizes, and a group larger than its host: a
     # built trace (tests/trace_builder.py) on a host of 4 H200s, as tests/test_collective_bw.py's.
     import trace_builder as tb
 
     events = [tb.step(1, 0, 10000),
-              _collective_kernel("ncclDevKernel_AllGather_RING_LL(ncclDevComm*)", 100, 1, "_allgather_base",
+              tb.collective_kernel("ncclDevKernel_AllGather_RING_LL(ncclDevComm*)", 100, 100.0, 1, "_allgather_base",
                                  1048576, 4194304, 4),
-              _collective_kernel("ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL(ncclDevComm*)", 300, 2,
+              tb.collective_kernel("ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL(ncclDevComm*)", 300, 100.0, 2,
                                  "_reduce_scatter_base", 4194304, 1048576, 4),
-              _collective_kernel("ncclDevKernel_SendRecv(ncclDevComm*)", 500, 3, "all_to_allv", 4194304, 4194304, 4),
-              _collective_kernel("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevComm*)", 700, 4, "allreduce",
+              tb.collective_kernel("ncclDevKernel_SendRecv(ncclDevComm*)", 500, 100.0, 3, "all_to_allv", 4194304, 4194304, 4),
+              tb.collective_kernel("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevComm*)", 700, 100.0, 4, "allreduce",
                                  4194304, 4194304, 16)]
     path = tb.write(tmp_path, "built_collectives", tb.trace(events, devices=[dict(tb.H200, id=i) for i in range(4)]))
     con = connect(tmp_path / "built.duckdb")

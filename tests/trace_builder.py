@@ -41,6 +41,15 @@ def kernel(name, ts, dur, correlation, *, stream=7, device=0, external_id=None):
             "args": args}
 
 
+def collective_kernel(name, ts, dur, correlation, collective, in_nelems, out_nelems, group_size):
+    """An NCCL kernel with the comms args PyTorch records (bf16, a group of ranks 0..group_size-1)."""
+    event = kernel(name, ts, dur, correlation, stream=20)
+    event["args"].update({"Collective name": collective, "In msg nelems": in_nelems, "Out msg nelems": out_nelems,
+                          "Group size": group_size, "dtype": "BFloat16", "Process Group Name": str(group_size),
+                          "Process Group Ranks": str(list(range(group_size)))})
+    return event
+
+
 def memcpy(ts, dur, correlation, *, kind="DtoD", nbytes=None, stream=7, device=0, external_id=None, host="Host"):
     """A copy; `host="Pageable"` names the host side as Kineto does for unpinned memory."""
     args = {"device": device, "stream": stream, "correlation": correlation}
