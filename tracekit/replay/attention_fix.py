@@ -53,6 +53,17 @@ def _fused(graph, argument, con):
     return firsts, fused_ns[group[firsts]], rest, gone_calls
 
 
+_CALL_SPANS = """
+SELECT 2 * (row_number() OVER (ORDER BY o.pid, o.tid, o.ts_ns) - 1) AS grp, o.pid, o.tid, o.ts_ns, o.ts_ns + o.dur_ns
+FROM cpu_op_rows o JOIN trace_files t ON t.trace_id = o.trace_id
+WHERE t.trace = $trace AND regexp_matches(o.name, $op)
+"""
+
+_HAS_BACKWARD = """
+SELECT EXISTS (SELECT 1 FROM cpu_op_rows o JOIN trace_files t ON t.trace_id = o.trace_id
+               WHERE t.trace = $trace AND o.name LIKE 'autograd::engine::evaluate_function:%')
+"""
+
 _ATTENTION_SPANS = """
 WITH ops AS (
     SELECT o.name, o.pid, o.tid, o.ts_ns, o.ts_ns + o.dur_ns AS end_ns,
@@ -84,7 +95,10 @@ def _attention_groups(con, graph, op_regex):
     those its backward launched (autograd's evaluate_function spans with its sequence numbers)."""
     if con is None:
         raise TracekitError("fuse-attention needs the trace's database")
-    spans = con.execute(_ATTENTION_SPANS, {"trace": graph.trace, "op": op_regex}).fetchall()
+    # a trace without autograd's nodes (inference) has no backward: its ops' sequence numbers,
+    # read from every op's args, are not needed
+    backward = con.execute(_HAS_BACKWARD, {"trace": graph.trace}).fetchone()[0]
+    spans = con.execute(_ATTENTION_SPANS if backward else _CALL_SPANS, {"trace": graph.trace, "op": op_regex}).fetchall()
     call_group = np.full(len(graph.call_lane), -1, dtype=np.int64)
     # the outermost span wins where spans nest: written last
     for grp, on_lane, lo, hi in calls_inside(graph, sorted(spans, key=lambda row: row[0], reverse=True)):

@@ -40,6 +40,7 @@ class TraceReplay:
     def __init__(self, con, trace, jobs=None):
         self.con, self.trace, self.problem = con, trace, None
         self._replayed_before = {}  # whatif -> Replayed: the unprofiled loop is replayed once for all fixes
+        self._planned = {}  # whatif -> its changes or a Replayed: planned once, replayed once
         try:
             self.replayer = Replayer((jobs or Jobs(con)).of(trace), trace)
             self.graph = self.replayer.graph
@@ -76,11 +77,24 @@ class TraceReplay:
         for whatif, with_fix in zip(changes, runs):
             done[whatif] = Replayed(why=with_fix) if isinstance(with_fix, str) else \
                 self._replayed(self.replayer.times_with(with_fix))
+            self._planned.pop(whatif, None)  # its arrays are not needed again
         self._replayed_before.update(done)
         return done
 
+    def plannable(self, whatif):
+        """Whether `whatif` changes the graph (its replay may still fail)."""
+        if whatif in self._replayed_before:
+            return self._replayed_before[whatif].saving_us is not None
+        return not self.problem and not isinstance(self._plan(whatif), Replayed)
+
     def _plan(self, whatif):
-        """The arrays `whatif`'s fixes change, by rank, or a Replayed saying why it cannot be replayed."""
+        """The arrays `whatif`'s fixes change, by rank, or a Replayed saying why it cannot be replayed
+        (kept until replayed: planning a fix twice costs it twice)."""
+        if whatif not in self._planned:
+            self._planned[whatif] = self._planning(whatif)
+        return self._planned[whatif]
+
+    def _planning(self, whatif):
         try:
             fixes = [parse_fix(text) for text in whatif.split(FIX_SEPARATOR)]
             changed = self.replayer.apply(fixes, self.con)
@@ -100,17 +114,18 @@ class TraceReplay:
         """{whatif: Replayed} of each of `whatifs` on the loop without the profiler, each recorded op
         costing `per_op_us` less (None: unknown, the traced loop's replay), with the traced saving
         beside: the fix's saving on the unprofiled loop is that loop with the fix less that loop."""
-        traced = self.savings(whatifs)
+        whatifs = list(dict.fromkeys(whatifs))
         if per_op_us is None or self.problem:
-            return {whatif: replace(r, traced_saving_us=r.saving_us) for whatif, r in traced.items()}
+            return {whatif: replace(r, traced_saving_us=r.saving_us) for whatif, r in self.savings(whatifs).items()}
         unprofiled = f"no-profiler:{per_op_us:.4f}"
-        replayable = [whatif for whatif in traced if traced[whatif].saving_us is not None]
-        untraced = self.savings([unprofiled] + [f"{unprofiled}{FIX_SEPARATOR}{whatif}" for whatif in replayable])
-        alone = untraced[unprofiled]
+        # each fix on the traced loop and on the unprofiled one, all replayed in one run
+        combined = {whatif: f"{unprofiled}{FIX_SEPARATOR}{whatif}" for whatif in whatifs if self.plannable(whatif)}
+        runs = self.savings(whatifs + [unprofiled] + list(combined.values()))
+        alone = runs[unprofiled]
         result = {}
-        for whatif, r in traced.items():
-            r = replace(r, traced_saving_us=r.saving_us)
-            both = untraced.get(f"{unprofiled}{FIX_SEPARATOR}{whatif}")
+        for whatif in whatifs:
+            r = replace(runs[whatif], traced_saving_us=runs[whatif].saving_us)
+            both = runs[combined[whatif]] if whatif in combined and r.saving_us is not None else None
             if both is None or alone.saving_us is None:  # no op to take out: the loop as traced is the loop
                 result[whatif] = r
             elif both.saving_us is None:
@@ -136,10 +151,14 @@ def replay_savings(con, traces_and_fixes):
     for trace, fixes in by_trace.items():
         replayer = TraceReplay(con, trace, jobs)
         per_op_us = cost_per_op_us(con, trace)
-        each.update({(trace, whatif): r for whatif, r in replayer.without_profiler(fixes, per_op_us).items()})
+        fixes = list(dict.fromkeys(fixes))
+        # all fixes together, as planning foresees them, replayed in the same run as each alone
+        foreseen = FIX_SEPARATOR.join(sorted(w for w in fixes if replayer.plannable(w)))
+        results = replayer.without_profiler(fixes + ([foreseen] if foreseen else []), per_op_us)
+        each.update({(trace, whatif): results[whatif] for whatif in fixes})
         # in one order whatever order the rules' rows came in (a database's or a lake's)
-        replayed = sorted(w for w in dict.fromkeys(fixes) if each[(trace, w)].saving_us is not None)
+        replayed = sorted(w for w in fixes if results[w].saving_us is not None)
         if replayed:
             all_fixes = FIX_SEPARATOR.join(replayed)
-            together[trace] = (all_fixes, replayer.without_profiler([all_fixes], per_op_us)[all_fixes])
+            together[trace] = (all_fixes, results.get(all_fixes) or replayer.without_profiler([all_fixes], per_op_us)[all_fixes])
     return each, together
