@@ -39,11 +39,13 @@
   Tensor Core roofline, the rest (softmax, masks, scaling, copies) fused away, one launch.
 """
 
+import collections
 import csv
 import re
 from importlib import resources
 
 import numpy as np
+import pandas as pd
 
 from tracekit.errors import TracekitError
 from tracekit.replay.attention_fix import fuse_attention
@@ -244,8 +246,7 @@ def _host_links():
 
 def _launch_cost(graph):
     """What one launch costs the CPU in this trace: the median kernel launch call."""
-    launches = np.array(["launchkernel" in (name or "").lower() for name in graph.call_name], dtype=bool) \
-        & (graph.call_wait < 0)
+    launches = _found_in(lambda name: "launchkernel" in name.lower(), graph.call_name) & (graph.call_wait < 0)
     return np.int64(np.median(graph.call_dur[launches])) if launches.any() else np.int64(5_000)
 
 
@@ -281,9 +282,26 @@ def _found_in(test, texts):
     """Whether `test` holds for each of `texts` (None as '')."""
     # A trace repeats a few thousand names and op paths over its hundreds of thousands of nodes:
     # each distinct text is tested once.
-    known = {}
-    return np.array([known[text] if text in known else known.setdefault(text, bool(test(text or "")))
-                     for text in texts], dtype=bool)
+    codes, distinct = _distinct(texts)
+    return np.array([bool(test(text or "")) for text in distinct], dtype=bool)[codes] if len(codes) \
+        else np.zeros(0, dtype=bool)
+
+
+_DISTINCT = collections.OrderedDict()  # id(texts) -> (texts, codes, distinct): the last few arrays read
+
+
+def _distinct(texts):
+    """(codes, distinct texts) of `texts`, kept for the next fix on the same array (the cache holds
+    the array, so its id stays its own)."""
+    key = id(texts)
+    if key in _DISTINCT and _DISTINCT[key][0] is texts:
+        _DISTINCT.move_to_end(key)
+        return _DISTINCT[key][1:]
+    codes, distinct = pd.factorize(texts, use_na_sentinel=False)
+    _DISTINCT[key] = (texts, codes, distinct)
+    while len(_DISTINCT) > 8:
+        _DISTINCT.popitem(last=False)
+    return codes, distinct
 
 
 _APPLY = {

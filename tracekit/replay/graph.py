@@ -23,10 +23,17 @@ import numpy as np
 # Items and calls numbered in their lanes' order; every link is an index (-1: none), computed here.
 _NODES = """
 CREATE OR REPLACE TEMP TABLE _replay_items AS
-SELECT row_number() OVER (ORDER BY i.device, i.stream, i.place) - 1 AS n,
-       dense_rank() OVER (ORDER BY i.device, i.stream) - 1 AS lane, i.*
-FROM _cp_items i JOIN trace_files t ON t.trace_id = i.trace_id
-WHERE t.trace = $trace;
+-- n: the items in (device, stream, place) order, from each lane's count of items (place runs 1 to
+-- the count on each): a sort of the lanes, not of every item with its kernel name
+WITH mine AS (
+    SELECT i.* FROM _cp_items i JOIN trace_files t ON t.trace_id = i.trace_id WHERE t.trace = $trace
+), lanes AS (
+    SELECT device, stream, row_number() OVER (ORDER BY device, stream) - 1 AS lane,
+           coalesce(sum(count(*)) OVER (ORDER BY device, stream ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS before
+    FROM mine GROUP BY device, stream
+)
+SELECT CAST(l.before + m.place - 1 AS BIGINT) AS n, l.lane, m.*
+FROM mine m JOIN lanes l ON l.device = m.device AND l.stream = m.stream;
 CREATE OR REPLACE TEMP TABLE _replay_calls AS
 SELECT row_number() OVER (ORDER BY r.pid, r.tid, r.ts_ns, r.dur_ns, r.correlation) - 1 AS n,
        dense_rank() OVER (ORDER BY r.pid, r.tid) - 1 AS lane, r.*,
