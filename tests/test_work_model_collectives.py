@@ -56,12 +56,14 @@ def test_all_of_the_a100_ranks_collective_time_is_modelled(db):
     assert row == {"n": 21, "modelled": 21}
 
 
-def test_rtx4090_work_known_roofline_unknown_without_the_gpus_peak(db):
-    # 100 Float elements, a group of 2: 400 B across PCIe and 50 additions; gpu_specs has no
-    # RTX 4090, so no peak for the additions: no roofline, never one from a side alone
+def test_rtx4090_work_and_roofline_across_pcie(db):
+    # 100 Float elements, a group of 2: 400 B across PCIe 4.0 x16 (31.5 GB/s a direction,
+    # knowledge/interconnects.csv) and 50 additions at the RTX 4090's 82.6 FP32 TFLOPS: the link
+    # bounds it, 400 / 31.5e3 µs
     [row] = _rows(db, "SELECT flops, bytes, roofline_us, bound, work_missing FROM kernels "
                       "WHERE trace LIKE 'rtx4090%' AND kernel_class = 'communication'")
-    assert row == {"flops": 50.0, "bytes": 400.0, "roofline_us": None, "bound": None, "work_missing": None}
+    assert row == {"flops": 50.0, "bytes": 400.0, "roofline_us": pytest.approx(400 / 31.5e3), "bound": "network",
+                   "work_missing": None}
 
 
 def test_no_comms_args_no_work_and_it_says_why(db):
