@@ -17,6 +17,10 @@ The loops (GPU shapes; a CPU run uses small ones):
   grouped_gemm         torch._grouped_mm of 8 bf16 groups (a mixture of experts' layout)
   flex_attention       torch.compile'd flex_attention, causal, B=4 H=16 S=2048 D=64 bf16, forward
                        and backward (Triton kernels)
+  train_more_ops       a conv net at batch 32, 64x56x56 with average, adaptive and upsampling
+                       layers and an embedding bag, MSE, smooth L1 and BCE-with-logits losses, fp16
+                       autocast with AMP's gradient scaler, gradient clipping, AdamW (foreach); then
+                       sort, top-k, cumsum, arg max, random fills and an rFFT under no_grad
 A loop this torch or machine cannot run is skipped and says why; the others still run.
 """
 
@@ -156,6 +160,53 @@ def flex_attention_step(device):
     return step
 
 
+def more_ops_train_step(device):
+    """Ops the other loops do not reach: average and adaptive pools, upsampling, embedding bags,
+    MSE, smooth L1 and BCE-with-logits losses, AMP's gradient scaler, gradient clipping (a foreach
+    norm), then under no_grad a sort, top-k, cumulative sum, arg max, random fills and an FFT."""
+    gpu = _gpu(device)
+    channels, size, batch, rows = (64, 56, 32, 100_000) if gpu else (8, 8, 2, 100)
+    conv = torch.nn.Conv2d(channels, channels, 3, padding=1, device=device)
+    bag = torch.nn.EmbeddingBag(rows, 128, mode="sum", device=device)
+    head = torch.nn.Linear(channels + 128, 256, device=device)
+    images = torch.randn(batch, channels, size, size, device=device)
+    indices = torch.randint(0, rows, (batch * 20,), device=device)
+    offsets = torch.arange(0, batch * 20, 20, device=device)
+    target = torch.randn(batch, 256, device=device)
+    labels = torch.rand(batch, 256, device=device).round()
+    parameters = [*conv.parameters(), *bag.parameters(), *head.parameters()]
+    optimizer = torch.optim.AdamW(parameters, lr=1e-4, foreach=True)
+    # AMP's fp16 autocast with its gradient scaler on a GPU; bf16 autocast, no scaler, on a CPU
+    scaler = torch.amp.GradScaler(device, enabled=gpu)
+    autocast = torch.autocast(device, dtype=torch.float16 if gpu else torch.bfloat16)
+
+    def step():
+        with autocast:
+            h = F.avg_pool2d(conv(images), 2)
+            h = F.interpolate(h, scale_factor=2, mode="bilinear", align_corners=False)
+            h = F.interpolate(h, scale_factor=0.5, mode="nearest")
+            pooled = F.adaptive_avg_pool2d(h, 1).flatten(1)
+            out = head(torch.cat([pooled, bag(indices, offsets)], dim=1))
+            loss = F.mse_loss(out.float(), target) + F.smooth_l1_loss(out.float(), target) \
+                + F.binary_cross_entropy_with_logits(out.float(), labels)
+        scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(parameters, 1.0)
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad(set_to_none=True)
+        with torch.no_grad():
+            scores = out.float()
+            torch.sort(scores, dim=-1)
+            torch.topk(scores, 8, dim=-1)
+            torch.cumsum(scores, dim=-1)
+            scores.argmax(dim=-1)
+            noise = torch.empty_like(scores).normal_()
+            torch.bernoulli(torch.full_like(scores, 0.5))
+            torch.fft.rfft(noise + scores, dim=-1)
+    return step
+
+
 LOOPS = {
     "train_resnet50": resnet_train_step,
     "train_llama": llama_train_step,
@@ -163,6 +214,7 @@ LOOPS = {
     "fp8_gemm": fp8_gemm_step,
     "grouped_gemm": grouped_gemm_step,
     "flex_attention": flex_attention_step,
+    "train_more_ops": more_ops_train_step,
 }
 
 

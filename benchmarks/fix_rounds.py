@@ -1,0 +1,87 @@
+"""findings' predicted savings against fixes captured again, each loop timed in its own process
+before and after its trace (capture/fix_rounds.py): an out-of-sample check of issue [15]'s fix
+pairs, on a capture the model was not fitted on.
+
+Loads the folder's traces into a scratch database, runs `findings`, and for each pair of
+findings_vs_fixes.FIX_PAIRS prints: the "before" finding's saving_us_per_step (the fix replayed
+without the profiler, at the cost the trace's own gaps show) against the measured saving, the
+median of the before loop's unprofiled rounds (timings.csv: `pre` and `post`) less the after
+loop's; the spread of that saving from round to round (each round's before less its after); and
+the saving timed right after each trace (`truth`).
+
+    python benchmarks/fix_rounds.py tests/data/h200/fix_rounds [--db /tmp/bench/fix_rounds.duckdb]
+"""
+
+import argparse
+import csv
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from findings_vs_fixes import FIX_PAIRS  # noqa: E402
+
+from tracekit.analysis.findings_engine import run_findings  # noqa: E402
+from tracekit.ingest.loader import load_file  # noqa: E402
+from tracekit.store.database import connect, connect_for_queries  # noqa: E402
+
+WITHIN = 25  # %: issue [15]'s target for every pair
+
+
+def timings(folder):
+    """{loop: {phase: [step_us by round]}} of the folder's timings.csv."""
+    rounds = defaultdict(lambda: defaultdict(list))
+    with (folder / "timings.csv").open() as source:
+        for row in csv.DictReader(source):
+            rounds[row["loop"]][row["phase"]].append(float(row["step_us"]))
+    return rounds
+
+
+def load(folder, db):
+    for suffix in ("", ".wal"):
+        Path(str(db) + suffix).unlink(missing_ok=True)
+    con = connect(db)
+    for path in sorted(folder.glob("*.json.gz")):
+        load_file(con, path)
+    con.close()
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folder", type=Path)
+    parser.add_argument("--db", default="/tmp/bench/fix_rounds.duckdb")
+    args = parser.parse_args(argv)
+    Path(args.db).parent.mkdir(parents=True, exist_ok=True)
+    load(args.folder, args.db)
+    found = run_findings(connect_for_queries(args.db))
+    rounds = timings(args.folder)
+    print("| rule | before → after | predicted µs (saving_us_per_step) | measured µs (medians of the unprofiled "
+          "rounds) | error | round by round µs | timed right after the traces µs |")
+    print("|---|---|---:|---:|---:|---|---:|")
+    errors = []
+    for rule, before, after, *fix in FIX_PAIRS:
+        before, after = before.split("/")[1], after.split("/")[1]
+        if before not in rounds or after not in rounds:
+            continue
+        rows = found[(found["trace"] == before) & (found["rule"] == rule)]
+        if fix:
+            rows = rows[rows["whatif"] == fix[0]]
+        predicted = rows["saving_us_per_step"].max() if len(rows) else None
+        unprofiled = {loop: rounds[loop]["pre"] + rounds[loop]["post"] for loop in (before, after)}
+        measured = statistics.median(unprofiled[before]) - statistics.median(unprofiled[after])
+        paired = [b - a for b, a in zip(unprofiled[before], unprofiled[after])]
+        truth = rounds[before]["truth"][0] - rounds[after]["truth"][0]
+        if predicted is None or predicted != predicted:
+            cells = ("no finding", "")
+        else:
+            errors.append(100 * (predicted - measured) / measured)
+            cells = (f"{predicted:,.0f}", f"{errors[-1]:+.0f}%")
+        print(f"| `{rule}` | `{before}` → `{after}` | {cells[0]} | {measured:,.0f} | {cells[1]} | "
+              f"{min(paired):,.0f} to {max(paired):,.0f} | {truth:,.0f} |")
+    print(f"\nwithin {WITHIN}%: {sum(abs(e) <= WITHIN for e in errors)} of {len(errors)} pairs with a finding")
+
+
+if __name__ == "__main__":
+    main()

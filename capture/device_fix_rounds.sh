@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Captures, in one call to a lent GPU machine, every fix pair of capture/fix_pairs.py again with its
+# truth timed in the same process (capture/fix_rounds.py: one process per pair kind), and the CUDA
+# graphs captured inside the profiler's window (capture/graph_in_trace.py), and the work models'
+# loop of the ops the other loops do not reach (capture/work_model_loops.py train_more_ops).
+# Usage (repo root, OUT set): bash capture/device_fix_rounds.sh
+# Writes $OUT/fix_rounds.tar, $OUT/graph_in_trace.tar, $OUT/more_ops.tar, $OUT/capture.log,
+# $OUT/environment.txt.
+set -uo pipefail
+export PYTHONUNBUFFERED=1
+python3 -m pip install -q --no-build-isolation --no-deps --no-index --target /tmp/site . || exit 1
+export PYTHONPATH=/tmp/site
+{
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
+  python3 -c 'import torch, sys, platform; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version(), "kernel", platform.release())'
+  nproc; lscpu | grep -i -E "model name|numa node\(s\)|thread\(s\) per core"
+} > "$OUT/environment.txt" 2>&1
+cat "$OUT/environment.txt"
+cd /tmp
+groups=(
+  infer_launch_eager,infer_launch_graph,train_launch_eager,train_launch_graph
+  infer_item,infer_no_item,train_item,train_no_item
+  infer_stall,infer_no_stall
+  infer_mask_per_call,infer_mask_once,train_mask_per_call,train_mask_once
+  infer_fp32,infer_tf32,train_fp32,train_tf32
+  train_copy_pageable,train_copy_pinned,train_copy_prefetch
+  infer_sdpa_math,infer_sdpa_flash,train_sdpa_math,train_sdpa_flash
+)
+{
+  for group in "${groups[@]}"; do
+    echo "+ fix_rounds $group"
+    python3 -m tracekit.capture.fix_rounds --out /tmp/fix_rounds --only "$group" --rounds "${ROUNDS:-7}"
+  done
+  echo "+ graph_in_trace"
+  python3 -m tracekit.capture.graph_in_trace --out /tmp/graph_in_trace
+  echo "+ work_model_loops train_more_ops"
+  python3 -m tracekit.capture.work_model_loops --out /tmp/more_ops --only train_more_ops
+} 2>&1 | grep -v '^USDT:' | tee "$OUT/capture.log"
+tar cf "$OUT/fix_rounds.tar" -C /tmp fix_rounds
+tar cf "$OUT/graph_in_trace.tar" -C /tmp graph_in_trace
+tar cf "$OUT/more_ops.tar" -C /tmp more_ops
+ls -la /tmp/fix_rounds /tmp/graph_in_trace /tmp/more_ops
