@@ -8,7 +8,7 @@ import sys
 import duckdb
 import pytest
 
-from tracekit.cli import cli
+from tracekit.cli import all_commands, cli
 from tracekit.analysis.named_queries import named_queries
 from conftest import invoke_cli as invoke
 
@@ -167,8 +167,21 @@ def test_every_documented_view_column_exists(sample_con):
         assert {c for c in columns if " " not in c and c.isidentifier()} <= actual, view
 
 
+def test_each_command_is_in_the_module_the_cli_imports_for_it():
+    # the CLI imports a command's module when the command is asked for (COMMAND_MODULES): a
+    # command missing from the table, or filed under another module, would not be found
+    from importlib import import_module
+
+    from tracekit.cli import COMMAND_MODULES
+
+    for module_name in set(COMMAND_MODULES.values()):
+        for command in import_module(f"tracekit.cli.{module_name}").COMMANDS:
+            assert COMMAND_MODULES.get(command.name) == module_name, command.name
+    assert sorted(all_commands()) == sorted(COMMAND_MODULES)
+
+
 def test_every_command_has_help():
-    for name, command in cli.commands.items():
+    for name, command in all_commands().items():
         assert command.help and len(command.help) > 20, name
         assert invoke(name, "--help").exit_code == 0
 

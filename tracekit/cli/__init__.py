@@ -16,8 +16,27 @@ from tracekit.errors import TracekitError
 from tracekit.outputs.safe_text import printable
 
 
+# Each module holds one family of commands and lists them in COMMANDS. A command's module is
+# imported when the command runs (all of them for --help): a load does not pay for the others.
+COMMAND_MODULES = {"load": "analysis_cmd", "query": "analysis_cmd", "schema": "analysis_cmd", "tables": "analysis_cmd",
+                   "capture": "capture_cmd", "shell": "shell_cmd", "findings": "findings_cmd", "diff": "diff_cmd",
+                   "open": "perfetto_cmd", "export": "perfetto_cmd", "hta": "hta_cmd", "report": "report_cmd",
+                   "whatif": "whatif_cmd"}
+
+
 class TracekitGroup(click.Group):
-    """Turns every user mistake into one `Error: ...` line: exit 2 for usage, 1 otherwise."""
+    """Turns every user mistake into one `Error: ...` line: exit 2 for usage, 1 otherwise; and
+    imports each command's module when the command is asked for."""
+
+    def list_commands(self, ctx):
+        return sorted(COMMAND_MODULES)
+
+    def get_command(self, ctx, name):
+        if name in COMMAND_MODULES and name not in self.commands:
+            from importlib import import_module
+            for command in import_module(f"tracekit.cli.{COMMAND_MODULES[name]}").COMMANDS:
+                self.add_command(command)
+        return super().get_command(ctx, name)
 
     def main(self, args=None, prog_name=None, **extra):
         extra.pop("standalone_mode", None)
@@ -102,19 +121,11 @@ def wait_option(command):
                         help="Wait this long for a database another process (a load) holds.")(run)
 
 
-# Each module holds one family of commands and lists them in COMMANDS.
-_COMMAND_MODULES = ("capture_cmd", "analysis_cmd", "shell_cmd", "findings_cmd", "diff_cmd", "perfetto_cmd", "hta_cmd",
-                    "report_cmd", "whatif_cmd")
-
-
-def _register():
-    from importlib import import_module
-    for module_name in _COMMAND_MODULES:
-        for command in import_module(f"tracekit.cli.{module_name}").COMMANDS:
-            cli.add_command(command)
-
-
-_register()
+def all_commands():
+    """{name: command} of every command, each module imported."""
+    for name in COMMAND_MODULES:
+        cli.get_command(None, name)
+    return dict(cli.commands)
 
 
 def main():

@@ -11,7 +11,7 @@ import click
 
 from tracekit.cli import echo_line, lake_option, wait_option
 from tracekit.errors import QueryError, TracekitError
-from tracekit.outputs.render import FORMATS  # light: the renderer imports neither duckdb nor pandas
+from tracekit.outputs.formats import FORMATS  # the names alone: a load renders no table
 
 # Loads shorter than this finish before a progress bar would help.
 PROGRESS_AFTER_S = 1.0

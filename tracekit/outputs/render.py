@@ -10,10 +10,9 @@ reaches a terminal, no markup a markdown page, no formula a spreadsheet (unless 
 from tracekit.analysis.cells import json_value, text
 from tracekit.errors import TracekitError
 from tracekit.analysis.rows import records  # noqa: F401  (the API's DataFrames as row dicts, for tests and scripts)
+from tracekit.outputs.formats import FORMATS
 from tracekit.outputs.safe_text import html_text, markdown_text, printable, spreadsheet_safe
 from tracekit.outputs.table_fit import table
-
-FORMATS = ("table", "box", "line", "csv", "tsv", "json", "ndjson", "markdown", "html", "parquet")
 
 
 def as_table(rows, width=None, keys=None, max_rows=None, whole="-f line", box=False):
