@@ -50,8 +50,10 @@ CREATE OR REPLACE TEMP MACRO wm_pairs(sq, sk, causal) AS
 CREATE OR REPLACE TEMP MACRO wm_bool(t) AS CASE t WHEN 'True' THEN true WHEN 'False' THEN false END;
 
 -- Element j of a list Kineto wrote as text ("[1, 1]"), a number; flag j of "[True, False]" as 1 or 0.
+-- (Concrete Inputs write a float as Python does, "[2., 2.]": not JSON until "2." is "2.0".)
 CREATE OR REPLACE TEMP MACRO wm_item(t, j) AS
-    CASE WHEN json_valid(t) THEN TRY_CAST(json_extract(t, '$[' || j || ']') AS DOUBLE) END;
+    CASE WHEN json_valid(regexp_replace(t, '(\d)\.(\D|$)', '\1.0\2', 'g'))
+         THEN TRY_CAST(json_extract(regexp_replace(t, '(\d)\.(\D|$)', '\1.0\2', 'g'), '$[' || j || ']') AS DOUBLE) END;
 CREATE OR REPLACE TEMP MACRO wm_flag(t, j) AS
     CASE wm_bool(trim(split_part(trim(t, '[]'), ',', j + 1))) WHEN true THEN 1 WHEN false THEN 0 END;
 
