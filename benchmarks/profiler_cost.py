@@ -27,6 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 FIXES = ROOT / "tests" / "data" / "h200" / "fixes"
 ROUNDS = ROOT / "tests" / "data" / "h200" / "item_rounds"
+H100_ROUNDS = ROOT / "tests" / "data" / "h100" / "fix_rounds"  # a third host: every loop timed in its capture's process
 CPU_BOUND = 1.3  # an unprofiled step this much longer than the GPU's busy time is the CPU's
 
 
@@ -89,10 +90,22 @@ def round_timings():
     return {(row[0], row[1]): float(row[2]) for row in rows if row[0] != "cpu"}
 
 
-def measured_against_estimated(fixes_con, rounds_con):
+def h100_rounds():
+    """{loop: [step_us of each round before any profiler ran in its process]} of
+    tests/data/h100/fix_rounds (`pre`: after the traces a CPU-bound loop runs up to a third slower)."""
+    rounds = {}
+    for row in csv.DictReader(open(H100_ROUNDS / "timings.csv")):
+        if row["phase"] == "pre":
+            rounds.setdefault(row["loop"], []).append(float(row["step_us"]))
+    return rounds
+
+
+def measured_against_estimated(fixes_con, rounds_con, h100_con=None):
     """[(host, capture, ops per step, measured µs per op, median sibling gap µs)] of every CPU-bound
-    capture: the fixes/ loops (unprofiled: repeats.csv's median) and item_rounds' captures
-    (unprofiled: the median of the loop's 6 unprofiled rounds)."""
+    capture: the fixes/ loops (unprofiled: repeats.csv's median), item_rounds' captures
+    (unprofiled: the median of the loop's 6 unprofiled rounds) and, with `h100_con`, the H100
+    host's fix_rounds (unprofiled: the median of the loop's 7 rounds before the traces, CPU-bound as fixes/ is,
+    against the trace's own GPU busy time)."""
     from tracekit.replay.profiler_cost import sibling_gap_us
 
     truth = {row["loop"]: float(row["gpu_busy_us"]) for row in csv.DictReader(open(FIXES / "truth.csv"))}
@@ -109,6 +122,15 @@ def measured_against_estimated(fixes_con, rounds_con):
                 unprofiled = statistics.median(us for (phase, name), us in timings.items()
                                                if name == loop and phase[:3] in ("pre", "pos"))
             rows.append((host, trace, ops, (traced - unprofiled) / ops, sibling_gap_us(con, trace)[0]))
+    if h100_con is not None:
+        rounds = h100_rounds()
+        busy = dict(h100_con.execute("SELECT trace, gpu_us_per_step FROM step_totals").fetchall())
+        for trace, traced, ops in _traced_steps(h100_con):
+            unprofiled = statistics.median(rounds[trace]) if trace in rounds else None
+            gap = sibling_gap_us(h100_con, trace)[0]
+            if unprofiled is None or busy.get(trace) is None or unprofiled < CPU_BOUND * busy[trace] or gap is None:
+                continue
+            rows.append(("h100 fix_rounds", trace, ops, (traced - unprofiled) / ops, gap))
     return rows
 
 
@@ -141,7 +163,8 @@ def main():
 
     con = _load(args.db, FIXES)
     rounds_con = _load(args.db.replace(".duckdb", "") + "_rounds.duckdb", ROUNDS)
-    estimated_table(measured_against_estimated(con, rounds_con), COST_PER_GAP)
+    h100_con = _load(args.db.replace(".duckdb", "") + "_h100.duckdb", H100_ROUNDS)
+    estimated_table(measured_against_estimated(con, rounds_con, h100_con), COST_PER_GAP)
     fit_table(con, None, f"the trace's own estimate, {COST_PER_GAP} gaps an op")
     cost, rows = cost_per_op(con)
     print("| loop (fixed, CPU-bound) | traced µs/step | unprofiled µs/step | GPU busy µs/step | ops/step | µs per op |")
@@ -153,7 +176,7 @@ def main():
 
 
 def estimated_table(rows, per_gap):
-    """Measured µs per op against the trace's estimate, each CPU-bound capture of both hosts."""
+    """Measured µs per op against the trace's estimate, each CPU-bound capture of every host."""
     print("| host | capture (CPU-bound) | ops/step | measured µs per op | sibling gap µs | measured / gap | "
           f"estimated ({per_gap} gaps) µs per op | error |")
     print("|---|---|---:|---:|---:|---:|---:|---:|")

@@ -1,7 +1,9 @@
 """Kernels a CUDA graph replayed: their launch (cudaGraphLaunch) names no op, as the ops ran when
-the graph was captured. Where the capture is not in the trace, a replayed kernel takes the work of
-the kernels of its name, grid and block launched outside a graph, where all did the same work
-(work_source 'identical kernel'); else its work is NULL and work_missing says why, never 0."""
+the graph was captured. Where the capture is in the trace, each replayed kernel takes the work of
+the op that launched it at capture (work_source 'graph capture'). Where it is not, a replayed
+kernel takes the work of the kernels of its name, grid and block launched outside a graph, where
+all did the same work (work_source 'identical kernel'); else its work is NULL and work_missing
+says why, never 0."""
 
 import gzip
 import json
@@ -11,6 +13,7 @@ import pytest
 from conftest import TEST_DATA, db_rows, load_named
 
 FIXES = TEST_DATA / "h200" / "fixes"
+IN_TRACE = TEST_DATA / "h100" / "graph_in_trace"
 EAGER = FIXES / "infer_launch_eager.json.gz"
 GRAPH_MISSING = "a CUDA graph replay whose capture is not in the trace"
 
@@ -49,7 +52,9 @@ def _replay_last_step_as_a_graph(source, target):
 def db(tmp_path_factory):
     folder = tmp_path_factory.mktemp("graphs")
     files = {"eager": EAGER, "replayed": _replay_last_step_as_a_graph(EAGER, folder / "replayed.json.gz"),
-             "infer_graph": FIXES / "infer_launch_graph.json.gz", "train_graph": FIXES / "train_launch_graph.json.gz"}
+             "infer_graph": FIXES / "infer_launch_graph.json.gz", "train_graph": FIXES / "train_launch_graph.json.gz",
+             "infer_captured": IN_TRACE / "infer_graph_in_trace.json.gz",
+             "train_captured": IN_TRACE / "train_graph_in_trace.json.gz"}
     return load_named(folder / "graphs.duckdb", files)
 
 
@@ -76,3 +81,25 @@ def test_a_replayed_kernel_takes_the_work_of_its_identical_eager_kernels(db):
     (eager,) = db_rows(db, "SELECT count(*) FILTER (WHERE work_source = 'op shapes'), count(*) FROM kernels "
                           "WHERE trace = 'replayed' AND step < 7")
     assert eager == (320, 320)
+
+
+def test_a_replay_whose_capture_is_in_the_trace_takes_its_capture_ops_work(db):
+    # tests/data/h100/graph_in_trace: the launch loop's graph captured inside the profiler's window,
+    # then replayed 5 times (80 kernels a replay in inference, 247 in training); its eager warm-up
+    # calls in the same step ran the same kernels with ops of their own. Each replayed kernel takes
+    # the work of the op that launched it at capture, which is the work of the eager kernel of its
+    # name, grid and block.
+    rows = db_rows(db, """
+        WITH eager AS (SELECT DISTINCT trace, name, grid, block, flops, bytes FROM kernels WHERE work_source = 'op shapes')
+        SELECT r.trace, count(*), count(*) FILTER (WHERE r.flops = e.flops AND r.bytes = e.bytes)
+        FROM kernels r JOIN eager e USING (trace, name, grid, block)
+        WHERE r.work_source = 'graph capture' GROUP BY ALL ORDER BY ALL""")
+    assert rows == [("infer_captured", 400, 400), ("train_captured", 1235, 1235)]
+    # a replay's GEMM: addmm(bias [512], x [32,512], W^T [512,512]) in bf16, 2·32·512·512 + 32·512
+    # FLOPs, its work not split over the 5 replays
+    gemms = db_rows(db, "SELECT DISTINCT flops, bytes FROM kernels WHERE trace = 'infer_captured' "
+                        "AND work_source = 'graph capture' AND work_family = 'gemm'")
+    assert gemms == [(2 * 32 * 512 * 512 + 32 * 512, (512 + 32 * 512 + 512 * 512 + 32 * 512) * 2)]
+    # no replayed kernel says its capture is missing
+    assert db_rows(db, "SELECT count(*) FROM kernels WHERE trace LIKE '%_captured' AND work_missing = ?",
+                   [GRAPH_MISSING]) == [(0,)]

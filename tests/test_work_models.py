@@ -23,6 +23,7 @@ TRACES = {
     "mi300": TEST_DATA / "foreign" / "amd_mi300_gfx942_bf16_gemm.json.gz",
     "a100": TEST_DATA / "foreign" / "a100_sxm4_80gb_fp16_gemm_ampere.json.gz",
     "resnet": H200 / "work_models" / "train_resnet50.json.gz",
+    "more_ops": TEST_DATA / "h100" / "more_ops" / "train_more_ops.json.gz",
 }
 
 
@@ -141,6 +142,47 @@ CASES = [
     # its backward: dy and the indices read, dx written.
     ("resnet", "aten::max_pool2d_with_indices_backward", "[[32,64,56,56],[32,64,112,112],[],[],[],[],[],[32,64,56,56]]",
      32 * 64 * 56 * 56, 32 * 64 * 56 * 56 * (2 + 8) + 32 * 64 * 112 * 112 * 2, None),
+    # The ops of tests/data/h100/more_ops (an H100; fp16 autocast, fp32 where autocast keeps it).
+    # avg_pool2d 2x2 of [32,64,56,56] fp16: [32,64,28,28], 4 adds and a divide an output; x read, y written.
+    ("more_ops", "aten::avg_pool2d", "[[32,64,56,56],[],[],[],[],[],[]]",
+     32 * 64 * 28 * 28 * 5, (32 * 64 * 56 * 56 + 32 * 64 * 28 * 28) * 2, None),
+    # its backward: each dy divided and added into its 4 inputs; dy read, dx written.
+    ("more_ops", "aten::avg_pool2d_backward", "[[32,64,28,28],[32,64,56,56],[],[],[],[],[],[]]",
+     32 * 64 * 28 * 28 * 5, (32 * 64 * 28 * 28 + 32 * 64 * 56 * 56) * 2, None),
+    # bilinear upsampling x2 of [32,64,28,28] fp32: 9 FLOPs an output of [32,64,56,56].
+    ("more_ops", "aten::upsample_bilinear2d", "[[32,64,28,28],[],[],[],[]]",
+     9 * 32 * 64 * 56 * 56, (32 * 64 * 28 * 28 + 32 * 64 * 56 * 56) * 4, None),
+    # its backward: 12 FLOPs a dy (4 weighted adds), dx [32,64,28,28] written.
+    ("more_ops", "aten::upsample_bilinear2d_backward", "[[32,64,56,56],[],[],[],[],[]]",
+     12 * 32 * 64 * 56 * 56, (32 * 64 * 56 * 56 + 32 * 64 * 28 * 28) * 4, None),
+    # nearest x0.5 (scale_factor, no output_size): copies only; [32,64,56,56] read, [32,64,28,28] written.
+    ("more_ops", "aten::upsample_nearest2d", "[[32,64,56,56],[],[],[]]",
+     0, (32 * 64 * 56 * 56 + 32 * 64 * 28 * 28) * 4, None),
+    ("more_ops", "aten::upsample_nearest2d_backward", "[[32,64,28,28],[],[],[],[]]",
+     32 * 64 * 28 * 28, (32 * 64 * 28 * 28 + 32 * 64 * 56 * 56) * 4, None),
+    # an embedding bag of 100,000 x 128 fp32 rows, 640 indices in 32 bags (sum): a row added per
+    # index; the rows, indices and offsets read, 32 bags written.
+    ("more_ops", "aten::_embedding_bag", "[[100000,128],[640],[32],[],[],[],[],[],[]]",
+     640 * 128, 640 * 128 * 4 + 640 * 8 + 32 * 8 + 32 * 128 * 4, None),
+    # losses over [32,256] fp32, reduction mean: 3 (MSE) and 5 (smooth L1) an element; x, y read, a scalar written.
+    ("more_ops", "aten::mse_loss", "[[32,256],[32,256],[]]", 3 * 32 * 256, 2 * 32 * 256 * 4 + 4, None),
+    ("more_ops", "aten::smooth_l1_loss", "[[32,256],[32,256],[],[]]", 5 * 32 * 256, 2 * 32 * 256 * 4 + 4, None),
+    # backwards: the scalar dl, x and y read, dx written.
+    ("more_ops", "aten::mse_loss_backward", "[[],[32,256],[32,256],[],[32,256]]",
+     3 * 32 * 256, 4 + 3 * 32 * 256 * 4, None),
+    ("more_ops", "aten::smooth_l1_loss_backward", "[[],[32,256],[32,256],[],[],[32,256]]",
+     4 * 32 * 256, 4 + 3 * 32 * 256 * 4, None),
+    # rfft over the last dim of [32,256] fp32: 2.5·256·log2(256) a row; 129 complex outputs a row.
+    ("more_ops", "aten::_fft_r2c", "[[32,256],[],[],[]]", 2.5 * 32 * 256 * 8, 32 * 256 * 4 + 32 * 129 * 2 * 4, None),
+    # random fills of [32,256] fp32 (bernoulli_ reads its p tensor too), cumsum, log_sigmoid.
+    ("more_ops", "aten::normal_", "[[32,256],[],[],[]]", 32 * 256, 32 * 256 * 4, None),
+    ("more_ops", "aten::bernoulli_", "[[32,256],[32,256],[]]", 32 * 256, 2 * 32 * 256 * 4, None),
+    ("more_ops", "aten::cumsum", "[[32,256],[],[]]", 32 * 256, 2 * 32 * 256 * 4, None),
+    ("more_ops", "aten::log_sigmoid_forward", "[[32,256]]", 4 * 32 * 256, 2 * 32 * 256 * 4, None),
+    # clip_grad_norm_'s foreach norm and AMP's unscale over the model's 12,886,336 fp32 gradients
+    # (conv 64·64·3·3 + 64, bag 100,000·128, head 192·256 + 256): 2 an element; read (and written).
+    ("more_ops", "aten::_foreach_norm", None, 2 * 12886336, 12886336 * 4, None),
+    ("more_ops", "aten::_amp_foreach_non_finite_check_and_unscale_", None, 2 * 12886336, 2 * 12886336 * 4, None),
 ]
 
 

@@ -13,6 +13,54 @@ SELECT event_id FROM _gpu_ops
 WHERE op = 'kernel' AND cpu_op_id IS NULL AND correlation IS NOT NULL AND correlation <> 0
 QUALIFY count(*) OVER (PARTITION BY correlation) > 1;
 
+-- A CUDA graph captured inside the trace (torch.cuda.graph, CUDA graph trees): while a thread
+-- captures a stream (cudaStreamBeginCapture to cudaStreamEndCapture), the process's calls that
+-- launch work into it run nothing, and each replay of the graph (a cudaGraphLaunch) runs that work again, in the order
+-- it was captured. A replay takes the latest capture before it that launched as many kernels,
+-- copies and fills as the replay ran, and its k-th (by start) the op of the k-th launch: exact
+-- for a graph captured on one stream; a replay that no capture matches takes none. replay: the
+-- graph launch's correlation id; first_replay: the first replay of its capture.
+-- @if EXISTS (SELECT 1 FROM runtime_rows WHERE trace_id = $trace_id AND regexp_matches(name, '^(cuda|hip)StreamBeginCapture'))
+CREATE OR REPLACE TEMP TABLE _captured AS
+WITH marks AS (
+    SELECT pid, tid, ts_ns, regexp_matches(name, 'BeginCapture') AS begins,
+           lead(ts_ns) OVER (PARTITION BY pid, tid ORDER BY ts_ns) AS next_ns
+    FROM runtime_rows
+    WHERE trace_id = $trace_id AND regexp_matches(name, '^(cuda|hip)Stream(Begin|End)Capture')
+), captured AS (
+    -- any thread's launches while the stream is captured (autograd's thread runs the backward of
+    -- a captured training step): those that ran nothing then
+    SELECT m.pid, m.ts_ns AS begun_ns, r.cpu_op_id,
+           row_number() OVER (PARTITION BY m.pid, m.ts_ns ORDER BY r.ts_ns, r.correlation) AS k,
+           count(*) OVER (PARTITION BY m.pid, m.ts_ns) AS launches
+    FROM marks m JOIN runtime_rows r ON r.trace_id = $trace_id AND r.pid = m.pid AND r.ts_ns > m.ts_ns
+         AND (m.next_ns IS NULL OR r.ts_ns < m.next_ns)
+    WHERE m.begins
+      AND regexp_matches(lower(r.name), 'launchkernel|memcpy|memset') AND NOT regexp_matches(lower(r.name), 'graphlaunch|hostfunc')
+      AND r.correlation NOT IN (SELECT correlation FROM _gpu_ops WHERE correlation IS NOT NULL)
+), replays AS (
+    SELECT r.correlation, r.ts_ns, count(g.event_id) AS activities
+    FROM runtime_rows r JOIN _gpu_ops g ON g.correlation = r.correlation
+    WHERE r.trace_id = $trace_id AND r.name LIKE '%GraphLaunch%'
+    GROUP BY r.correlation, r.ts_ns
+), matched AS (
+    SELECT p.correlation, w.pid, w.begun_ns
+    FROM replays p JOIN (SELECT DISTINCT pid, begun_ns, launches FROM captured) w
+         ON w.launches = p.activities AND w.begun_ns < p.ts_ns
+    QUALIFY row_number() OVER (PARTITION BY p.correlation ORDER BY w.begun_ns DESC) = 1
+), activities AS (
+    SELECT event_id, op, correlation, row_number() OVER (PARTITION BY correlation ORDER BY ts_ns, event_id) AS k
+    FROM _gpu_ops WHERE correlation IN (SELECT correlation FROM matched)
+)
+SELECT a.event_id, c.cpu_op_id AS op_id, a.correlation AS replay,
+       a.correlation = min(a.correlation) OVER (PARTITION BY m.pid, m.begun_ns) AS first_replay
+FROM activities a JOIN matched m ON m.correlation = a.correlation
+JOIN captured c ON c.pid = m.pid AND c.begun_ns = m.begun_ns AND c.k = a.k
+WHERE a.op = 'kernel' AND c.cpu_op_id IS NOT NULL;
+-- @else
+CREATE OR REPLACE TEMP TABLE _captured (event_id BIGINT, op_id BIGINT, replay BIGINT, first_replay BOOLEAN);
+-- @end
+
 -- The work of each op that launched kernels, from its recorded input shapes (record_shapes):
 -- its FLOPs and the least bytes it must move, by the formula of its family in
 -- knowledge/op_work_models.csv (the first row whose op pattern matches its name; rendered into
@@ -20,7 +68,7 @@ QUALIFY count(*) OVER (PARTITION BY correlation) > 1;
 -- has no formula, its parent or grandparent attention call (SDPA's kernels run under
 -- _flash_attention_forward and the like). The helper macros read one input's shape and dtype.
 -- A trace with no kernel launched by an op (a CPU-only one) has no work to work out.
--- @if EXISTS (SELECT 1 FROM _gpu_ops WHERE op = 'kernel' AND cpu_op_id IS NOT NULL)
+-- @if EXISTS (SELECT 1 FROM _gpu_ops WHERE op = 'kernel' AND cpu_op_id IS NOT NULL) OR EXISTS (SELECT 1 FROM _captured)
 CREATE OR REPLACE TEMP MACRO wm_elem_bytes(t) AS
     CASE t WHEN 'double' THEN 8 WHEN 'float' THEN 4 WHEN 'c10::BFloat16' THEN 2 WHEN 'c10::Half' THEN 2
            WHEN 'long int' THEN 8 WHEN 'int' THEN 4 WHEN 'short int' THEN 2 WHEN 'signed char' THEN 1
@@ -69,9 +117,12 @@ CREATE OR REPLACE TEMP MACRO wm_reduce_out(x, t) AS
                   lambda j: TRY_CAST(json_extract(x, '$[' || ((j + json_array_length(x)) % json_array_length(x)) || ']') AS DOUBLE)))
     END;
 
--- Out_dtype of _scaled_mm as c10::ScalarType's number (15 bf16, 5 fp16, 6 fp32); else `otherwise`.
+-- The bytes of a dtype given as c10::ScalarType's number (a dtype argument: _scaled_mm's out_dtype,
+-- cumsum's dtype): 0 uint8, 1 int8, 2 int16, 3 int32, 4 int64, 5 fp16, 6 fp32, 7 fp64, 11 bool,
+-- 15 bf16; else `otherwise`.
 CREATE OR REPLACE TEMP MACRO wm_scalar_type_bytes(code, otherwise) AS
-    CASE code WHEN 15 THEN 2 WHEN 5 THEN 2 WHEN 6 THEN 4 ELSE otherwise END;
+    CASE code WHEN 0 THEN 1 WHEN 1 THEN 1 WHEN 2 THEN 2 WHEN 3 THEN 4 WHEN 4 THEN 8 WHEN 5 THEN 2 WHEN 6 THEN 4
+              WHEN 7 THEN 8 WHEN 11 THEN 1 WHEN 15 THEN 2 ELSE otherwise END;
 
 -- Which work model (a row of op_work_models.csv) each launching op takes: on its own, the
 -- loader renders _op_work below with the formulas of these rules alone (binding all of them took
@@ -81,6 +132,7 @@ WITH rules(rule, pattern, family, dtype_of) AS (
     VALUES /*work_rules*/
 ), launchers AS (
     SELECT DISTINCT cpu_op_id AS op_id FROM _gpu_ops WHERE op = 'kernel' AND cpu_op_id IS NOT NULL
+    UNION SELECT op_id FROM _captured
 ), chain AS (
     SELECT l.op_id AS launcher, l.op_id, 0 AS level FROM launchers l
     UNION ALL SELECT l.op_id, t.parent_id, 1 FROM launchers l JOIN _tree t ON t.op_id = l.op_id
@@ -121,11 +173,15 @@ WITH rules(rule, pattern, family, dtype_of) AS (
     -- and the blocks of its multi_tensor_apply kernels, a block per chunk of a tensor.
     SELECT c.op_id,
            max(coalesce(TRY_CAST(regexp_extract(g.name, 'OpaqueType<(\d+)u?>', 1) AS INTEGER),
-                        wm_elem_bytes(regexp_extract(g.name, 'Functor<([\w:]+(<[^<>]*>)?), \d+,', 1))))
+                        wm_elem_bytes(regexp_extract(g.name, 'Functor<([\w:]+(<[^<>]*>)?), (\([\w:]+\))?\d+,', 1))))
                AS kernel_elem_bytes,
-           max(nullif(regexp_extract(g.name, 'Functor<([\w:]+(<[^<>]*>)?), \d+,', 1), '')) AS kernel_elem_type,
+           max(nullif(regexp_extract(g.name, 'Functor<([\w:]+(<[^<>]*>)?), (\([\w:]+\))?\d+,', 1), '')) AS kernel_elem_type,
            sum(list_product(g.grid)) FILTER (WHERE g.name LIKE '%multi_tensor_apply_kernel<%') AS list_blocks
-    FROM chosen c JOIN _gpu_ops g ON g.cpu_op_id = c.launcher AND g.op = 'kernel'
+    FROM chosen c
+    JOIN (SELECT cpu_op_id AS launcher, name, grid FROM _gpu_ops WHERE op = 'kernel'
+          UNION ALL  -- a captured op's kernels, as its graph's first replay ran them
+          SELECT p.op_id, g.name, g.grid FROM _captured p JOIN _gpu_ops g ON g.event_id = p.event_id
+          WHERE p.first_replay) g ON g.launcher = c.launcher
     WHERE g.name LIKE '%OpaqueType<%' OR g.name LIKE '%multi_tensor_apply_kernel<%'
     GROUP BY c.op_id
 ), gradients AS (
@@ -200,15 +256,20 @@ FROM chosen c JOIN calls k USING (op_id) JOIN work w USING (shape);
 -- the ops under it up to two levels) launched, by their time (a split-K GEMM and its reduction,
 -- cuDNN attention's backward and its dO·O and dQ kernels). op_kernels: how many shared it.
 CREATE OR REPLACE TEMP TABLE _kernel_work AS
-SELECT g.event_id, w.op_id, w.family, w.dtype, w.work_source, w.work_missing,
-       w.flops * g.dur_ns / nullif(sum(g.dur_ns) OVER (PARTITION BY w.op_id), 0) AS flops,
-       w.bytes * g.dur_ns / nullif(sum(g.dur_ns) OVER (PARTITION BY w.op_id), 0) AS bytes,
-       w.model_flops * g.dur_ns / nullif(sum(g.dur_ns) OVER (PARTITION BY w.op_id), 0) AS model_flops,
+SELECT g.event_id, w.op_id, w.family, w.dtype,
+       CASE WHEN g.replay IS NOT NULL THEN 'graph capture' ELSE w.work_source END AS work_source, w.work_missing,
+       w.flops * g.dur_ns / nullif(sum(g.dur_ns) OVER (PARTITION BY w.op_id, g.replay), 0) AS flops,
+       w.bytes * g.dur_ns / nullif(sum(g.dur_ns) OVER (PARTITION BY w.op_id, g.replay), 0) AS bytes,
+       w.model_flops * g.dur_ns / nullif(sum(g.dur_ns) OVER (PARTITION BY w.op_id, g.replay), 0) AS model_flops,
        w.flops AS op_flops, w.bytes AS op_bytes, w.model_flops AS op_model_flops,
-       count(*) OVER (PARTITION BY w.op_id) AS op_kernels
-FROM _gpu_ops g JOIN _op_work w ON w.launcher = g.cpu_op_id
--- a graph's kernels ran the ops of its capture, not the op around its replay
-WHERE g.op = 'kernel' AND g.event_id NOT IN (SELECT event_id FROM _graph_kernels);
+       count(*) OVER (PARTITION BY w.op_id, g.replay) AS op_kernels
+-- a graph's kernels ran the ops of its capture, not the op around its replay: each replay's
+-- kernels the work of the ops that launched them at capture (_captured), where it is in the trace
+FROM (SELECT event_id, dur_ns, cpu_op_id AS launcher, NULL AS replay FROM _gpu_ops
+      WHERE op = 'kernel' AND event_id NOT IN (SELECT event_id FROM _graph_kernels)
+      UNION ALL
+      SELECT p.event_id, g.dur_ns, p.op_id, p.replay FROM _captured p JOIN _gpu_ops g ON g.event_id = p.event_id) g
+JOIN _op_work w ON w.launcher = g.launcher;
 -- @else
 CREATE OR REPLACE TEMP TABLE _kernel_work (event_id BIGINT, op_id BIGINT, family VARCHAR, dtype VARCHAR, work_source VARCHAR,
                                            work_missing VARCHAR, flops DOUBLE, bytes DOUBLE, model_flops DOUBLE,
@@ -351,7 +412,8 @@ SELECT $trace_id, g.name, g.ts_ns, g.dur_ns, g.device, g.stream, g.correlation, 
        CASE WHEN coalesce(w.flops, w.bytes) IS NOT NULL THEN w.work_source
             WHEN i.flops IS NOT NULL THEN 'identical kernel' WHEN io.flops IS NOT NULL THEN 'identical op' END,
        CASE WHEN coalesce(w.flops, i.flops, io.flops) IS NOT NULL AND coalesce(w.bytes, i.bytes, io.bytes) IS NOT NULL THEN NULL
-            WHEN r.event_id IS NOT NULL THEN 'a CUDA graph replay whose capture is not in the trace'
+            WHEN r.event_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM _captured p WHERE p.event_id = g.event_id)
+                 THEN 'a CUDA graph replay whose capture is not in the trace'
             WHEN g.cpu_op_id IS NULL THEN 'no launch in the trace, no identical kernel that agrees'
             -- a flex attention kernel (Inductor's template) computes the blocks its block mask's
             -- values name (KV_NUM_BLKS, KV_IDX and their full-block twins): Kineto records their shapes only
