@@ -9,7 +9,6 @@ the fixes applied to every rank.
 
 from dataclasses import dataclass, field
 
-import numpy as np
 
 from tracekit.errors import TracekitError
 from tracekit.replay.fixes import apply
