@@ -155,15 +155,17 @@ def test_replayed_without_the_profiler_the_fix_predicts_what_it_saved(without_th
     assert without_the_profiler[before] == pytest.approx(unprofiled[before] - unprofiled[after], rel=0.25)
 
 
-def _readme_rows():
-    """{(before, after): (predicted, measured, error %)} of the README's table of fix pairs."""
+def _readme_rows(host=0):
+    """{(before, after): (predicted, measured, error %)} of the README's table of fix pairs, on the
+    H200 (host 0) or the H100 (host 1)."""
     rows = {}
     for line in (TEST_DATA.parent.parent / "README.md").read_text().splitlines():
         cells = [cell.strip().strip("`") for cell in line.strip("|").split("|")]
-        if len(cells) == 6 and " → " in cells[2] and cells[3][:1].isdigit():
+        if len(cells) == 9 and " → " in cells[2] and cells[3][:1].isdigit():
             before, after = (name.strip("` ") for name in cells[2].split("→"))
-            rows[(before, after)] = (float(cells[3].replace(",", "")), float(cells[4].replace(",", "")),
-                                     float(cells[5].rstrip("%")))
+            numbers = cells[3 + 3 * host:6 + 3 * host]
+            rows[(before, after)] = (float(numbers[0].replace(",", "")), float(numbers[1].replace(",", "")),
+                                     float(numbers[2].rstrip("%")))
     return rows
 
 
@@ -420,8 +422,8 @@ def h100_found(tmp_path_factory):
     import tracekit
 
     db = tmp_path_factory.mktemp("h100") / "h100.duckdb"
-    befores = {pair[2] for pair in UNPROFILED_PAIRS}
-    afters = {pair[3] for pair in UNPROFILED_PAIRS}
+    befores = {pair[2] for pair in UNPROFILED_PAIRS + [MISSED_PAIR]}
+    afters = {pair[3] for pair in UNPROFILED_PAIRS + [MISSED_PAIR]}
     result = invoke_cli("load", *[H100_ROUNDS / f"{name}.json.gz" for name in sorted(befores | afters)], "--db", db)
     assert result.exit_code == 0, result.output
     return tracekit.findings(db=db)
@@ -435,7 +437,7 @@ def _pre_rounds():
     return {loop: statistics.median(values) for loop, values in rounds.items()}
 
 
-@pytest.mark.parametrize("rule, whatif, before, after", UNPROFILED_PAIRS)
+@pytest.mark.parametrize("rule, whatif, before, after", UNPROFILED_PAIRS + [MISSED_PAIR])
 def test_on_another_host_findings_saving_holds_against_the_recaptured_fix(h100_found, rule, whatif, before, after):
     # the rule's finding, whatever its fix's parameter on this host (the stall's gap threshold)
     predicted = h100_found[(h100_found["trace"] == before) & (h100_found["rule"] == rule)]["saving_us_per_step"].max()
@@ -443,3 +445,16 @@ def test_on_another_host_findings_saving_holds_against_the_recaptured_fix(h100_f
     measured = unprofiled[before] - unprofiled[after]
     error = 100 * (predicted - measured) / measured
     assert error == pytest.approx(H100_ERRORS[before], abs=1.5)
+
+
+def test_the_readme_table_holds_the_h100s_findings_too(h100_found):
+    rows = _readme_rows(host=1)
+    unprofiled = _pre_rounds()
+    pairs = UNPROFILED_PAIRS + [MISSED_PAIR]
+    assert set(rows) == {(before, after) for _, _, before, after in pairs}
+    for rule, _, before, after in pairs:
+        predicted = h100_found[(h100_found["trace"] == before) & (h100_found["rule"] == rule)]["saving_us_per_step"].max()
+        shown, measured, error = rows[(before, after)]
+        assert shown == pytest.approx(predicted, abs=0.6), before
+        assert measured == pytest.approx(unprofiled[before] - unprofiled[after], abs=0.6), before
+        assert error == round(100 * (predicted - measured) / measured), before
