@@ -339,7 +339,9 @@ SELECT *, least(by_registers, by_shared_memory, by_threads, max_blocks_per_sm) A
 --   work_source: where flops and bytes came from: 'op shapes' (its op's recorded shapes), 'step
 --         gradients' (an optimizer's tensor lists, whose shapes Kineto did not write, sized by the
 --         step's AccumulateGrad shapes, their chunks checked against the kernels' blocks),
---         'identical kernel' (no launch in the trace, or a CUDA graph's replay: the work of every
+--         'graph capture' (a CUDA graph's replay whose capture is in the trace: the work of the op
+--         that launched it at capture), 'identical kernel' (no launch in the trace, or a CUDA
+--         graph's replay whose capture is not: the work of every
 --         kernel of the same name, grid and block it holds the launch of, when all did the same),
 --         'identical op' (the same for a run of kernels that an op of several kernels ran, its
 --         work split over them by time), 'comms args' (a collective's message); NULL with no work
