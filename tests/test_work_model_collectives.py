@@ -99,3 +99,29 @@ def test_factors_of_the_collectives_no_real_trace_here_holds(tmp_path):
     # all_reduce in a group of 16 on a host of 4: 2·15/16 of it a rank, but across hosts, over a
     # network no trace names: work known, no roofline
     assert rows[3] == {"flops": 4194304 * 15 / 16, "bytes": whole * 2 * 15 / 16, "roofline_us": None, "bound": None}
+
+
+def test_the_recommenders_fbgemm_ops_by_hand(db):
+    # FloatToFP8RowwiseQuantized(x [1492704, 256] fp32): a row maximum and a scale per element; x
+    # read, each row written as 256 FP8 bytes and an 8-byte scale. FP8RowwiseQuantizedToFloat(q
+    # [1638400, 264] uint8): a multiply per element, [1638400, 256] fp32 written. Each summed over
+    # its op's kernels, per call.
+    rows = _rows(db, """
+        SELECT k.cpu_op, sum(k.flops) AS flops, sum(k.bytes) AS bytes
+        FROM kernels k JOIN cpu_ops o ON o.trace = k.trace AND o.op_id = k.cpu_op_id
+        WHERE k.trace LIKE 'rank0_of128%' AND k.cpu_op IN ('fbgemm::FloatToFP8RowwiseQuantized',
+                                                           'fbgemm::FP8RowwiseQuantizedToFloat')
+        GROUP BY k.cpu_op, k.cpu_op_id ORDER BY k.cpu_op, min(k.ts_us)""")
+    quantize = {"cpu_op": "fbgemm::FloatToFP8RowwiseQuantized", "flops": pytest.approx(2 * 1492704 * 256),
+                "bytes": pytest.approx(1492704 * 256 * 4 + 1492704 * 264)}
+    dequantize = {"cpu_op": "fbgemm::FP8RowwiseQuantizedToFloat", "flops": pytest.approx(1638400 * 256),
+                  "bytes": pytest.approx(1638400 * 264 + 1638400 * 256 * 4)}
+    assert rows == [dequantize] * 2 + [quantize] * 2
+    # the embeddings' permutation, [2048, 186588] fp32 read and written, forward and backward
+    pooled = _rows(db, "SELECT DISTINCT k.cpu_op, k.work_family FROM kernels k WHERE k.trace LIKE 'rank0_of128%' "
+                       "AND k.cpu_op LIKE '%ermute%ooled%' ORDER BY 1")
+    assert [r["work_family"] for r in pooled] == ["copy", "copy"]
+    # the table-batched lookup says why it has no work: its tables' widths are tensor values
+    assert _rows(db, "SELECT DISTINCT work_missing FROM kernels WHERE trace LIKE 'rank0_of128%' "
+                     "AND cpu_op = 'fbgemm::split_embedding_codegen_lookup_rowwise_adagrad_function'") == \
+        [{"work_missing": "no formula for its op"}]

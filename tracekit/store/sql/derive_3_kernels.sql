@@ -71,7 +71,7 @@ CREATE OR REPLACE TEMP TABLE _captured (event_id BIGINT, op_id BIGINT, replay BI
 -- @if EXISTS (SELECT 1 FROM _gpu_ops WHERE op = 'kernel' AND cpu_op_id IS NOT NULL) OR EXISTS (SELECT 1 FROM _captured)
 CREATE OR REPLACE TEMP MACRO wm_elem_bytes(t) AS
     CASE t WHEN 'double' THEN 8 WHEN 'float' THEN 4 WHEN 'c10::BFloat16' THEN 2 WHEN 'c10::Half' THEN 2
-           WHEN 'long int' THEN 8 WHEN 'int' THEN 4 WHEN 'short int' THEN 2 WHEN 'signed char' THEN 1
+           WHEN 'long int' THEN 8 WHEN 'long' THEN 8 WHEN 'int' THEN 4 WHEN 'short int' THEN 2 WHEN 'signed char' THEN 1
            WHEN 'unsigned char' THEN 1 WHEN 'bool' THEN 1 WHEN 'c10::complex<float>' THEN 8
            WHEN 'c10::complex<double>' THEN 16 WHEN 'c10::complex<c10::Half>' THEN 4
            -- FP4 packs two values a byte: its element type (Float4_e2m1fn_x2) is the byte
