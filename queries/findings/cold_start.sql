@@ -77,16 +77,31 @@ WITH unstepped AS (
     FROM excess
     WHERE excess_us >= 0.05 * step_excess_us
     GROUP BY trace
+), captured AS (
+    -- a CUDA graph captured and instantiated in the step: runtime calls, not ops
+    SELECT trace, step, sum(dur_us) FILTER (WHERE regexp_matches(name, 'GraphInstantiate')) AS instantiate_us
+    FROM runtime
+    WHERE regexp_matches(name, '^(cuda|hip)StreamBeginCapture|^(cuda|hip)GraphInstantiate') AND ($trace IS NULL OR trace = $trace)
+    GROUP BY trace, step
+), causes AS (
+    SELECT n.*, CASE WHEN n.cause = 'first-call work' AND g.step IS NOT NULL THEN 'CUDA graph capture' ELSE n.cause END AS named_cause,
+           g.instantiate_us
+    FROM costly c JOIN named n USING (trace) LEFT JOIN captured g ON g.trace = c.trace AND g.step = c.cold_step
 )
 SELECT c.trace, 'cold_start' AS rule,
        CASE WHEN c.cold_us - c.steady_us >= 100000 THEN 'high'
             WHEN c.cold_us - c.steady_us >= 10000 THEN 'medium' ELSE 'low' END AS severity,
        format('The first step''s CPU span lasts {:.1f} ms against {:.3f} ms in a steady one: {}',
-              c.cold_us / 1000, c.steady_us / 1000, n.cause) AS title,
-       format('Step {}''s CPU span lasts {:.1f} ms more than the median steady step''s; {} alone spends {:.1f} ms more than in a steady step',
-              c.cold_step, (c.cold_us - c.steady_us) / 1000, coalesce(n.op, 'no single op'),
-              coalesce(n.op_excess_us, 0) / 1000) AS detail,
-       CASE n.cause
+              c.cold_us / 1000, c.steady_us / 1000, n.named_cause) AS title,
+       format('Step {}''s CPU span lasts {:.1f} ms more than the median steady step''s; {}',
+              c.cold_step, (c.cold_us - c.steady_us) / 1000,
+              CASE WHEN n.op IS NOT NULL THEN format('{} alone spends {:.1f} ms more than in a steady step', n.op, n.op_excess_us / 1000)
+                   WHEN n.named_cause = 'CUDA graph capture'
+                   THEN 'the step captures a CUDA graph, which the steps after it replay: its warm-up calls, the capture'
+                        || coalesce(format(' and {:.1f} ms of cudaGraphInstantiate', n.instantiate_us / 1000), ' and its instantiation')
+                   ELSE 'no single op accounts for half of it' END) AS detail,
+       CASE n.named_cause
+            WHEN 'CUDA graph capture' THEN 'capture the graph in the warm-up, before the steps you measure: it is captured once and replayed'
             WHEN 'torch.compile' THEN 'warm up before measuring, keep shapes static (torch.compile(dynamic=False)) so it compiles once, and keep Inductor''s FX graph cache on across runs'
             WHEN 'Triton autotuning' THEN 'warm up before measuring; keep autotuning results across runs (Inductor''s cache) and shapes static'
             WHEN 'cuDNN' THEN 'warm up before measuring: cuDNN builds and caches an execution plan per shape on the first call; keep shapes static'
@@ -94,7 +109,7 @@ SELECT c.trace, 'cold_start' AS rule,
        CAST(NULL AS VARCHAR) AS whatif,
        CAST(NULL AS DOUBLE) AS estimate_us_per_step,
        n.evidence
-FROM costly c JOIN named n USING (trace)
+FROM costly c JOIN causes n USING (trace)
 UNION ALL
 SELECT f.trace, 'cold_start' AS rule,
        CASE WHEN f.excess_us >= 100000 THEN 'high' WHEN f.excess_us >= 10000 THEN 'medium' ELSE 'low' END AS severity,
