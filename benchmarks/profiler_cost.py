@@ -166,6 +166,7 @@ def main():
     h100_con = _load(args.db.replace(".duckdb", "") + "_h100.duckdb", H100_ROUNDS)
     estimated_table(measured_against_estimated(con, rounds_con, h100_con), COST_PER_GAP)
     fit_table(con, None, f"the trace's own estimate, {COST_PER_GAP} gaps an op")
+    h100_fit_table(h100_con)
     cost, rows = cost_per_op(con)
     print("| loop (fixed, CPU-bound) | traced µs/step | unprofiled µs/step | GPU busy µs/step | ops/step | µs per op |")
     print("|---|---:|---:|---:|---:|---:|")
@@ -189,6 +190,28 @@ def estimated_table(rows, per_gap):
     print(f"\nmeasured / gap: median {statistics.median(r[3] / r[4] for r in rows):.2f} over {len(rows)} captures; "
           f"estimate within 30%: {sum(abs(e) <= 30 for e in errors)} of {len(errors)}; |error| median "
           f"{statistics.median(map(abs, errors)):.0f}%\n")
+
+
+def h100_fit_table(con):
+    """Each loop of the H100 host (out of sample) replayed without the profiler at the trace's own
+    estimate, against its rounds before any profiler ran in its process."""
+    from tracekit.replay.savings import TraceReplay
+    from tracekit.replay.whatif import whatif
+
+    print("| loop (H100, out of sample) | replayed µs/step | without the profiler (the trace's own estimate) | "
+          "unprofiled: median [min-max] | error |")
+    print("|---|---:|---:|---:|---:|")
+    errors = []
+    for loop, rounds in sorted(h100_rounds().items()):
+        replayed = whatif(con, loop, []).mean("replayed_us")
+        without = TraceReplay(con, loop).saving("no-profiler").fixed_us
+        without = replayed if without is None else without
+        median = statistics.median(rounds)
+        errors.append(100 * (without - median) / median)
+        print(f"| `{loop}` | {replayed:,.0f} | {without:,.0f} | {median:,.0f} [{min(rounds):,.0f}-{max(rounds):,.0f}] | "
+              f"{errors[-1]:+.0f}% |")
+    print(f"\n|error|: median {statistics.median(map(abs, errors)):.1f}%, mean {statistics.mean(map(abs, errors)):.1f}%; "
+          f"{sum(abs(e) <= 25 for e in errors)} of {len(errors)} loops within 25%\n")
 
 
 def fit_table(con, cost, label):
