@@ -12,6 +12,10 @@ and DIR/truth.json: kernels_per_step, the GPU activities of one replay (a profil
 every step) and step_us, the replay's time per step without the profiler (loops.step_time_us).
   infer_graph_in_trace   the forward under no_grad
   train_graph_in_trace   forward, backward and SGD, the whole step in the graph
+  infer_compiled_graph   the forward under no_grad, torch.compile(mode="reduce-overhead"): called once
+                         before the profiler (compiles and warms up), then profiled with
+                         schedule(wait=0, warmup=0, active=5): its CUDA graph tree records the graph in
+                         the first profiled call and replays it in the four after
 """
 
 import sys
@@ -67,7 +71,35 @@ def capture(name, device, out):
             "gpu": torch.cuda.get_device_name()}
 
 
-LOOPS = ["infer_graph_in_trace", "train_graph_in_trace"]
+def capture_compiled(name, device, out):
+    """infer_compiled_graph: see the module's docstring."""
+    if device != "cuda":
+        raise loops.Skip("CUDA graphs need CUDA")
+    width, depth, batch = 512, 40, 32
+    model = fix_pairs.mlp([width] * (depth + 1), "cuda", torch.bfloat16)
+    batch_in = torch.randn(batch, width, device="cuda", dtype=torch.bfloat16)
+    compiled = torch.compile(model, mode="reduce-overhead")
+
+    def step():
+        with torch.no_grad():
+            return compiled(batch_in)
+    step()
+    torch.cuda.synchronize()
+    raw = out / f"{name}.json"
+    with profile(activities=loops._activities(device), schedule=schedule(wait=0, warmup=0, active=ACTIVE),
+                 record_shapes=True, on_trace_ready=lambda prof: prof.export_chrome_trace(str(raw))) as prof:
+        for _ in range(ACTIVE):
+            step()
+            prof.step()
+    torch.cuda.synchronize()
+    loops.keep_gzipped(raw, out / f"{name}.json.gz")
+    return {"loop": name, "device": device, "step_us": round(loops.step_time_us(step, device), 1),
+            "kernels_per_step": loops.kernels_per_step(step, device),
+            "schedule": {"wait": 0, "warmup": 0, "active": ACTIVE}, "torch": torch.__version__,
+            "gpu": torch.cuda.get_device_name()}
+
+
+LOOPS = ["infer_graph_in_trace", "train_graph_in_trace", "infer_compiled_graph"]
 
 
 def main(argv=None):
@@ -75,7 +107,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     names = args.only.split(",") if args.only else LOOPS
-    return loops.capture_each(names, args.out, lambda name: capture(name, args.device, args.out), args.device)
+    return loops.capture_each(names, args.out, lambda name: (capture_compiled if name == "infer_compiled_graph" else capture)(
+        name, args.device, args.out), args.device)
 
 
 if __name__ == "__main__":
