@@ -198,31 +198,28 @@ def h100_fit_table(con):
     from tracekit.replay.savings import TraceReplay
     from tracekit.replay.whatif import whatif
 
-    print("| loop (H100, out of sample) | replayed µs/step | without the profiler (the trace's own estimate) | "
-          "unprofiled: median [min-max] | error |")
-    print("|---|---:|---:|---:|---:|")
-    errors = []
+    rows = []
     for loop, rounds in sorted(h100_rounds().items()):
         replayed = whatif(con, loop, []).mean("replayed_us")
         without = TraceReplay(con, loop).saving("no-profiler").fixed_us
-        without = replayed if without is None else without
-        median = statistics.median(rounds)
-        errors.append(100 * (without - median) / median)
-        print(f"| `{loop}` | {replayed:,.0f} | {without:,.0f} | {median:,.0f} [{min(rounds):,.0f}-{max(rounds):,.0f}] | "
-              f"{errors[-1]:+.0f}% |")
-    print(f"\n|error|: median {statistics.median(map(abs, errors)):.1f}%, mean {statistics.mean(map(abs, errors)):.1f}%; "
-          f"{sum(abs(e) <= 25 for e in errors)} of {len(errors)} loops within 25%\n")
+        rows.append((loop, "", replayed, replayed if without is None else without, rounds))
+    _print_fit(rows, "loop (H100, out of sample)", "the trace's own estimate")
 
 
 def fit_table(con, cost, label):
     """Each fixes/ loop replayed without the profiler (`cost` µs an op; None: the trace's estimate)."""
-    print(f"| loop | role | replayed µs/step | without the profiler ({label}) | unprofiled: median [min-max] | error |")
+    _print_fit(replay_fit(con, cost), "loop", label)
+
+
+def _print_fit(rows, loop_header, label):
+    """A fit table of (loop, role, replayed µs, replayed without the profiler µs, unprofiled rounds)."""
+    print(f"| {loop_header} | role | replayed µs/step | without the profiler ({label}) | unprofiled: median [min-max] | error |")
     print("|---|---|---:|---:|---:|---:|")
     errors = []
-    for loop, role, replayed, without, rounds in replay_fit(con, cost):
+    for loop, role, replayed, without, rounds in rows:
         median = statistics.median(rounds)
         errors.append(100 * (without - median) / median)
-        print(f"| `{loop}` | {role} | {replayed:,.0f} | {without:,.0f} | {median:,.0f} [{min(rounds):,.0f}-{max(rounds):,.0f}] | "
+        print(f"| `{loop}` | {role or ''} | {replayed:,.0f} | {without:,.0f} | {median:,.0f} [{min(rounds):,.0f}-{max(rounds):,.0f}] | "
               f"{errors[-1]:+.0f}% |")
     print(f"\n|error|: median {statistics.median(map(abs, errors)):.1f}%, mean {statistics.mean(map(abs, errors)):.1f}%; "
           f"{sum(abs(e) <= 25 for e in errors)} of {len(errors)} loops within 25%\n")

@@ -5,6 +5,7 @@
 # that never profile before measuring, each pair's step_us again, interleaved (repeats.json).
 # Usage (repo root, OUT set): bash capture/device_fix_pairs.sh [all|captures|repeats]
 set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
 export PYTHONUNBUFFERED=1
 what=${1:-all}
 python3 -m pip install -q --no-build-isolation --no-deps --no-index --target /tmp/site . || exit 1
@@ -13,15 +14,8 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$OUT/env
 python3 -c 'import torch, sys, platform; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version(), "kernel", platform.release())' >> "$OUT/environment.txt" 2>&1
 cat "$OUT/environment.txt"
 cd /tmp
-groups=(
-  infer_launch_eager,infer_launch_graph,train_launch_eager,train_launch_graph
-  infer_item,infer_no_item,train_item,train_no_item
-  infer_stall,infer_no_stall
-  infer_mask_per_call,infer_mask_once,train_mask_per_call,train_mask_once
-  infer_fp32,infer_tf32,train_fp32,train_tf32
-  train_copy_pageable,train_copy_pinned
-  infer_sdpa_math,infer_sdpa_flash,train_sdpa_math,train_sdpa_flash
-)
+# the pair kinds of capture/fix_pairs.py, a process each
+mapfile -t groups < "$here/fix_groups.txt"
 # FIX_GROUPS (groups separated by spaces, loops in a group by commas) captures those instead
 if [ -n "${FIX_GROUPS:-}" ]; then read -r -a groups <<< "$FIX_GROUPS"; fi
 pairs() { echo "+ fix_pairs $*"; python3 -m tracekit.capture.fix_pairs --out /tmp/fixes "$@"; }

@@ -9,6 +9,7 @@
 # Writes $OUT/fix_rounds.tar, $OUT/graph_in_trace.tar, $OUT/more_ops.tar, $OUT/capture.log,
 # $OUT/environment.txt.
 set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
 export PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-build-isolation --no-deps --no-index --target /tmp/site . || exit 1
 export PYTHONPATH=/tmp/site
@@ -19,15 +20,8 @@ export PYTHONPATH=/tmp/site
 } > "$OUT/environment.txt" 2>&1
 cat "$OUT/environment.txt"
 cd /tmp
-groups=(
-  infer_launch_eager,infer_launch_graph,train_launch_eager,train_launch_graph
-  infer_item,infer_no_item,train_item,train_no_item
-  infer_stall,infer_no_stall
-  infer_mask_per_call,infer_mask_once,train_mask_per_call,train_mask_once
-  infer_fp32,infer_tf32,train_fp32,train_tf32
-  train_copy_pageable,train_copy_pinned,train_copy_prefetch
-  infer_sdpa_math,infer_sdpa_flash,train_sdpa_math,train_sdpa_flash
-)
+# the pair kinds of capture/fix_pairs.py, a process each (the copy kind with its prefetching fix too)
+mapfile -t groups < <(sed "s/^train_copy_pageable,train_copy_pinned$/&,train_copy_prefetch/" "$here/fix_groups.txt")
 if [ -n "${FIX_GROUPS:-}" ]; then read -r -a groups <<< "$FIX_GROUPS"; fi
 {
   for group in "${groups[@]}"; do

@@ -63,11 +63,17 @@ def capture(name, device, out):
                 replay = replay or make_replay()
                 replay()
             prof.step()
+    return _kept(name, raw, out, replay, device, WAIT, WARMUP)
+
+
+def _kept(name, raw, out, step, device, wait, warmup):
+    """The trace at `raw` gzipped into `out`, and the loop's truth: `step`'s time without the
+    profiler and its GPU activities a step."""
     torch.cuda.synchronize()
     loops.keep_gzipped(raw, out / f"{name}.json.gz")
-    return {"loop": name, "device": device, "step_us": round(loops.step_time_us(replay, device), 1),
-            "kernels_per_step": loops.kernels_per_step(replay, device),
-            "schedule": {"wait": WAIT, "warmup": WARMUP, "active": ACTIVE}, "torch": torch.__version__,
+    return {"loop": name, "device": device, "step_us": round(loops.step_time_us(step, device), 1),
+            "kernels_per_step": loops.kernels_per_step(step, device),
+            "schedule": {"wait": wait, "warmup": warmup, "active": ACTIVE}, "torch": torch.__version__,
             "gpu": torch.cuda.get_device_name()}
 
 
@@ -91,12 +97,7 @@ def capture_compiled(name, device, out):
         for _ in range(ACTIVE):
             step()
             prof.step()
-    torch.cuda.synchronize()
-    loops.keep_gzipped(raw, out / f"{name}.json.gz")
-    return {"loop": name, "device": device, "step_us": round(loops.step_time_us(step, device), 1),
-            "kernels_per_step": loops.kernels_per_step(step, device),
-            "schedule": {"wait": 0, "warmup": 0, "active": ACTIVE}, "torch": torch.__version__,
-            "gpu": torch.cuda.get_device_name()}
+    return _kept(name, raw, out, step, device, 0, 0)
 
 
 LOOPS = ["infer_graph_in_trace", "train_graph_in_trace", "infer_compiled_graph"]

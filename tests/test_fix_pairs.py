@@ -16,12 +16,17 @@ from conftest import TEST_DATA, invoke_cli
 FIXES = TEST_DATA / "h200" / "fixes"
 
 
-def _unprofiled():
+def _median_rounds(path, phase):
+    """{loop: the median step_us of its rounds of `phase`} of a timings file (repeats.csv, timings.csv)."""
     rounds = {}
-    for row in csv.DictReader(open(FIXES / "repeats.csv")):
-        if row["phase"] == "unprofiled":
+    for row in csv.DictReader(open(path)):
+        if row["phase"] == phase:
             rounds.setdefault(row["loop"], []).append(float(row["step_us"]))
     return {loop: statistics.median(values) for loop, values in rounds.items()}
+
+
+def _unprofiled():
+    return _median_rounds(FIXES / "repeats.csv", "unprofiled")
 
 
 PAIRS = [
@@ -435,11 +440,7 @@ def h100_found(h100_db):
 
 
 def _pre_rounds():
-    rounds = {}
-    for row in csv.DictReader(open(H100_ROUNDS / "timings.csv")):
-        if row["phase"] == "pre":
-            rounds.setdefault(row["loop"], []).append(float(row["step_us"]))
-    return {loop: statistics.median(values) for loop, values in rounds.items()}
+    return _median_rounds(H100_ROUNDS / "timings.csv", "pre")
 
 
 @pytest.mark.parametrize("rule, whatif, before, after", UNPROFILED_PAIRS + [MISSED_PAIR])
