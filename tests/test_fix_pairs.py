@@ -488,3 +488,19 @@ def test_on_another_host_every_loop_replays_without_the_profiler_near_its_unprof
     assert len(errors) == 24 and all(abs(e) <= 25 for e in errors.values()), errors
     assert statistics.median(abs(e) for e in errors.values()) < 1.5
     assert min(errors, key=errors.get) == "train_launch_eager" and errors["train_launch_eager"] == pytest.approx(-22, abs=1)
+
+
+def test_a_trace_whose_steady_steps_ran_at_unlike_paces_says_so(tmp_path):
+    """tests/data/h100/fix_rounds_busy: a host that stalled the process mid-trace stretched
+    train_item's steady steps to 18.2-57.8 ms; findings says its figures are their mean. Its
+    train_no_item ran 16.6-25.0 ms; the first H100 host's train_item held one pace."""
+    import tracekit
+
+    db = tmp_path / "busy.duckdb"
+    busy = TEST_DATA / "h100" / "fix_rounds_busy"
+    result = invoke_cli("load", busy / "train_item.json.gz", H100_ROUNDS / "train_launch_eager.json.gz", "--db", db)
+    assert result.exit_code == 0, result.output
+    found = tracekit.findings(db=db)
+    details = dict(zip(found[found["rule"] == "all_fixes"]["trace"], found[found["rule"] == "all_fixes"]["detail"]))
+    assert "its steady steps took 18,246 to 57,786 µs as traced, not one pace" in details["train_item"]
+    assert "not one pace" not in details["train_launch_eager"]

@@ -154,6 +154,22 @@ def _unprofiled(replayed):
             f"trace's gaps between ops show (as traced, the fixes save {replayed.traced_saving_us:,.1f} µs)")
 
 
+# Steady steps whose traced times differ more than this (longest over shortest) did not run at one
+# pace: a host that stalled the process mid-trace, or a loop whose work changed; a step's mean
+# then stands for none of them.
+UNSTEADY_SPREAD = 1.5
+
+
+def _unsteady(replayed):
+    """Where the steady steps ran at unlike paces, saying so (for a detail)."""
+    if replayed.steady_us is None or not replayed.steady_us[0] or replayed.steady_us[1] < UNSTEADY_SPREAD * replayed.steady_us[0]:
+        return ""
+    low, high = replayed.steady_us
+    return (f"; its steady steps took {low:,.0f} to {high:,.0f} µs as traced, not one pace (the host stalled the "
+            f"process, or the loop's work changed between steps): these figures are their mean, and a capture of "
+            f"steadier steps will say more")
+
+
 def _all_fixes_row(trace, whatif, replayed, found):
     count = whatif.count("; ") + 1
     mine = found[found["trace"] == trace]
@@ -166,7 +182,7 @@ def _all_fixes_row(trace, whatif, replayed, found):
                  f"{replayed.step_us:,.1f} µs step ({100 * replayed.saving_us / replayed.step_us:.0f}%)")
         detail = (f"the steady step replayed as it is takes {replayed.step_us:,.1f} µs, with "
                   f"{'every fix' if count > 1 else 'the fix'} {replayed.fixed_us:,.1f} µs")
-        detail += _unprofiled(replayed)
+        detail += _unprofiled(replayed) + _unsteady(replayed)
         if count > 1:
             detail += (f"; the findings' own savings add up to {summed:,.1f} µs, as each is replayed alone "
                        "and fixes that relieve the same wait share their saving")

@@ -31,6 +31,7 @@ class Replayed:
     why: str = None
     traced_saving_us: float = None  # the saving replayed on the loop as traced, with the profiler's cost
     profiler_us_per_op: float = None  # the profiler's cost taken out (None: none, the replay is the traced loop's)
+    steady_us: tuple = None  # (shortest, longest) steady step as replayed without change: the mean's spread
 
 
 class TraceReplay:
@@ -108,7 +109,8 @@ class TraceReplay:
         chosen = [s for s in steps if s.step in self.graph.steady] or steps
         step_us = sum(s.replayed_us for s in chosen) / len(chosen)
         fixed_us = sum(s.fixed_us for s in chosen) / len(chosen)
-        return Replayed(step_us - fixed_us, step_us, fixed_us)
+        spread = (min(s.replayed_us for s in chosen), max(s.replayed_us for s in chosen))
+        return Replayed(step_us - fixed_us, step_us, fixed_us, steady_us=spread)
 
     def without_profiler(self, whatifs, per_op_us):
         """{whatif: Replayed} of each of `whatifs` on the loop without the profiler, each recorded op
@@ -132,7 +134,8 @@ class TraceReplay:
                 result[whatif] = replace(both, traced_saving_us=r.saving_us)
             else:
                 result[whatif] = Replayed(both.saving_us - alone.saving_us, alone.fixed_us, both.fixed_us,
-                                          traced_saving_us=r.saving_us, profiler_us_per_op=per_op_us)
+                                          traced_saving_us=r.saving_us, profiler_us_per_op=per_op_us,
+                                          steady_us=r.steady_us)
         return result
 
 
