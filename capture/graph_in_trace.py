@@ -12,10 +12,10 @@ and DIR/truth.json: kernels_per_step, the GPU activities of one replay (a profil
 every step) and step_us, the replay's time per step without the profiler (loops.step_time_us).
   infer_graph_in_trace   the forward under no_grad
   train_graph_in_trace   forward, backward and SGD, the whole step in the graph
-  infer_compiled_graph   the forward under no_grad, torch.compile(mode="reduce-overhead"): called once
-                         before the profiler (compiles and warms up), then profiled with
-                         schedule(wait=0, warmup=0, active=5): its CUDA graph tree records the graph in
-                         the first profiled call and replays it in the four after
+  infer_compiled_graph   the forward under no_grad, torch.compile(mode="reduce-overhead"), profiled with
+                         schedule(wait=0, warmup=1, active=5): the warm-up step compiles and warms up,
+                         the first active one records the CUDA graph tree's graph, the four after
+                         replay it (a schedule without a warm-up step records only its last step)
 """
 
 import sys
@@ -89,15 +89,13 @@ def capture_compiled(name, device, out):
     def step():
         with torch.no_grad():
             return compiled(batch_in)
-    step()
-    torch.cuda.synchronize()
     raw = out / f"{name}.json"
-    with profile(activities=loops._activities(device), schedule=schedule(wait=0, warmup=0, active=ACTIVE),
+    with profile(activities=loops._activities(device), schedule=schedule(wait=0, warmup=1, active=ACTIVE),
                  record_shapes=True, on_trace_ready=lambda prof: prof.export_chrome_trace(str(raw))) as prof:
-        for _ in range(ACTIVE):
+        for _ in range(1 + ACTIVE):
             step()
             prof.step()
-    return _kept(name, raw, out, step, device, 0, 0)
+    return _kept(name, raw, out, step, device, 0, 1)
 
 
 LOOPS = ["infer_graph_in_trace", "train_graph_in_trace", "infer_compiled_graph"]
