@@ -155,8 +155,8 @@ def _unprofiled(replayed):
 
 
 # Steady steps whose traced times differ more than this (longest over shortest) did not run at one
-# pace: a host that stalled the process mid-trace, or a loop whose work changed; a step's mean
-# then stands for none of them.
+# pace: a loop still warming up, a host that stalled the process mid-trace, or work that changed; a
+# step's mean then stands for none of them.
 UNSTEADY_SPREAD = 1.5
 
 
@@ -165,9 +165,8 @@ def _unsteady(replayed):
     if replayed.steady_us is None or not replayed.steady_us[0] or replayed.steady_us[1] < UNSTEADY_SPREAD * replayed.steady_us[0]:
         return ""
     low, high = replayed.steady_us
-    return (f"; its steady steps took {low:,.0f} to {high:,.0f} µs as traced, not one pace (the host stalled the "
-            f"process, or the loop's work changed between steps): these figures are their mean, and a capture of "
-            f"steadier steps will say more")
+    return (f"; its steady steps took {low:,.0f} to {high:,.0f} µs as traced, not one pace (still warming up, a "
+            f"host that stalled the process, or work that changed between steps): these figures are their mean")
 
 
 def _all_fixes_row(trace, whatif, replayed, found):
