@@ -116,3 +116,42 @@ def test_cold_start_names_the_graph_capture_of_its_first_step(db):
     assert all(title.endswith(": CUDA graph capture") for title in rows["title"])
     assert all("captures a CUDA graph" in detail and "ms of cudaGraphInstantiate" in detail for detail in rows["detail"])
     assert all(fix.startswith("capture the graph in the warm-up") for fix in rows["fix"])
+
+
+def _with_an_earlier_capture(source, target, other_shapes):
+    """`source` (a trace holding one CUDA graph's capture) with a copy of that capture made earlier,
+    on a thread of its own: with the same shapes (`other_shapes` False) or with its ops' first dim
+    doubled (True), as two graphs of one size and other work."""
+    trace = json.loads(gzip.open(source, "rt").read())
+    events = trace["traceEvents"]
+    begin = next(e for e in events if e.get("name") == "cudaStreamBeginCapture")
+    end = next(e for e in events if e.get("name") == "cudaStreamEndCapture")
+    shift = end["ts"] - begin["ts"] + 1000
+    copies = []
+    for e in events:
+        if e.get("cat") in ("cpu_op", "cuda_runtime", "cuda_driver") and e["pid"] == begin["pid"] \
+                and e["tid"] == begin["tid"] and begin["ts"] <= e["ts"] <= end["ts"]:
+            args = dict(e.get("args", {}))
+            for key in ("correlation", "External id"):
+                if key in args:
+                    args[key] += 10_000_000
+            if other_shapes and args.get("Input Dims") and args["Input Dims"][0]:
+                args["Input Dims"] = [[2 * args["Input Dims"][0][0], *args["Input Dims"][0][1:]], *args["Input Dims"][1:]]
+            copies.append({**e, "ts": e["ts"] - shift, "tid": 4242, "args": args})
+    trace["traceEvents"] = events + copies
+    with gzip.open(target, "wt") as f:
+        json.dump(trace, f)
+    return target
+
+
+@pytest.mark.parametrize("other_shapes, captured", [(False, 400), (True, 0)])
+def test_a_replay_two_captures_of_its_size_could_have_made_takes_neither(tmp_path, other_shapes, captured):
+    # Which graph a cudaGraphLaunch replays is not in the trace: where two captures before it
+    # launched as many kernels but ran other shapes, its kernels take no capture's work (here, their
+    # eager twins' instead); where both ran the same, either's work is the same.
+    path = _with_an_earlier_capture(IN_TRACE / "infer_graph_in_trace.json.gz", tmp_path / "two.json.gz", other_shapes)
+    db = load_named(tmp_path / "two.duckdb", {"two": path})
+    rows = dict(db_rows(db, "SELECT work_source, count(*) FROM kernels WHERE trace = 'two' AND correlation IN "
+                            "(SELECT correlation FROM runtime WHERE trace = 'two' AND name = 'cudaGraphLaunch') GROUP BY 1"))
+    assert rows.get("graph capture", 0) == captured
+    assert sum(rows.values()) == 400

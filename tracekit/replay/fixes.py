@@ -283,8 +283,10 @@ def _found_in(test, texts):
     # A trace repeats a few thousand names and op paths over its hundreds of thousands of nodes:
     # each distinct text is tested once.
     codes, distinct = _distinct(texts)
-    return np.array([bool(test(text or "")) for text in distinct], dtype=bool)[codes] if len(codes) \
-        else np.zeros(0, dtype=bool)
+    if not len(codes):
+        return np.zeros(0, dtype=bool)
+    # (factorize makes a None NaN)
+    return np.array([bool(test(text if isinstance(text, str) else "")) for text in distinct], dtype=bool)[codes]
 
 
 _DISTINCT = collections.OrderedDict()  # id(texts) -> (texts, codes, distinct): the last few arrays read

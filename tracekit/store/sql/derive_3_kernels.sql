@@ -27,36 +27,50 @@ WITH marks AS (
            lead(ts_ns) OVER (PARTITION BY pid, tid ORDER BY ts_ns) AS next_ns
     FROM runtime_rows
     WHERE trace_id = $trace_id AND regexp_matches(name, '^(cuda|hip)Stream(Begin|End)Capture')
-), captured AS (
+), launches AS (
     -- any thread's launches while the stream is captured (autograd's thread runs the backward of
-    -- a captured training step): those that ran nothing then
-    SELECT m.pid, m.ts_ns AS begun_ns, r.cpu_op_id,
-           row_number() OVER (PARTITION BY m.pid, m.ts_ns ORDER BY r.ts_ns, r.correlation) AS k,
-           count(*) OVER (PARTITION BY m.pid, m.ts_ns) AS launches
+    -- a captured training step): those that ran nothing then, one a correlation id (a launch may
+    -- have a runtime and a driver row)
+    SELECT m.pid, m.ts_ns AS begun_ns, r.ts_ns, r.correlation, r.cpu_op_id
     FROM marks m JOIN runtime_rows r ON r.trace_id = $trace_id AND r.pid = m.pid AND r.ts_ns > m.ts_ns
          AND (m.next_ns IS NULL OR r.ts_ns < m.next_ns)
     WHERE m.begins
       AND regexp_matches(lower(r.name), 'launchkernel|memcpy|memset') AND NOT regexp_matches(lower(r.name), 'graphlaunch|hostfunc')
       AND r.correlation NOT IN (SELECT correlation FROM _gpu_ops WHERE correlation IS NOT NULL)
+    QUALIFY row_number() OVER (PARTITION BY m.pid, m.ts_ns, r.correlation ORDER BY r.cpu_op_id NULLS LAST, r.ts_ns) = 1
+), captured AS (
+    SELECT pid, begun_ns, cpu_op_id, row_number() OVER (PARTITION BY pid, begun_ns ORDER BY ts_ns, correlation) AS k
+    FROM launches
+), captures AS (
+    -- each capture's launches, and what they ran: its ops' names and shapes in order
+    SELECT l.pid, l.begun_ns, count(*) AS launches,
+           hash(string_agg(coalesce(o.name, '?') || coalesce(CAST(o.input_dims AS VARCHAR), ''), '|' ORDER BY l.ts_ns, l.correlation)) AS ran
+    FROM launches l LEFT JOIN cpu_op_rows o ON o.trace_id = $trace_id AND o.op_id = l.cpu_op_id
+    GROUP BY l.pid, l.begun_ns
 ), replays AS (
-    SELECT r.correlation, r.ts_ns, count(g.event_id) AS activities
+    SELECT r.correlation, r.ts_ns, r.pid, count(g.event_id) AS activities
     FROM runtime_rows r JOIN _gpu_ops g ON g.correlation = r.correlation
     WHERE r.trace_id = $trace_id AND r.name LIKE '%GraphLaunch%'
-    GROUP BY r.correlation, r.ts_ns
+    GROUP BY r.correlation, r.ts_ns, r.pid
+), candidates AS (
+    SELECT p.correlation, w.pid, w.begun_ns, w.ran
+    FROM replays p JOIN captures w ON w.pid = p.pid AND w.launches = p.activities AND w.begun_ns < p.ts_ns
 ), matched AS (
-    SELECT p.correlation, w.pid, w.begun_ns
-    FROM replays p JOIN (SELECT DISTINCT pid, begun_ns, launches FROM captured) w
-         ON w.launches = p.activities AND w.begun_ns < p.ts_ns
-    QUALIFY row_number() OVER (PARTITION BY p.correlation ORDER BY w.begun_ns DESC) = 1
+    -- the latest; where two captures before the replay launched as many but ran other ops or
+    -- shapes (graphs of one size per shape), which one it replays is not in the trace: none
+    SELECT correlation, pid, begun_ns FROM candidates
+    WHERE correlation IN (SELECT correlation FROM candidates GROUP BY correlation HAVING count(DISTINCT ran) = 1)
+    QUALIFY row_number() OVER (PARTITION BY correlation ORDER BY begun_ns DESC) = 1
 ), activities AS (
     SELECT event_id, op, correlation, row_number() OVER (PARTITION BY correlation ORDER BY ts_ns, event_id) AS k
     FROM _gpu_ops WHERE correlation IN (SELECT correlation FROM matched)
 )
+-- op_id NULL: the launch had no op around it at capture
 SELECT a.event_id, c.cpu_op_id AS op_id, a.correlation AS replay,
        a.correlation = min(a.correlation) OVER (PARTITION BY m.pid, m.begun_ns) AS first_replay
 FROM activities a JOIN matched m ON m.correlation = a.correlation
 JOIN captured c ON c.pid = m.pid AND c.begun_ns = m.begun_ns AND c.k = a.k
-WHERE a.op = 'kernel' AND c.cpu_op_id IS NOT NULL;
+WHERE a.op = 'kernel';
 -- @else
 CREATE OR REPLACE TEMP TABLE _captured (event_id BIGINT, op_id BIGINT, replay BIGINT, first_replay BOOLEAN);
 -- @end
@@ -132,7 +146,7 @@ WITH rules(rule, pattern, family, dtype_of) AS (
     VALUES /*work_rules*/
 ), launchers AS (
     SELECT DISTINCT cpu_op_id AS op_id FROM _gpu_ops WHERE op = 'kernel' AND cpu_op_id IS NOT NULL
-    UNION SELECT op_id FROM _captured
+    UNION SELECT op_id FROM _captured WHERE op_id IS NOT NULL
 ), chain AS (
     SELECT l.op_id AS launcher, l.op_id, 0 AS level FROM launchers l
     UNION ALL SELECT l.op_id, t.parent_id, 1 FROM launchers l JOIN _tree t ON t.op_id = l.op_id
@@ -414,6 +428,10 @@ SELECT $trace_id, g.name, g.ts_ns, g.dur_ns, g.device, g.stream, g.correlation, 
        CASE WHEN coalesce(w.flops, i.flops, io.flops) IS NOT NULL AND coalesce(w.bytes, i.bytes, io.bytes) IS NOT NULL THEN NULL
             WHEN r.event_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM _captured p WHERE p.event_id = g.event_id)
                  THEN 'a CUDA graph replay whose capture is not in the trace'
+            -- a replay whose capture is in the trace: its op there has no formula, or there was none
+            WHEN r.event_id IS NOT NULL AND w.event_id IS NULL
+                 THEN CASE WHEN EXISTS (SELECT 1 FROM _captured p WHERE p.event_id = g.event_id AND p.op_id IS NOT NULL)
+                           THEN 'no formula for its op' ELSE 'a CUDA graph replay whose capture names no op for it' END
             WHEN g.cpu_op_id IS NULL THEN 'no launch in the trace, no identical kernel that agrees'
             -- a flex attention kernel (Inductor's template) computes the blocks its block mask's
             -- values name (KV_NUM_BLKS, KV_IDX and their full-block twins): Kineto records their shapes only
