@@ -106,10 +106,12 @@ class TraceReplay:
         return changed
 
     def _replayed(self, steps):
-        chosen = [s for s in steps if s.step in self.graph.steady] or steps
+        steady = [s for s in steps if s.step in self.graph.steady]
+        chosen = steady or steps
         step_us = sum(s.replayed_us for s in chosen) / len(chosen)
         fixed_us = sum(s.fixed_us for s in chosen) / len(chosen)
-        spread = (min(s.replayed_us for s in chosen), max(s.replayed_us for s in chosen))
+        # (without steady steps, the first step's one-time work is not a pace)
+        spread = (min(s.replayed_us for s in steady), max(s.replayed_us for s in steady)) if steady else None
         return Replayed(step_us - fixed_us, step_us, fixed_us, steady_us=spread)
 
     def without_profiler(self, whatifs, per_op_us):
