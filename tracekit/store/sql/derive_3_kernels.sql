@@ -20,7 +20,8 @@ QUALIFY count(*) OVER (PARTITION BY correlation) > 1;
 -- copies and fills as the replay ran, and its k-th (by start) the op of the k-th launch: exact
 -- for a graph captured on one stream; a replay that no capture matches takes none. replay: the
 -- graph launch's correlation id; first_replay: the first replay of its capture.
--- @if EXISTS (SELECT 1 FROM runtime_rows WHERE trace_id = $trace_id AND regexp_matches(name, '^(cuda|hip)StreamBeginCapture'))
+-- (a LIKE, not the marks' expression: a tenth of the time over a big trace's runtime calls)
+-- @if EXISTS (SELECT 1 FROM runtime_rows WHERE trace_id = $trace_id AND name LIKE '%StreamBeginCapture%')
 CREATE OR REPLACE TEMP TABLE _captured AS
 WITH marks AS (
     SELECT pid, tid, ts_ns, regexp_matches(name, 'BeginCapture') AS begins,
