@@ -15,12 +15,13 @@ QUALIFY count(*) OVER (PARTITION BY correlation) > 1;
 
 -- A CUDA graph captured inside the trace (torch.cuda.graph, CUDA graph trees): while a thread
 -- captures a stream (cudaStreamBeginCapture to cudaStreamEndCapture), the process's calls that
--- launch work into it run nothing, and each replay of the graph (a cudaGraphLaunch) runs that work again, in the order
--- it was captured. A replay takes the latest capture before it that launched as many kernels,
--- copies and fills as the replay ran, and its k-th (by start) the op of the k-th launch: exact
--- for a graph captured on one stream; a replay that no capture matches takes none. replay: the
--- graph launch's correlation id; first_replay: the first replay of its capture.
--- (a LIKE, not the marks' expression: a tenth of the time over a big trace's runtime calls)
+-- launch work into it run nothing, and each replay of the graph (a cudaGraphLaunch, which names no
+-- graph) runs that work again in the order it was captured. A replay takes the latest capture
+-- before it that launched as many kernels, copies and fills as the replay ran, unless another such
+-- capture ran other ops or shapes; and its k-th activity (by start) the op of the k-th launch:
+-- exact for a graph captured on one stream. replay: the graph launch's correlation id;
+-- first_replay: the first replay of its capture. The guard is a LIKE, not the marks' expression:
+-- a tenth of the time over a big trace's runtime calls.
 -- @if EXISTS (SELECT 1 FROM runtime_rows WHERE trace_id = $trace_id AND name LIKE '%StreamBeginCapture%')
 CREATE OR REPLACE TEMP TABLE _captured AS
 WITH marks AS (
