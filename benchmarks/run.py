@@ -10,6 +10,7 @@ built by build_trace.py into --dir when missing, in a child process too. Prints 
 """
 
 import argparse
+import gzip
 import json
 import os
 import platform
@@ -28,6 +29,8 @@ import tables  # noqa: E402
 from layouts import LAYOUTS, layout_path  # noqa: E402
 
 MB = 1_000_000
+# A real training trace of about 140 MB (a GPT-2 training loop on an H100: tests/data/h100/long).
+REAL_TRACE = HERE.parent / "tests" / "data" / "h100" / "long" / "train_gpt2_long.json.gz"
 # What --layouts takes: build_trace's layouts (ndjson is the floor's input, not a trace) and gz,
 # Kineto's layout gzipped.
 RUN_LAYOUTS = tuple(layout for layout in LAYOUTS if layout != "ndjson") + ("gz",)
@@ -124,6 +127,9 @@ def parse_args(argv):
     parser.add_argument("--skip-folder", action="store_true")
     parser.add_argument("--skip-floor", action="store_true", help="skip DuckDB's NDJSON read")
     parser.add_argument("--skip-queries", action="store_true")
+    parser.add_argument("--real", default=str(REAL_TRACE), metavar="TRACE",
+                        help="a real trace (.json or .json.gz, read as plain JSON) measured beside json.load and HTA "
+                             "['' to skip; default tests/data/h100/long's 135 MB training trace]")
     parser.add_argument("--hta-python", help="a python with holistictraceanalysis [this one, else /tmp/hta-venv]")
     parser.add_argument("--wait-quiet", type=float, default=0, metavar="S",
                         help="before each measurement wait up to S s until other processes use < 0.3 CPUs [0]")
@@ -176,6 +182,24 @@ def measure_hta(args, root, rows, hta_python):
     return entries
 
 
+def measure_real(args, root, hta_python):
+    """tracekit load, json.load and HTA's parser on a real trace, as plain JSON in --dir."""
+    source = Path(args.real)
+    path = root / (source.name[:-len(".gz")] if source.name.endswith(".gz") else source.name)
+    if not path.exists() or path.stat().st_mtime < source.stat().st_mtime:
+        with (gzip.open(source, "rb") if source.name.endswith(".gz") else open(source, "rb")) as src, \
+                open(path, "wb") as out:
+            shutil.copyfileobj(src, out, 1 << 20)
+    print(f"measuring the real trace {path.name} ...", file=sys.stderr)
+    real = {"path": str(path), "json_bytes": path.stat().st_size,
+            "tracekit": measure.measure_load(path, root / f"{path.name}.duckdb", args.repeat)}
+    if not args.skip_json:
+        real["json_gc_off"] = measure.measure_json(path)
+    if hta_python:
+        real["hta"] = measure.measure_hta(path, hta_python, root / "hta")
+    return real
+
+
 def measure_folder(args, root):
     count, size = args.folder
     folder, paths = ensure_folder(root, count, size, args.steps)
@@ -217,6 +241,7 @@ def main(argv=None):
     rows = measure_loads(args, root)
     hta = measure_hta(args, root, rows, hta_python) if hta_python and args.hta_sizes else []
     folder = measure_folder(args, root) if args.folder else None
+    real = measure_real(args, root, hta_python) if args.real else None
     floor = None if args.skip_floor else measure_floor(args, root)
     biggest = [row for row in rows if row["size"] == max(args.sizes) and row.get("tracekit")]
     kineto_row = next((row for row in biggest if row["layout"] == "kineto"), None)
@@ -225,7 +250,7 @@ def main(argv=None):
     queries = None if args.skip_queries or not query_db else measure.measure_queries(query_db, args.query_repeat)
 
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    taken = _measurements([rows, hta, folder, floor]) or [{"load": 0.0, "others_busy": 0.0}]
+    taken = _measurements([rows, hta, folder, floor, real]) or [{"load": 0.0, "others_busy": 0.0}]
     meta = {"date": stamp, "cpus": os.cpu_count(), "machine": platform.platform(), "versions": versions(hta_python),
             "repeat": args.repeat, "load_avg_range": [min(m["load"] for m in taken), max(m["load"] for m in taken)],
             "others_busy_range": [min(m["others_busy"] for m in taken), max(m["others_busy"] for m in taken)]}
@@ -235,6 +260,8 @@ def main(argv=None):
     print("### Loading one trace\n\n" + tables.load_table(rows, hta, max(args.sizes)) + "\n")
     if hta:
         print("### HTA's parser\n\n" + tables.hta_table(hta) + "\n")
+    if real:
+        print("### A real training trace\n\n" + tables.real_table(real) + "\n")
     if folder:
         print("### A folder of traces\n\n" + tables.folder_table(folder) + "\n")
     if floor:
@@ -244,7 +271,7 @@ def main(argv=None):
     print("### Against the targets\n\n" + tables.targets(rows, hta, folder, floor, queries, max(args.sizes)))
     if args.json_out:
         Path(args.json_out).write_text(json.dumps({"meta": meta, "rows": rows, "hta": hta, "folder": folder,
-                                                   "floor": floor, "queries": queries}, indent=1))
+                                                   "floor": floor, "queries": queries, "real": real}, indent=1))
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ from pathlib import Path
 
 MB = 1_000_000
 TARGETS = {"load_mb_s": 100, "load_s": 10, "rss_bytes": 1_000_000_000, "vs_json": 2, "vs_hta": 14,
-           "folder_ratio": 1.6, "query_s": 0.2}
+           "folder_ratio": 1.6, "query_s": 0.2, "real_mb_s": 100}
 # Perfetto's trace processor is not run here; its published figure for a JSON trace, quoted.
 PERFETTO = {"mb": 453.8, "s": 2.56, "source": "google/perfetto#1641"}
 # The speed targets are for these layouts; the RSS target is for every layout.
@@ -117,6 +117,22 @@ def hta_table(hta):
             f"{entry['json_bytes'] / run['seconds'] / MB:.1f}" if run else "failed", _mb(run and run["peak_rss"]),
             _s(tk and tk["seconds"]), f"{run['seconds'] / tk['seconds']:.1f}" if run and tk else ""]) + " |")
     return "\n".join(lines)
+
+
+def real_table(real):
+    """tracekit load, json.load and HTA's parser on one real trace."""
+    tk, off, run = real.get("tracekit"), real.get("json_gc_off"), real.get("hta")
+    rate = real["json_bytes"] / tk["seconds"] / MB if tk else None
+    target = TARGETS["real_mb_s"]
+    return "\n".join([
+        "| trace | JSON MB | events | `tracekit load` s | MB/s | peak RSS MB | `json.load` s, GC off | HTA parse s "
+        f"| × HTA | vs target (≥ {target} MB/s) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        " | ".join([f"| {Path(real['path']).name}", _mb(real["json_bytes"]),
+                   f"{tk['events']:,}" if tk and tk["events"] else "", _s(tk and tk["seconds"]),
+                   f"{rate:.0f}" if rate else "", _mb(tk and tk["peak_rss"]), _s(off and off["seconds"]),
+                   _s(run and run["seconds"]), f"{run['seconds'] / tk['seconds']:.1f}" if run and tk else "",
+                   _verdict(rate >= target) if rate else ""]) + " |"])
 
 
 def folder_table(folder):

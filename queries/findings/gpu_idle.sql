@@ -1,6 +1,6 @@
 -- gpu_idle: gaps on a GPU between its kernels, copies and fills inside steady steps, with what the CPU was doing then
--- why: while the GPU waits for work the step runs on without it: a sync or a device-to-host copy drained its queue, data loading held the CPU, the thread stalled (a sleep, a lock, host-side work), or Python and op dispatch could not launch kernels as fast as the GPU ran them
--- fix: per cause (the finding says which): drop the sync or read results every N steps; load data in DataLoader workers with pinned memory; move a stall off the step; for slow launching, capture the step in a CUDA graph or torch.compile it, fuse small ops, or give each kernel more work
+-- why: while the GPU waits for work the step runs on without it: a sync or a device-to-host copy drained its queue, data loading held the CPU, the thread stalled (a sleep, a lock, host-side work), or Python and op dispatch could not launch kernels as fast as the GPU ran them, or the host's work around a CUDA graph's replay (input copies, guards) held it
+-- fix: per cause (the finding says which): drop the sync or read results every N steps; load data in DataLoader workers with pinned memory; move a stall off the step; around a CUDA graph's replay, keep inputs in its static buffers; for slow launching, capture the step in a CUDA graph or torch.compile it, fuse small ops, or give each kernel more work
 -- saving: estimate: the time of the gaps per steady step (NULL for a trace without steps: no step to save it in), an upper bound; the replay of the cause's fix (whatif) says what the step would save
 -- params:
 --   trace = NULL: only this trace
@@ -25,23 +25,35 @@ WITH busy AS (
 ), launches AS (
     -- The runtime call that queued each GPU op (one call queues a whole CUDA graph); prev_end_us:
     -- where its thread's call before it ended (its own time runs from there).
-    SELECT trace, correlation, pid, tid, step, ts_us, end_us, prev_end_us
+    SELECT trace, correlation, pid, tid, step, name, ts_us, end_us, prev_end_us
     FROM (SELECT r.trace, r.correlation, r.pid, r.tid, r.step, r.name, r.ts_us, r.ts_us + r.dur_us AS end_us,
                  lag(r.ts_us + r.dur_us) OVER (PARTITION BY r.trace, r.pid, r.tid ORDER BY r.ts_us, r.dur_us) AS prev_end_us
           FROM runtime r
           WHERE $trace IS NULL OR r.trace = $trace) x
     WHERE correlation IS NOT NULL
     QUALIFY row_number() OVER (PARTITION BY trace, correlation ORDER BY ts_us, tid, name) = 1
+), graphed_steps AS (
+    -- Steps most of whose kernels a CUDA graph replayed (one graph launch ran them): their launches
+    -- are already one, and the CPU's time between replays is the host's work around them.
+    SELECT b.trace, b.step
+    FROM busy b
+    LEFT JOIN (SELECT DISTINCT trace, correlation FROM runtime WHERE name LIKE '%GraphLaunch%') g
+         ON g.trace = b.trace AND g.correlation = b.correlation
+    WHERE b.source = 'kernels'
+    GROUP BY b.trace, b.step
+    HAVING count(g.correlation) >= 0.5 * count(*)
 ), gaps AS (
     -- Idle time before a GPU op, when it and the op before it both belong to steady steps.
     SELECT o.trace, o.device, o.idle_from_us AS gap_start_us, o.ts_us - o.idle_from_us AS gap_us, w.steps,
            o.source AS next_source, o.name AS next_name, o.correlation AS next_correlation,
            o.ts_us AS next_ts_us, o.end_us - o.ts_us AS next_dur_us,
-           l.pid, l.tid, l.ts_us AS launch_us, l.end_us AS launch_end_us, l.ts_us - l.prev_end_us AS stretch_us
+           l.pid, l.tid, l.ts_us AS launch_us, l.end_us AS launch_end_us, l.ts_us - l.prev_end_us AS stretch_us,
+           l.name LIKE '%GraphLaunch%' OR gs.step IS NOT NULL AS graphed
     FROM ordered o
     JOIN steady_window w ON w.trace = o.trace AND w.step IS NOT DISTINCT FROM o.step
     JOIN steady_window p ON p.trace = o.trace AND p.step IS NOT DISTINCT FROM o.prev_step
     LEFT JOIN launches l ON l.trace = o.trace AND l.correlation = o.correlation
+    LEFT JOIN graphed_steps gs ON gs.trace = o.trace AND gs.step IS NOT DISTINCT FROM o.step
     WHERE o.ts_us - o.idle_from_us >= CAST($min_gap_us AS DOUBLE)
 ), last_launch AS (
     SELECT l.trace, l.step, max(l.ts_us) AS last_launch_us
@@ -71,7 +83,7 @@ WITH busy AS (
     -- back by: without it, the CPU would have gone on that much earlier. The rest of the gap is the
     -- CPU's own time to the next launch. Work queued before the gap began waited on the GPU's side.
     SELECT g.trace, g.device, g.gap_start_us, g.gap_us, g.steps, g.next_source, g.next_name, g.next_correlation,
-           g.next_ts_us, g.next_dur_us, g.pid, g.tid, g.launch_us, g.launch_end_us, g.stretch_us,
+           g.next_ts_us, g.next_dur_us, g.pid, g.tid, g.launch_us, g.launch_end_us, g.stretch_us, g.graphed,
            w.name AS wait_name, w.kind AS wait_kind, w.pageable, w.ends_step, w.ts_us AS wait_ts_us, w.dur_us AS wait_dur_us,
            w.correlation AS wait_correlation, w.cpu_op AS wait_op,
            CASE WHEN g.launch_us IS NULL OR g.launch_end_us <= g.gap_start_us OR w.ts_us IS NULL THEN 0
@@ -130,7 +142,9 @@ WITH busy AS (
     UNION ALL
     SELECT s.trace, s.device, s.steps, s.gap_start_us, s.gap_us, s.gap_us - s.wait_us,
            CASE WHEN s.launch_us IS NULL THEN 'unlaunched' WHEN s.launch_end_us <= s.gap_start_us THEN 'queued'
-                WHEN c.loading THEN 'data' WHEN s.stretch_us >= CAST($min_stall_us AS DOUBLE) THEN 'stall' ELSE 'cpu' END,
+                WHEN c.loading THEN 'data' WHEN s.stretch_us >= CAST($min_stall_us AS DOUBLE) THEN 'stall'
+                -- the next work is a CUDA graph's replay, or comes before one in a step a graph runs
+                WHEN s.graphed THEN 'graph' ELSE 'cpu' END,
            FALSE,
            CASE WHEN s.launch_us IS NULL OR s.launch_end_us <= s.gap_start_us THEN s.next_name
                 ELSE coalesce(c.name, 'Python between ops') END,
@@ -179,17 +193,22 @@ SELECT g.trace, 'gpu_idle' AS rule,
                            WHEN 'stall' THEN format('the CPU stalled: no runtime call for up to {:.1f} ms (most in {})',
                                                     g.longest_stretch_us / 1000, x.first_doing)
                            WHEN 'cpu' THEN 'the CPU ran Python and ops (most in ' || x.first_doing || ')'
+                           WHEN 'graph' THEN 'the CPU prepared a CUDA graph''s replay (most in ' || x.first_doing || ')'
                            WHEN 'queued' THEN 'the next work was already queued (waiting on another stream or an event)'
                            ELSE 'the next work''s launch is not in the trace' END) AS title,
        format('{} gap(s) in {}{}, longest {:.1f} µs; idle µs {} by what the CPU was doing: {}',
               g.gaps, CASE WHEN s.has_steps THEN format('{} steady step(s)', g.steps) ELSE 'the trace' END, CASE WHEN g.devices > 1 THEN format(' on {} devices', g.devices) ELSE '' END, g.longest_us,
-              CASE WHEN s.has_steps THEN 'per step' ELSE 'in the trace' END, x.top_doing) AS detail,
+              CASE WHEN s.has_steps THEN 'per step' ELSE 'in the trace' END, x.top_doing)
+       || CASE WHEN g.cause = 'graph' THEN '; no fix replayed: the step''s kernels are already one CUDA graph launch, '
+                                           || 'and what the host does before it (input copies, guards, Python) no named change removes'
+               ELSE '' END AS detail,
        CASE g.cause
             WHEN 'sync' THEN 'drop the sync, or sync once every N steps: read results (loss.item(), .cpu(), print) only when you log them, and time with CUDA events rather than torch.cuda.synchronize()'
             WHEN 'copy' THEN 'keep the value on the GPU (torch.where instead of a Python if on a tensor), or copy it into pinned memory with non_blocking=True and read it a step later'
             WHEN 'stall' THEN 'find what holds the launching thread (a sleep, a lock, logging, host-side work) and move it off the step: to another thread, or every N steps'
             WHEN 'data' THEN 'load batches in DataLoader workers (num_workers > 0, persistent_workers=True, prefetch_factor) with pin_memory=True, and copy them with non_blocking=True'
             WHEN 'cpu' THEN 'launch less from Python: capture the step in a CUDA graph (torch.cuda.graph, or torch.compile(mode="reduce-overhead")), fuse small ops with torch.compile, use fused optimizers (AdamW(fused=True)), or give each kernel more work (a bigger batch)'
+            WHEN 'graph' THEN 'the step already replays a CUDA graph: what holds the GPU back is the host''s work around each replay (torch.compile''s CUDA graph trees copy inputs that are not static and check guards; a torch.cuda.CUDAGraph needs its inputs copied in): keep inputs in the graph''s static buffers, move host work off the step, or replay more work per launch (a bigger batch)'
             WHEN 'queued' THEN 'look at what the work waited on: a stream wait, an event, a collective on another stream'
             ELSE 'profile with ProfilerActivity.CPU so the launches are in the trace' END AS fix,
        -- Not per step where the trace has none: a whole trace's idle time is no step's saving.
