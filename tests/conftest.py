@@ -81,6 +81,14 @@ def db_dicts(db, sql, params=()):
         con.close()
 
 
+def cli_loaded(tmp_path_factory, name, *files):
+    """A database file, in a fresh temporary folder, with `files` loaded by `tracekit load`."""
+    db = tmp_path_factory.mktemp(name) / f"{name}.duckdb"
+    result = invoke_cli("load", *files, "--db", db)
+    assert result.exit_code == 0, result.output
+    return db
+
+
 def load_named(db, files):
     """Database file `db` with each of `files` ({trace name: trace file}) loaded under its name."""
     from tracekit.ingest.loader import load_file

@@ -11,7 +11,7 @@ import statistics
 
 import pytest
 
-from conftest import TEST_DATA, invoke_cli
+from conftest import TEST_DATA, cli_loaded, invoke_cli
 
 FIXES = TEST_DATA / "h200" / "fixes"
 
@@ -430,12 +430,9 @@ H100_B_ERRORS = {"infer_launch_eager": -17, "train_launch_eager": -19, "infer_it
 
 
 def _rounds_db(tmp_path_factory, folder):
-    db = tmp_path_factory.mktemp(folder.name) / f"{folder.name}.duckdb"
     befores = {pair[2] for pair in UNPROFILED_PAIRS + [MISSED_PAIR]}
     afters = {pair[3] for pair in UNPROFILED_PAIRS + [MISSED_PAIR]}
-    result = invoke_cli("load", *[folder / f"{name}.json.gz" for name in sorted(befores | afters)], "--db", db)
-    assert result.exit_code == 0, result.output
-    return db
+    return cli_loaded(tmp_path_factory, folder.name, *[folder / f"{name}.json.gz" for name in sorted(befores | afters)])
 
 
 @pytest.fixture(scope="module")

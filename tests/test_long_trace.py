@@ -8,17 +8,14 @@ import json
 
 import pytest
 
-from conftest import TEST_DATA, db_rows, invoke_cli
+from conftest import TEST_DATA, cli_loaded, db_rows
 
 LONG = TEST_DATA / "h100" / "long"
 
 
 @pytest.fixture(scope="module")
 def long_db(tmp_path_factory):
-    db = tmp_path_factory.mktemp("long") / "long.duckdb"
-    result = invoke_cli("load", LONG / "train_gpt2_long.json.gz", "--db", db)
-    assert result.exit_code == 0, result.output
-    return db
+    return cli_loaded(tmp_path_factory, "long", LONG / "train_gpt2_long.json.gz")
 
 
 def test_the_long_trace_loads_every_event(long_db):

@@ -3,7 +3,7 @@
 import duckdb
 import pytest
 
-from conftest import TEST_DATA, invoke_cli
+from conftest import TEST_DATA, cli_loaded
 
 FIXES = TEST_DATA / "h200" / "fixes"
 WHATIFS = ["pin-copies", "drop-sync:cudaStreamSynchronize", "cuda-graph:1000", "drop-copies:aten::nothing_here",
@@ -12,10 +12,7 @@ WHATIFS = ["pin-copies", "drop-sync:cudaStreamSynchronize", "cuda-graph:1000", "
 
 @pytest.fixture(scope="module")
 def db(tmp_path_factory):
-    db = tmp_path_factory.mktemp("parallel") / "p.duckdb"
-    result = invoke_cli("load", FIXES / "train_copy_pageable.json.gz", "--db", db)
-    assert result.exit_code == 0, result.output
-    return db
+    return cli_loaded(tmp_path_factory, "parallel", FIXES / "train_copy_pageable.json.gz")
 
 
 def _savings(db, monkeypatch, min_nodes):
