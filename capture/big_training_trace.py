@@ -5,13 +5,11 @@
 loops.py's train_gpt2 (GPT-2 from its config, 6 layers, random weights, AdamW), profiled as every
 loop of loops.py is (record_shapes, no per-step sync) but for N active steps (55 by default: about
 2.5 MB of JSON a step). Writes DIR/train_gpt2_long.json.gz and DIR/truth.json (its step time without
-the profiler, kernels a step). Too big for the repository's tests: benchmarks/run.py measures its load.
+the profiler, kernels a step). Kept as tests/data/h100/long; benchmarks/run.py --real measures its load.
 """
 
 import json
 import sys
-
-from torch.profiler import profile, schedule
 
 from tracekit.capture import loops
 
@@ -25,13 +23,7 @@ def main(argv=None):
     args.out.mkdir(parents=True, exist_ok=True)
     step = loops.gpt2_steps(args.device, True)
     raw = args.out / f"{NAME}.json"
-    with profile(activities=loops._activities(args.device),
-                 schedule=schedule(wait=loops.WAIT, warmup=loops.WARMUP, active=args.active),
-                 record_shapes=True, on_trace_ready=lambda prof: prof.export_chrome_trace(str(raw))) as prof:
-        for _ in range(loops.WAIT + loops.WARMUP + args.active):
-            step()
-            prof.step()
-    loops._sync(args.device)
+    loops.profile_scheduled(step, args.device, raw, active=args.active)
     truth = {"loop": NAME, "device": args.device, "json_bytes": raw.stat().st_size,
              "step_us": round(loops.step_time_us(step, args.device), 1),
              "kernels_per_step": loops.kernels_per_step(step, args.device),

@@ -144,11 +144,11 @@ def _sync(device):
         torch.cuda.synchronize()
 
 
-def profile_scheduled(step, device, path, stub_last=False):
+def profile_scheduled(step, device, path, stub_last=False, active=ACTIVE):
     """The loop as a user writes it: schedule(wait, warmup, active), prof.step() each iteration,
     no sync. With `stub_last`, the last active step launches nothing."""
-    iterations = WAIT + WARMUP + ACTIVE
-    with profile(activities=_activities(device), schedule=schedule(wait=WAIT, warmup=WARMUP, active=ACTIVE),
+    iterations = WAIT + WARMUP + active
+    with profile(activities=_activities(device), schedule=schedule(wait=WAIT, warmup=WARMUP, active=active),
                  record_shapes=True, on_trace_ready=lambda prof: prof.export_chrome_trace(str(path))) as prof:
         for index in range(iterations):
             if not (stub_last and index == iterations - 1):
