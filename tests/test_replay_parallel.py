@@ -41,3 +41,60 @@ def test_forked_replays_give_the_sequential_answer(db, monkeypatch):
     assert alone["drop-copies:aten::nothing_here"].saving_us is None
     assert alone["drop-copies:aten::nothing_here"].why
     assert alone_unprofiled["pin-copies"].profiler_us_per_op == 7.9
+
+
+@pytest.fixture(scope="module")
+def three_db(tmp_path_factory):
+    return cli_loaded(tmp_path_factory, "prefetch", FIXES / "train_copy_pageable.json.gz",
+                      FIXES / "infer_item.json.gz", FIXES / "infer_no_item.json.gz")
+
+
+def test_graphs_read_while_the_rules_run_give_the_findings_read_after_them(three_db, monkeypatch):
+    """findings reads the replay graphs on a second connection while the rules run
+    (replay.prefetch): the same rows as reading them on the connection afterwards."""
+    from pandas.testing import assert_frame_equal
+
+    from tracekit.analysis import findings_engine
+    from tracekit.replay import prefetch
+    from tracekit.store.database import connect_for_queries
+
+    handed = []
+    jobs_for = prefetch.GraphPrefetch.jobs_for
+    monkeypatch.setattr(prefetch.GraphPrefetch, "jobs_for",
+                        lambda self, wanted: handed.append((set(wanted), set(self._read))) or jobs_for(self, wanted))
+    con = connect_for_queries(three_db)  # as the CLI opens it: attached, in a catalog of its own
+    try:
+        beside = findings_engine.run_findings(con)
+        monkeypatch.setattr(findings_engine, "_graphs_read_meanwhile", lambda con, trace: None)
+        after = findings_engine.run_findings(con)
+    finally:
+        con.close()
+    assert_frame_equal(beside, after)
+    (wanted, read), = handed
+    assert wanted == {"train_copy_pageable", "infer_item", "infer_no_item"} & set(beside["trace"])
+    assert wanted and wanted <= read  # every trace replayed was read beside the rules
+    assert beside["saving_us_per_step"].notna().any()
+
+
+def test_a_prefetch_stopped_at_once_leaves_the_connection_as_it_was(three_db):
+    from tracekit.replay.prefetch import GraphPrefetch
+    from tracekit.store.database import connect_for_queries, second_connections
+
+    con = connect_for_queries(three_db)
+    try:
+        GraphPrefetch(second_connections(con)(), con, ["train_copy_pageable", "infer_item"]).stop()
+        assert con.execute("SELECT count(*) FROM trace_files").fetchone()[0] == 3
+    finally:
+        con.close()
+
+
+def test_no_second_connection_where_it_would_not_see_this_ones_views(three_db):
+    from tracekit.store.database import connect_for_queries, second_connections
+
+    con = connect_for_queries(three_db)
+    try:
+        assert second_connections(con) is not None
+        con.execute("CREATE TEMP VIEW steps_of_mine AS SELECT 1 AS step")
+        assert second_connections(con) is None
+    finally:
+        con.close()

@@ -188,27 +188,33 @@ def _work(con, trace, by):
     return work
 
 
+def _rules_found(found):
+    return {rule: title for rule, title in zip(found["rule"], found["title"])}
+
+
 def _findings_change(con, runs):
     """(appeared, gone): the rules found in some run of B and in no run of A, and the reverse."""
     from concurrent.futures import ThreadPoolExecutor
 
     from tracekit.analysis.findings_engine import run_findings
-
-    catalog = con.execute("SELECT current_database()").fetchone()[0]
+    from tracekit.store.database import second_connections
 
     def rules_of(trace):
-        cursor = con.cursor()  # a connection of its own per thread, on the same database
+        cursor = make_connection()  # a connection of its own per thread, on the same database
         try:
-            cursor.execute(f'USE "{catalog}"')  # a cursor starts in its instance's default catalog
             found = run_findings(cursor, trace=trace, replay=False)
         finally:
             cursor.close()
-        return {rule: title for rule, title in zip(found["rule"], found["title"])}
+        return _rules_found(found)
 
     traces = list(dict.fromkeys(runs[0] + runs[1]))
-    # Two at once: much of a rule's plan runs on one core (sorts, windows over one thread's ops).
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        found = dict(zip(traces, pool.map(rules_of, traces)))
+    make_connection = second_connections(con)
+    if make_connection is None:  # one at a time on this connection, where a second would not see its views
+        found = {trace: _rules_found(run_findings(con, trace=trace, replay=False)) for trace in traces}
+    else:
+        # Two at once: much of a rule's plan runs on one core (sorts, windows over one thread's ops).
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            found = dict(zip(traces, pool.map(rules_of, traces)))
     before, after = ({rule: title for trace in side for rule, title in found[trace].items()} for side in runs)
     appeared = sorted((rule, after[rule]) for rule in after.keys() - before.keys())
     gone = sorted((rule, before[rule]) for rule in before.keys() - after.keys())

@@ -99,14 +99,13 @@ def run_findings(con, *, trace=None, rule=None, params=None, replay=True):
         trace_row(con, given["trace"])
     import pandas as pd  # the engine's rows are DataFrames; the CLI's query path must not pay for pandas
 
-    frames = []
-    for r in selected:
-        bound = {key: as_sql_text(checked(key, given.get(key, default))) for key, (default, _) in r.params.items()}
-        frame = run_sql(con, r.sql, bound or None)
-        if list(frame.columns) != list(RULE_COLUMNS):
-            raise QueryError(f"finding rule {r.rule} returns {', '.join(frame.columns)}, "
-                             f"not {', '.join(RULE_COLUMNS)}")
-        frames.append(frame)
+    prefetch = _graphs_read_meanwhile(con, given.get("trace")) if replay else None
+    try:
+        frames = [_rule_rows(con, r, given) for r in selected]
+    except BaseException:
+        if prefetch:
+            prefetch.stop()
+        raise
     found = pd.concat([f for f in frames if len(f)], ignore_index=True) if any(len(f) for f in frames) \
         else pd.DataFrame({column: [] for column in RULE_COLUMNS})
     found["estimate_us_per_step"] = found["estimate_us_per_step"].astype("float64").round(1)
@@ -114,19 +113,44 @@ def run_findings(con, *, trace=None, rule=None, params=None, replay=True):
         found.insert(list(FINDING_COLUMNS).index(column), column, float("nan"))
         found[column] = found[column].astype("float64")
     if not replay or not len(found):
+        if prefetch:
+            prefetch.stop()
         return rank(found)
-    return _replayed(con, found, together=rule is None)
+    return _replayed(con, found, together=rule is None, prefetch=prefetch)
 
 
-def _replayed(con, found, together=True):
+def _rule_rows(con, r, given):
+    bound = {key: as_sql_text(checked(key, given.get(key, default))) for key, (default, _) in r.params.items()}
+    frame = run_sql(con, r.sql, bound or None)
+    if list(frame.columns) != list(RULE_COLUMNS):
+        raise QueryError(f"finding rule {r.rule} returns {', '.join(frame.columns)}, not {', '.join(RULE_COLUMNS)}")
+    return frame
+
+
+def _graphs_read_meanwhile(con, trace):
+    """The replay graphs of `trace` (None: every loaded trace), read while the rules run
+    (tracekit.replay.prefetch); None where a second connection would not see what `con` sees."""
+    from tracekit.replay.prefetch import GraphPrefetch
+    from tracekit.store.database import second_connections
+
+    make_connection = second_connections(con)
+    if make_connection is None:
+        return None
+    traces = [trace] if trace is not None else \
+        [row[0] for row in con.execute("SELECT trace FROM trace_files ORDER BY trace").fetchall()]
+    return GraphPrefetch(make_connection(), con, traces)
+
+
+def _replayed(con, found, together=True, prefetch=None):
     """`found` with each fix's replayed saving, ranked, and (`together`) each trace's fixes together
-    at the end."""
+    at the end; `prefetch`: the graphs read while the rules ran."""
     import pandas as pd
 
     from tracekit.replay.savings import replay_savings
 
     wanted = [(t, w) for t, w in zip(found["trace"], found["whatif"]) if isinstance(w, str) and w]
-    each, all_fixes = replay_savings(con, wanted)
+    jobs = prefetch.jobs_for({t for t, _ in wanted}) if prefetch else None
+    each, all_fixes = replay_savings(con, wanted, jobs)
     savings, traced, details = [], [], []
     for t, w, detail in zip(found["trace"], found["whatif"], found["detail"]):
         replayed = each.get((t, w)) if isinstance(w, str) else None

@@ -145,14 +145,16 @@ def _changes_anything(graph, changed):
     return "graph" in changed or any(not np.array_equal(getattr(graph, name), values) for name, values in changed.items())
 
 
-def replay_savings(con, traces_and_fixes):
+def replay_savings(con, traces_and_fixes, jobs=None):
     """{(trace, whatif): Replayed} for each pair, and {trace: (whatif of all its fixes, Replayed)}
-    for each trace with a fix that replays; each replayed without the profiler's estimated cost."""
+    for each trace with a fix that replays; each replayed without the profiler's estimated cost.
+    `jobs`: where the graphs were read already (replay.prefetch), else read here."""
     each, together = {}, {}
     by_trace = {}
     for trace, whatif in traces_and_fixes:
         by_trace.setdefault(trace, []).append(whatif)
-    jobs = Jobs(con) if by_trace else None  # a job's ranks are read once for all of them
+    if jobs is None and by_trace:
+        jobs = Jobs(con)  # a job's ranks are read once for all of them
     for trace, fixes in by_trace.items():
         replayer = TraceReplay(con, trace, jobs)
         per_op_us = cost_per_op_us(con, trace)

@@ -181,11 +181,13 @@ def _sweep(graph, item_dur, item_x, latency, call_x, call_own, call_gap, call_wa
         return at if i_first[i] else max(i_end[i - 1] + i_x[i], at)
 
     kinds = ((call_needs, solve_call, c_end), (item_needs, solve_item, i_end), (start_needs, solve_start, c_start))
-    # Observed start order visits most nodes after their inputs; the stack takes the rest first.
-    ts = np.concatenate([graph.call_ts, graph.item_ts])
+    # Observed end order visits nearly every node after its inputs (each ended after what it waited
+    # for; start order would visit a sync before the GPU work it waits for, which the stack must then
+    # solve first, node by node); the stack takes the rest first.
+    ends = np.concatenate([graph.call_ts + graph.call_dur, graph.item_ts + graph.item_dur])
     kind_of = np.r_[np.zeros(n_calls, dtype=np.int64), np.ones(n_items, dtype=np.int64)]
     index_of = np.r_[np.arange(n_calls), np.arange(n_items)]
-    order = np.lexsort((index_of, kind_of, ts))
+    order = np.lexsort((index_of, kind_of, ends))
     for kind, index in zip(kind_of[order].tolist(), index_of[order].tolist()):
         # Most nodes have their inputs solved by now: solve them here, as solve_call and own_end do,
         # without the stack's calls (a third of the sweep's time on a 1 GB trace).

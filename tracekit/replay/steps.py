@@ -10,25 +10,33 @@ import numpy as np
 
 def completions_of(graph, call_start, call_end, item_start, item_end):
     """[(start, completion)] of each step of `graph` from its replayed times."""
-    owned_end = {}
-    for step in np.unique(graph.item_step[graph.item_step >= 0]):
-        owned_end[int(step)] = int(item_end[graph.item_step == step].max())
+    owned = graph.item_step >= 0
+    steps, first = np.unique(graph.item_step[owned], return_inverse=True)
+    latest = np.full(len(steps), np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(latest, first, item_end[owned])
+    owned_end = dict(zip(steps.tolist(), latest.tolist()))
+    shifts = {lane: _Shift(graph, lane) for lane in {step["lane"] for step in graph.steps}}
     result = []
     for step in graph.steps:
-        moved_start = step["ts_ns"] + _shift(graph, call_end, step["lane"], step["ts_ns"])
-        moved_end = step["end_ns"] + _shift(graph, call_end, step["lane"], step["end_ns"])
+        shift = shifts[step["lane"]]
+        moved_start = step["ts_ns"] + shift(call_end, step["ts_ns"])
+        moved_end = step["end_ns"] + shift(call_end, step["end_ns"])
         result.append((moved_start, max(moved_end, owned_end.get(step["step"], moved_end))))
     return result
 
 
-def _shift(graph, call_end, lane, at_ns):
-    """How far the replay moved a thread's time at `at_ns`: as far as its last call returning by then."""
-    if lane < 0:
-        return 0
-    on_lane = np.flatnonzero(graph.call_lane == lane)
-    observed_end = graph.call_ts[on_lane] + graph.call_dur[on_lane]
-    before = on_lane[observed_end <= at_ns]
-    if not len(before):
-        return 0
-    last = before[np.argmax(graph.call_ts[before] + graph.call_dur[before])]
-    return int(call_end[last] - (graph.call_ts[last] + graph.call_dur[last]))
+class _Shift:
+    """How far the replay moved a thread's time at a moment: as far as its last call returning by
+    then (of those returning together, the first in the thread's order)."""
+
+    def __init__(self, graph, lane):
+        on_lane = np.flatnonzero(graph.call_lane == lane) if lane >= 0 else np.zeros(0, dtype=np.int64)
+        observed_end = graph.call_ts[on_lane] + graph.call_dur[on_lane]
+        by_end = np.lexsort((-np.arange(len(on_lane)), observed_end))
+        self.calls, self.observed_end = on_lane[by_end], observed_end[by_end]
+
+    def __call__(self, call_end, at_ns):
+        last = np.searchsorted(self.observed_end, at_ns, "right") - 1
+        if last < 0:
+            return 0
+        return int(call_end[self.calls[last]] - self.observed_end[last])

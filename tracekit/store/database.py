@@ -256,6 +256,26 @@ def worker_connection(con):
     return worker
 
 
+def second_connections(con):
+    """A maker of connections of their own (cursors, one for each other thread) on `con`'s
+    database, in the catalog `con` uses; None where they would not see what `con` sees: `con` has
+    views of its own (a database of another tracekit's schema, whose views each connection makes
+    as temporary ones) or is not DuckDB's. Call it before the threads start: it queries `con`."""
+    if not hasattr(con, "cursor"):
+        return None
+    own_views = con.execute("SELECT count(*) FROM duckdb_views() WHERE temporary AND NOT internal").fetchone()[0]
+    if own_views:
+        return None
+    catalog = con.execute("SELECT current_database()").fetchone()[0]
+
+    def make():
+        cursor = con.cursor()
+        cursor.execute(f'USE "{catalog}"')  # a cursor starts in its instance's default catalog
+        return cursor
+
+    return make
+
+
 def _prepare(con):
     # DuckDB draws its own progress bar on a terminal, over tracekit's output.
     con.execute("SET enable_progress_bar = false")
