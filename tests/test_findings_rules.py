@@ -139,6 +139,22 @@ def test_gpu_idle_says_when_the_cpu_was_loading_data(found):
     assert "num_workers" in row["fix"] and "pin_memory=True" in row["fix"]
 
 
+def test_a_stalls_fix_takes_the_stalls_the_finding_counted_not_every_longer_stretch(rules_db, found):
+    """The L4 trace's steady step (566 ms) holds two long stretches without a runtime call: 27.7 ms
+    of Python before a launch, the stall gpu_idle counts in the step, and 508 ms inside aten::randn
+    on the CPU, before the step's first GPU work (whose gap begins in the step before, outside the
+    steady window). The stall's fix drops the stretches of its own range: it saves what the finding
+    counted, not the randn's 508 ms too, as an open-ended threshold does."""
+    import tracekit
+
+    row = _one(found, "foreign_l4_square_memcpy_two_steps", "gpu_idle", title="stalled")
+    assert row["whatif"] == "drop-cpu-gaps:27663-27664"
+    assert row["estimate_us_per_step"] == pytest.approx(27620.6, abs=0.05)
+    assert row["saving_us_per_step"] == pytest.approx(27663.4, abs=0.05)  # the stretch itself, replayed
+    open_ended = tracekit.whatif("foreign_l4_square_memcpy_two_steps", ["drop-cpu-gaps:27663"], db=rules_db)
+    assert open_ended.saving_us > 530_000  # the randn's 508 ms went too
+
+
 def test_gpu_idle_leaves_out_the_wait_of_a_sync_that_ends_each_step(rules_db, found):
     # The capture loop syncs at the end of every step; all the naive traces' long gaps start there.
     for trace in ("samples_naive", "samples_naive_inplace"):

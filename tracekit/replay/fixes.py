@@ -6,8 +6,10 @@
 - `drop:REGEX`: the GPU items (kernels, copies, fills) whose name or op chain REGEX finds;
 - `drop-sync:REGEX`: the runtime calls whose name or op chain REGEX finds stop waiting for the GPU
   and cost nothing (`drop-sync:cudaDeviceSynchronize`, `drop-sync:aten::item` for `.item()`);
-- `drop-cpu-gaps:US`: a thread's own time of at least US microseconds between two of its calls
-  goes (a stall: a sleep, data loading, host-side work the GPU waited on);
+- `drop-cpu-gaps:US[-US]`: a thread's own time of at least US microseconds (and at most the
+  second US) between two of its calls goes (a stall: a sleep, data loading, host-side work the GPU
+  waited on); a finding's stalls name their range, so that its fix takes those stalls, not every
+  longer stretch of the thread's work;
 - `drop-cpu:REGEX`: the CPU ops REGEX names (the outermost, where they nest) take no time on their
   thread (`drop-cpu:DataLoader` for loading in workers, a logger, a checkpoint);
 - `tensor-cores[:REGEX]`: GEMMs on the CUDA cores (SIMT) run at their Tensor Core roofline (view
@@ -55,7 +57,7 @@ from tracekit.replay.side_stream import issued_a_step_ahead, on_side_stream
 
 # name -> whether the argument is required (False: optional), and what it is
 FIXES = {"drop-copies": (True, "OP"), "drop": (True, "REGEX"), "drop-sync": (True, "REGEX"),
-         "drop-cpu-gaps": (True, "US"), "drop-cpu": (True, "REGEX"), "tensor-cores": (False, "REGEX"),
+         "drop-cpu-gaps": (True, "US[-US]"), "drop-cpu": (True, "REGEX"), "tensor-cores": (False, "REGEX"),
          "pin-copies": (False, "REGEX"), "prefetch-copies": (False, "REGEX"), "cuda-graph": (False, "US"),
          "fuse-attention": (False, "REGEX"), "no-profiler": (False, "US")}
 TRACE_ESTIMATE = "trace"  # no-profiler's argument for the trace's own estimate (as no argument)
@@ -77,7 +79,13 @@ def parse_fix(text):
         raise TracekitError(f"--apply {text!r}: a fix is one of {usage()}")
     if name == "no-profiler" and argument == TRACE_ESTIMATE:
         return name, ""
-    if FIXES[name][1] == "US" and argument:
+    if name == "drop-cpu-gaps":
+        try:
+            _gap_range(argument)
+        except ValueError:
+            raise TracekitError(f"--apply {text!r}: {name} takes a time in microseconds above 0, "
+                                "or a range of two (US-US)") from None
+    elif FIXES[name][1] == "US" and argument:
         try:
             if float(argument) <= 0:
                 raise ValueError
@@ -153,9 +161,20 @@ def _estimated_cost(graph, con):
     return per_op_us
 
 
+def _gap_range(argument):
+    """(least, most) µs of `drop-cpu-gaps`'s argument, US or US-US (most: inf for one); ValueError
+    where it is neither, or not above 0, or the range runs backwards."""
+    least, _, most = argument.partition("-")
+    least, most = float(least), float(most) if most else float("inf")
+    if not 0 < least <= most:
+        raise ValueError(argument)
+    return least, most
+
+
 def _drop_cpu_gaps(graph, argument, changed, con):
     # the trace's own stretches of that length, whatever fixes ran first
-    changed["call_gap"][graph.call_gap >= float(argument) * 1000] = 0
+    least, most = _gap_range(argument)
+    changed["call_gap"][(graph.call_gap >= least * 1000) & (graph.call_gap <= most * 1000)] = 0
 
 
 def _drop_cpu(graph, argument, changed, con):
