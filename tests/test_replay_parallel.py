@@ -58,6 +58,7 @@ def test_graphs_read_while_the_rules_run_give_the_findings_read_after_them(three
     from tracekit.replay import prefetch
     from tracekit.store.database import connect_for_queries
 
+    monkeypatch.setattr(prefetch, "MIN_EVENTS", 0)  # these traces are small: read every one beside the rules
     handed = []
     jobs_for = prefetch.GraphPrefetch.jobs_for
     monkeypatch.setattr(prefetch.GraphPrefetch, "jobs_for",
@@ -65,7 +66,7 @@ def test_graphs_read_while_the_rules_run_give_the_findings_read_after_them(three
     con = connect_for_queries(three_db)  # as the CLI opens it: attached, in a catalog of its own
     try:
         beside = findings_engine.run_findings(con)
-        monkeypatch.setattr(findings_engine, "_graphs_read_meanwhile", lambda con, trace: None)
+        monkeypatch.setattr(prefetch, "MIN_EVENTS", 10 ** 12)  # none read beside the rules: all after them
         after = findings_engine.run_findings(con)
     finally:
         con.close()
@@ -82,19 +83,32 @@ def test_a_prefetch_stopped_at_once_leaves_the_connection_as_it_was(three_db):
 
     con = connect_for_queries(three_db)
     try:
-        GraphPrefetch(second_connections(con)(), con, ["train_copy_pageable", "infer_item"]).stop()
+        GraphPrefetch(second_connections(con), con, ["train_copy_pageable", "infer_item"]).stop()
         assert con.execute("SELECT count(*) FROM trace_files").fetchone()[0] == 3
     finally:
         con.close()
 
 
-def test_no_second_connection_where_it_would_not_see_this_ones_views(three_db):
+def test_a_second_connection_makes_the_views_a_database_of_another_tracekit_needs(three_db, tmp_path):
+    """A database whose stored views are another tracekit's: each connection makes this one's as
+    its own (temporary), and so does the second connection the graphs are read on."""
+    import shutil
+
     from tracekit.store.database import connect_for_queries, second_connections
 
-    con = connect_for_queries(three_db)
+    stale = tmp_path / "stale.duckdb"
+    shutil.copy(three_db, stale)
+    con = duckdb.connect(str(stale))
+    con.execute("UPDATE schema_info SET value = 'another tracekit' WHERE key = 'views_digest'")
+    con.close()
+    con = connect_for_queries(stale)
     try:
-        assert second_connections(con) is not None
-        con.execute("CREATE TEMP VIEW steps_of_mine AS SELECT 1 AS step")
-        assert second_connections(con) is None
+        own = "SELECT count(*) FROM duckdb_views() WHERE temporary AND NOT internal"
+        assert con.execute(own).fetchone()[0] > 50
+        second = second_connections(con)()
+        assert second.execute(own).fetchone()[0] == con.execute(own).fetchone()[0]
+        steps = "SELECT trace, step, ts_us FROM steady_steps ORDER BY ALL"
+        assert second.execute(steps).fetchall() == con.execute(steps).fetchall() != []
+        second.close()
     finally:
         con.close()

@@ -99,7 +99,11 @@ def run_findings(con, *, trace=None, rule=None, params=None, replay=True):
         trace_row(con, given["trace"])
     import pandas as pd  # the engine's rows are DataFrames; the CLI's query path must not pay for pandas
 
-    prefetch = _graphs_read_meanwhile(con, given.get("trace")) if replay else None
+    prefetch = None
+    if replay:
+        from tracekit.replay.prefetch import graphs_read_meanwhile
+
+        prefetch = graphs_read_meanwhile(con, given.get("trace"))
     try:
         frames = [_rule_rows(con, r, given) for r in selected]
     except BaseException:
@@ -125,20 +129,6 @@ def _rule_rows(con, r, given):
     if list(frame.columns) != list(RULE_COLUMNS):
         raise QueryError(f"finding rule {r.rule} returns {', '.join(frame.columns)}, not {', '.join(RULE_COLUMNS)}")
     return frame
-
-
-def _graphs_read_meanwhile(con, trace):
-    """The replay graphs of `trace` (None: every loaded trace), read while the rules run
-    (tracekit.replay.prefetch); None where a second connection would not see what `con` sees."""
-    from tracekit.replay.prefetch import GraphPrefetch
-    from tracekit.store.database import second_connections
-
-    make_connection = second_connections(con)
-    if make_connection is None:
-        return None
-    traces = [trace] if trace is not None else \
-        [row[0] for row in con.execute("SELECT trace FROM trace_files ORDER BY trace").fetchall()]
-    return GraphPrefetch(make_connection(), con, traces)
 
 
 def _replayed(con, found, together=True, prefetch=None):

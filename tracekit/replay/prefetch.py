@@ -12,29 +12,53 @@ import threading
 
 from tracekit.errors import TracekitError
 from tracekit.replay.job import Jobs
+from tracekit.store.database import second_connections
+
+# Below this many events a trace's graph reads in a fraction of a second: reading it beside the
+# rules saves little, and reading one whose findings turn out to have no fix is work thrown away.
+MIN_EVENTS = 100_000
+
+
+def graphs_read_meanwhile(con, trace=None):
+    """A GraphPrefetch of the big traces (MIN_EVENTS or more) among `trace` (None: every loaded
+    trace), started now; None where there is none, or a second connection would not see what
+    `con` sees."""
+    if not hasattr(con, "cursor"):
+        return None
+    traces = [row[0] for row in con.execute(
+        "SELECT trace FROM traces WHERE events >= $least AND ($trace IS NULL OR trace = $trace) ORDER BY trace",
+        {"least": MIN_EVENTS, "trace": trace}).fetchall()]
+    if not traces:
+        return None
+    make_connection = second_connections(con)
+    return GraphPrefetch(make_connection, con, traces) if make_connection else None
 
 
 class GraphPrefetch:
-    """The jobs (replay.job) of `traces`, read on `cursor` (a second connection to `con`'s
-    database: store.database.second_connections) in a thread from the moment it is made.
+    """The jobs (replay.job) of `traces`, read in a thread from the moment it is made, on a
+    connection of its own that `make_connection` makes there (store.database.second_connections).
     `jobs_for(wanted)` stops it reading any other trace and hands over what it read, the rest to be
     read on `con`; `stop()` ends it where nothing is wanted (no finding to replay, or the rules
     failed)."""
 
-    def __init__(self, cursor, con, traces):
+    def __init__(self, make_connection, con, traces):
         self._con = con
-        self._cursor = cursor
+        self._cursor = None  # made in the thread: a database of another tracekit's views takes a moment
         self._traces = list(traces)
         self._wanted = None  # None: every trace in turn; a set once the rules have said
         self._reading = None  # the trace being read now
         self._lock = threading.Lock()
         self._read = {}  # trace -> its Job, or the TracekitError that reading it raised
-        self._thread = threading.Thread(target=self._run, name="tracekit-graph-prefetch", daemon=True)
+        self._thread = threading.Thread(target=self._run, args=(make_connection,), name="tracekit-graph-prefetch",
+                                        daemon=True)
         self._thread.start()
 
-    def _run(self):
+    def _run(self, make_connection):
         try:
-            jobs = Jobs(self._cursor)
+            cursor = make_connection()
+            with self._lock:
+                self._cursor = cursor
+            jobs = Jobs(cursor)
             for trace in self._traces:
                 with self._lock:
                     if self._wanted is not None and trace not in self._wanted:
@@ -65,7 +89,8 @@ class GraphPrefetch:
             if self._reading is not None and self._reading not in wanted:
                 self._cursor.interrupt()
         self._thread.join()
-        self._cursor.close()
+        if self._cursor is not None:
+            self._cursor.close()
 
 
 class _Prefetched:

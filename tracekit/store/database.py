@@ -222,11 +222,7 @@ def _attach_for_queries(path, allow_files):
         # connection makes its own, which a read-only database cannot store (nor the knowledge
         # tables added since: temporary ones stand in).
         if not _views_are_current(con):
-            from tracekit.store.knowledge import add_missing
-
-            add_missing(con, {row[0] for row in con.execute("SELECT table_name FROM duckdb_tables() "
-                                                            "WHERE database_name = 'tracekit'").fetchall()})
-            create_views(con, temporary=True)
+            _make_own_views(con)
         lock_down(con, allow_files=allow_files)
 
     return _set_up(con, path, set_up)
@@ -256,21 +252,31 @@ def worker_connection(con):
     return worker
 
 
+def _make_own_views(con):
+    """This tracekit's views (and the knowledge tables they read that the database lacks) as
+    `con`'s own, temporary: over a read-only database that another tracekit's views were stored in."""
+    from tracekit.store.knowledge import add_missing
+
+    add_missing(con, {row[0] for row in con.execute("SELECT table_name FROM duckdb_tables() "
+                                                    "WHERE database_name = current_database()").fetchall()})
+    create_views(con, temporary=True)
+
+
 def second_connections(con):
     """A maker of connections of their own (cursors, one for each other thread) on `con`'s
-    database, in the catalog `con` uses; None where they would not see what `con` sees: `con` has
-    views of its own (a database of another tracekit's schema, whose views each connection makes
-    as temporary ones) or is not DuckDB's. Call it before the threads start: it queries `con`."""
+    database, seeing what `con` sees: in its catalog, and with views of their own where `con` has
+    them (a database stored by another tracekit, whose views each connection makes); None where
+    `con` is not DuckDB's. Call it before the threads start: it queries `con`."""
     if not hasattr(con, "cursor"):
         return None
     own_views = con.execute("SELECT count(*) FROM duckdb_views() WHERE temporary AND NOT internal").fetchone()[0]
-    if own_views:
-        return None
     catalog = con.execute("SELECT current_database()").fetchone()[0]
 
     def make():
         cursor = con.cursor()
         cursor.execute(f'USE "{catalog}"')  # a cursor starts in its instance's default catalog
+        if own_views:
+            _make_own_views(cursor)
         return cursor
 
     return make
