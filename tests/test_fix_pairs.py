@@ -109,6 +109,25 @@ def test_the_stall_is_its_own_finding_apart_from_the_launch_rate(fixes_found):
     assert not found[(found["trace"] == "infer_no_stall") & found["title"].str.contains("stalled")].any().any()
 
 
+def test_a_saving_far_below_the_rules_figure_says_why(fixes_found):
+    """Where the replay saves under half of what the rule counts, the detail says why: the training
+    loop with its mask built per call looks launch-bound as traced (the GPU busy 47% of the step,
+    graphing saves 5.3 ms replayed as traced), but without the profiler's cost its CPU keeps ahead
+    and graphing saves almost nothing; the stall loop's launch rate is small beside its 3 ms sleep."""
+    found, _ = fixes_found
+    rows = found.set_index(["trace", "rule"])
+    profiled = rows.loc[("train_mask_per_call", "launch_bound")]
+    assert profiled["saving_us_per_step"] < 0.05 * profiled["estimate_us_per_step"]
+    assert profiled["traced_saving_us_per_step"] > 0.5 * profiled["estimate_us_per_step"]
+    assert "much of what the rule counts here is the profiler's own cost" in profiled["detail"]
+    held = rows.loc[("infer_stall", "launch_bound")]
+    assert held["saving_us_per_step"] < 0.1 * held["estimate_us_per_step"]
+    assert "the step's time is held by other work" in held["detail"] and "profiler's own" not in held["detail"]
+    both = found.dropna(subset=["saving_us_per_step", "estimate_us_per_step"])
+    close = both[both["saving_us_per_step"] >= 0.5 * both["estimate_us_per_step"]]
+    assert len(close) > 10 and not close["detail"].str.contains("held by other work|profiler's own cost").any()
+
+
 def _profiler_cost_per_op(traced, ops):
     """µs the profiler cost per recorded op: on the fixed loops the CPU bounds unprofiled (1.3x
     their GPU busy time or more), their traced step less their unprofiled one, per op recorded."""

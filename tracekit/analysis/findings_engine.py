@@ -142,17 +142,38 @@ def _replayed(con, found, together=True, prefetch=None):
     jobs = prefetch.jobs_for({t for t, _ in wanted}) if prefetch else None
     each, all_fixes = replay_savings(con, wanted, jobs)
     savings, traced, details = [], [], []
-    for t, w, detail in zip(found["trace"], found["whatif"], found["detail"]):
+    for t, w, detail, estimate in zip(found["trace"], found["whatif"], found["detail"], found["estimate_us_per_step"]):
         replayed = each.get((t, w)) if isinstance(w, str) else None
         savings.append(_us(replayed.saving_us) if replayed else None)
         traced.append(_us(replayed.traced_saving_us) if replayed else None)
-        details.append(detail if replayed is None or replayed.why is None
-                       else f"{detail}; replayed saving unknown: {replayed.why}")
+        if replayed is not None and replayed.why is not None:
+            detail = f"{detail}; replayed saving unknown: {replayed.why}"
+        elif replayed is not None:
+            detail += _why_less(replayed, estimate)
+        details.append(detail)
     found = found.assign(saving_us_per_step=pd.array(savings, dtype="Float64").astype("float64"),
                          traced_saving_us_per_step=pd.array(traced, dtype="Float64").astype("float64"), detail=details)
     rows = [_all_fixes_row(t, w, replayed, found) for t, (w, replayed) in sorted(all_fixes.items()) if together]
     return pd.concat([rank(found), pd.DataFrame(rows, columns=list(FINDING_COLUMNS))], ignore_index=True) \
         if rows else rank(found)
+
+
+# A replayed saving under this share of the rule's own figure says why, lest the two read as a contradiction.
+SAVING_BELOW_ESTIMATE = 0.5
+
+
+def _why_less(replayed, estimate):
+    """Where the replay saves much less than the rule counts (its estimate), why (for a detail)."""
+    saving, traced = replayed.saving_us, replayed.traced_saving_us
+    if saving is None or not estimate == estimate or estimate <= 0 or saving >= SAVING_BELOW_ESTIMATE * estimate:
+        return ""
+    if replayed.profiler_us_per_op is not None and traced is not None and traced >= SAVING_BELOW_ESTIMATE * estimate:
+        return (f"; as traced the fix saves {traced:,.1f} µs a step, but without the profiler's cost "
+                f"({replayed.profiler_us_per_op:.1f} µs a recorded op) the CPU runs that much faster and the fix "
+                f"saves {saving:,.1f}: much of what the rule counts here is the profiler's own cost")
+    return (f"; replayed, the fix saves {saving:,.1f} of the {estimate:,.1f} µs a step the rule counts: the step's "
+            "time is held by other work (a CPU slower than the GPU, or work on another stream), so the rest is "
+            "off its critical path")
 
 
 def _us(value):
