@@ -148,7 +148,7 @@ def test_a_stalls_fix_takes_the_stalls_the_finding_counted_not_every_longer_stre
     import tracekit
 
     row = _one(found, "foreign_l4_square_memcpy_two_steps", "gpu_idle", title="stalled")
-    assert row["whatif"] == "drop-cpu-gaps:27663-27664"
+    assert row["whatif"] == "drop-cpu-gaps:27662-27665"
     assert row["estimate_us_per_step"] == pytest.approx(27620.6, abs=0.05)
     assert row["saving_us_per_step"] == pytest.approx(27663.4, abs=0.05)  # the stretch itself, replayed
     open_ended = tracekit.whatif("foreign_l4_square_memcpy_two_steps", ["drop-cpu-gaps:27663"], db=rules_db)

@@ -32,7 +32,7 @@ def _unprofiled():
 PAIRS = [
     ("launch_bound", "cuda-graph:1000", "infer_launch_eager", "infer_launch_graph"),
     ("launch_bound", "cuda-graph:1000", "train_launch_eager", "train_launch_graph"),  # autograd's thread handed over
-    ("gpu_idle", "drop-cpu-gaps:3183-3311", "infer_stall", "infer_no_stall"),  # a 3 ms stall the GPU cannot hide
+    ("gpu_idle", "drop-cpu-gaps:3182-3312", "infer_stall", "infer_no_stall"),  # a 3 ms stall the GPU cannot hide
     ("simt_gemm", "tensor-cores", "infer_fp32", "infer_tf32"),
     ("simt_gemm", "tensor-cores", "train_fp32", "train_tf32"),
     ("pageable_copy", "pin-copies", "train_copy_pageable", "train_copy_pinned"),
@@ -100,7 +100,7 @@ def test_the_stall_is_its_own_finding_apart_from_the_launch_rate(fixes_found):
     idle a CUDA graph would remove."""
     found, _ = fixes_found
     idle = found[(found["trace"] == "infer_stall") & (found["rule"] == "gpu_idle")].set_index("whatif")
-    stall = idle.loc["drop-cpu-gaps:3183-3311"]
+    stall = idle.loc["drop-cpu-gaps:3182-3312"]
     assert "the CPU stalled: no runtime call for up to 3.3 ms (most in Python between ops)" in stall["title"]
     assert "a sleep, a lock" in stall["fix"]
     # From a graph, the launches around the sleep would cost less: 366 µs, a ninth of the stall.

@@ -89,6 +89,24 @@ def test_a_prefetch_stopped_at_once_leaves_the_connection_as_it_was(three_db):
         con.close()
 
 
+def test_a_failure_in_the_prefetch_thread_is_raised_where_its_graphs_are_asked_for(three_db):
+    """Not lost in its thread: a defect there would only show as a slower findings."""
+    from tracekit.replay.prefetch import GraphPrefetch
+    from tracekit.store.database import connect_for_queries
+
+    def broken():
+        raise RuntimeError("a defect in the reading thread")
+
+    con = connect_for_queries(three_db)
+    try:
+        prefetch = GraphPrefetch(broken, con, ["infer_item"])
+        with pytest.raises(RuntimeError, match="a defect in the reading thread"):
+            prefetch.jobs_for(["infer_item"])
+        prefetch.stop()  # again: nothing left to end
+    finally:
+        con.close()
+
+
 def test_a_second_connection_makes_the_views_a_database_of_another_tracekit_needs(three_db, tmp_path):
     """A database whose stored views are another tracekit's: each connection makes this one's as
     its own (temporary), and so does the second connection the graphs are read on."""

@@ -215,9 +215,10 @@ SELECT g.trace, 'gpu_idle' AS rule,
        CASE g.cause WHEN 'sync' THEN 'drop-sync:' || g.wait_names
                     WHEN 'copy' THEN CASE WHEN g.pageable THEN 'pin-copies' ELSE 'drop-sync:' || g.wait_ops END
                     WHEN 'data' THEN 'drop-cpu:(?i)dataloader'
-                    -- the stalls' own range: the thread's longer stretches of work are no stall this finding saw
-                    WHEN 'stall' THEN 'drop-cpu-gaps:' || CAST(floor(g.shortest_stall_us) AS BIGINT) || '-'
-                                      || CAST(ceil(g.longest_stretch_us) AS BIGINT)
+                    -- the stalls' own range (a µs either side: the replay counts whole nanoseconds, these
+                    -- are microseconds as doubles): the thread's longer stretches of work are no stall this finding saw
+                    WHEN 'stall' THEN 'drop-cpu-gaps:' || CAST(greatest(floor(g.shortest_stall_us) - 1, 1) AS BIGINT) || '-'
+                                      || CAST(ceil(g.longest_stretch_us) + 1 AS BIGINT)
                     -- the launch rate alone: stalls stay (they are the stall finding's)
                     WHEN 'cpu' THEN 'cuda-graph:' || $min_stall_us END AS whatif,
        CASE WHEN s.has_steps THEN g.idle_us / g.steps END AS estimate_us_per_step,

@@ -199,6 +199,9 @@ def _findings_change(con, runs):
     from tracekit.analysis.findings_engine import run_findings
     from tracekit.store.database import second_connections
 
+    traces = list(dict.fromkeys(runs[0] + runs[1]))
+    make_connection = second_connections(con)
+
     def rules_of(trace):
         cursor = make_connection()  # a connection of its own per thread, on the same database
         try:
@@ -207,9 +210,7 @@ def _findings_change(con, runs):
             cursor.close()
         return _rules_found(found)
 
-    traces = list(dict.fromkeys(runs[0] + runs[1]))
-    make_connection = second_connections(con)
-    if make_connection is None:  # one at a time on this connection, where a second would not see its views
+    if make_connection is None:  # not DuckDB's: one at a time on this connection
         found = {trace: _rules_found(run_findings(con, trace=trace, replay=False)) for trace in traces}
     else:
         # Two at once: much of a rule's plan runs on one core (sorts, windows over one thread's ops).

@@ -16,6 +16,7 @@ consumer (the CLI, the Python API, the report, the Perfetto track) reads these r
 rule is a new file, nothing else.
 """
 
+import math
 import re
 from dataclasses import dataclass, field
 
@@ -97,30 +98,33 @@ def run_findings(con, *, trace=None, rule=None, params=None, replay=True):
     given = {key: checked(key, value) for key, value in given.items()}  # every value before any rule runs
     if given.get("trace") is not None:
         trace_row(con, given["trace"])
-    import pandas as pd  # the engine's rows are DataFrames; the CLI's query path must not pay for pandas
-
     prefetch = None
     if replay:
         from tracekit.replay.prefetch import graphs_read_meanwhile
 
         prefetch = graphs_read_meanwhile(con, given.get("trace"))
     try:
-        frames = [_rule_rows(con, r, given) for r in selected]
-    except BaseException:
+        found = _found_by(con, selected, given)
+        if not replay or not len(found):
+            return rank(found)
+        return _replayed(con, found, together=rule is None, prefetch=prefetch)
+    finally:
         if prefetch:
-            prefetch.stop()
-        raise
+            prefetch.stop()  # whatever ended the run: no thread left reading
+
+
+def _found_by(con, selected, given):
+    """The rows of the rules `selected`, with the replay's columns empty."""
+    import pandas as pd  # the engine's rows are DataFrames; the CLI's query path must not pay for pandas
+
+    frames = [_rule_rows(con, r, given) for r in selected]
     found = pd.concat([f for f in frames if len(f)], ignore_index=True) if any(len(f) for f in frames) \
         else pd.DataFrame({column: [] for column in RULE_COLUMNS})
     found["estimate_us_per_step"] = found["estimate_us_per_step"].astype("float64").round(1)
     for column in ("saving_us_per_step", "traced_saving_us_per_step"):
         found.insert(list(FINDING_COLUMNS).index(column), column, float("nan"))
         found[column] = found[column].astype("float64")
-    if not replay or not len(found):
-        if prefetch:
-            prefetch.stop()
-        return rank(found)
-    return _replayed(con, found, together=rule is None, prefetch=prefetch)
+    return found
 
 
 def _rule_rows(con, r, given):
@@ -165,13 +169,14 @@ SAVING_BELOW_ESTIMATE = 0.5
 def _why_less(replayed, estimate):
     """Where the replay saves much less than the rule counts (its estimate), why (for a detail)."""
     saving, traced = replayed.saving_us, replayed.traced_saving_us
-    if saving is None or not estimate == estimate or estimate <= 0 or saving >= SAVING_BELOW_ESTIMATE * estimate:
+    if saving is None or math.isnan(estimate) or estimate <= 0 or saving >= SAVING_BELOW_ESTIMATE * estimate:
         return ""
     if replayed.profiler_us_per_op is not None and traced is not None and traced >= SAVING_BELOW_ESTIMATE * estimate:
         return (f"; as traced the fix saves {traced:,.1f} µs a step, but without the profiler's cost "
                 f"({replayed.profiler_us_per_op:.1f} µs a recorded op) the CPU runs that much faster and the fix "
                 f"saves {saving:,.1f}: much of what the rule counts here is the profiler's own cost")
-    return (f"; replayed, the fix saves {saving:,.1f} of the {estimate:,.1f} µs a step the rule counts: the step's "
+    saved = f"saves {saving:,.1f}" if saving >= 0 else f"saves nothing ({-saving:,.1f} µs longer)"
+    return (f"; replayed, the fix {saved} of the {estimate:,.1f} µs a step the rule counts: the step's "
             "time is held by other work (a CPU slower than the GPU, or work on another stream), so the rest is "
             "off its critical path")
 

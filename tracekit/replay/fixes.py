@@ -161,11 +161,18 @@ def _estimated_cost(graph, con):
     return per_op_us
 
 
+_US = r"(\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)"  # a time in µs: 3183, 2.5, 1e3, 1e-3
+_GAP_RANGE = re.compile(f"{_US}(?:-{_US})?")
+
+
 def _gap_range(argument):
     """(least, most) µs of `drop-cpu-gaps`'s argument, US or US-US (most: inf for one); ValueError
     where it is neither, or not above 0, or the range runs backwards."""
-    least, _, most = argument.partition("-")
-    least, most = float(least), float(most) if most else float("inf")
+    found = _GAP_RANGE.fullmatch(argument)
+    if not found:
+        raise ValueError(argument)
+    least = float(found[1])
+    most = float(found[2]) if found[2] is not None else float("inf")
     if not 0 < least <= most:
         raise ValueError(argument)
     return least, most

@@ -13,6 +13,7 @@ import threading
 from tracekit.errors import TracekitError
 from tracekit.replay.job import Jobs
 from tracekit.store.database import second_connections
+from tracekit.store.engine import duckdb
 
 # Below this many events a trace's graph reads in a fraction of a second: reading it beside the
 # rules saves little, and reading one whose findings turn out to have no fix is work thrown away.
@@ -43,12 +44,13 @@ class GraphPrefetch:
 
     def __init__(self, make_connection, con, traces):
         self._con = con
-        self._cursor = None  # made in the thread: a database of another tracekit's views takes a moment
+        self._cursor = None  # the thread's own, made and closed there
         self._traces = list(traces)
         self._wanted = None  # None: every trace in turn; a set once the rules have said
         self._reading = None  # the trace being read now
         self._lock = threading.Lock()
         self._read = {}  # trace -> its Job, or the TracekitError that reading it raised
+        self._failure = None  # what broke the thread other than the database: the caller's to see
         self._thread = threading.Thread(target=self._run, args=(make_connection,), name="tracekit-graph-prefetch",
                                         daemon=True)
         self._thread.start()
@@ -68,29 +70,40 @@ class GraphPrefetch:
                     self._read[trace] = jobs.of(trace)
                 except TracekitError as exc:
                     self._read[trace] = exc
-        except Exception:  # noqa: BLE001: stopped, or a failure the caller meets again reading that trace itself
-            pass
+                except duckdb.Error:
+                    # interrupted, as no longer wanted; or a failure the caller meets again reading it itself
+                    continue
+        except duckdb.Error:
+            pass  # interrupted before a trace was read; the caller reads what it wants itself
+        except Exception as exc:  # noqa: BLE001: not lost: jobs_for raises it in the caller's thread
+            self._failure = exc
         finally:
             with self._lock:
                 self._reading = None
+                if self._cursor is not None:
+                    self._cursor.close()
 
     def jobs_for(self, wanted):
         """A Jobs-like reader (`.of(trace)`) of the jobs of `wanted`: the prefetched ones as read,
         any other read on the caller's connection."""
         self._finish(set(wanted))
+        if self._failure is not None:
+            raise self._failure
         return _Prefetched(self._read, self._con)
 
     def stop(self):
+        """Ends the reading (at once where it is reading a trace), keeping nothing; again is a no-op."""
         self._finish(set())
 
     def _finish(self, wanted):
         with self._lock:
-            self._wanted = wanted
-            if self._reading is not None and self._reading not in wanted:
-                self._cursor.interrupt()
-        self._thread.join()
-        if self._cursor is not None:
-            self._cursor.close()
+            self._wanted = wanted if self._wanted is None else self._wanted & wanted
+        # An interrupt that comes between two of a read's queries is lost: again until it ends.
+        while self._thread.is_alive():
+            with self._lock:
+                if self._reading is not None and self._reading not in self._wanted:
+                    self._cursor.interrupt()
+            self._thread.join(0.05)
 
 
 class _Prefetched:

@@ -11,9 +11,9 @@ import numpy as np
 def completions_of(graph, call_start, call_end, item_start, item_end):
     """[(start, completion)] of each step of `graph` from its replayed times."""
     owned = graph.item_step >= 0
-    steps, first = np.unique(graph.item_step[owned], return_inverse=True)
+    steps, step_of_item = np.unique(graph.item_step[owned], return_inverse=True)
     latest = np.full(len(steps), np.iinfo(np.int64).min, dtype=np.int64)
-    np.maximum.at(latest, first, item_end[owned])
+    np.maximum.at(latest, step_of_item, item_end[owned])
     owned_end = dict(zip(steps.tolist(), latest.tolist()))
     shifts = {lane: _Shift(graph, lane) for lane in {step["lane"] for step in graph.steps}}
     result = []

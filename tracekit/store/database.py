@@ -264,19 +264,26 @@ def _make_own_views(con):
 
 def second_connections(con):
     """A maker of connections of their own (cursors, one for each other thread) on `con`'s
-    database, seeing what `con` sees: in its catalog, and with views of their own where `con` has
-    them (a database stored by another tracekit, whose views each connection makes); None where
-    `con` is not DuckDB's. Call it before the threads start: it queries `con`."""
+    database, seeing what `con` sees: its catalog, settings and macros, and views of their own
+    where `con` has them (a database stored by another tracekit, whose views each connection
+    makes); None where `con` is not DuckDB's. Call it before the threads start: it queries `con`."""
     if not hasattr(con, "cursor"):
         return None
-    own_views = con.execute("SELECT count(*) FROM duckdb_views() WHERE temporary AND NOT internal").fetchone()[0]
+    # `kernels` stands for tracekit's views: a connection that made them its own made it too
+    own_views = con.execute("SELECT count(*) FROM duckdb_views() WHERE temporary AND view_name = 'kernels'"
+                            ).fetchone()[0]
     catalog = con.execute("SELECT current_database()").fetchone()[0]
 
     def make():
         cursor = con.cursor()
-        cursor.execute(f'USE "{catalog}"')  # a cursor starts in its instance's default catalog
-        if own_views:
-            _make_own_views(cursor)
+        try:
+            cursor.execute(f'USE "{catalog}"')  # a cursor starts in its instance's default catalog
+            _make_macros(cursor)
+            if own_views:
+                _make_own_views(cursor)
+        except BaseException:
+            cursor.close()
+            raise
         return cursor
 
     return make
@@ -287,7 +294,13 @@ def _prepare(con):
     con.execute("SET enable_progress_bar = false")
     # DuckDB runs an ASOF join as a nested loop when it expects few rows on the left; its estimate
     # through a chain of CTEs can be 15 for 15,000, and gpu_idle's ASOF then took 91 s, not 0.3 s.
-    con.execute("SET asof_loop_join_threshold = 0")
+    # Global, so that a second connection (second_connections) has it too: once a query
+    # connection's configuration is locked, it cannot set it itself.
+    con.execute("SET GLOBAL asof_loop_join_threshold = 0")
+    _make_macros(con)
+
+
+def _make_macros(con):
     for statement in split_statements(_MACROS):
         con.execute(statement)
 
