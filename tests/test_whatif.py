@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from conftest import TEST_DATA, invoke_cli
+from conftest import TEST_DATA, db_rows, invoke_cli
 
 TRUTH = {row["loop"]: row for row in csv.DictReader(open(TEST_DATA / "h200" / "loops" / "truth.csv"))}
 
@@ -268,3 +268,24 @@ def test_the_sweep_for_many_links_gives_the_rounds_answer(request, monkeypatch, 
             assert all(np.array_equal(a, b) for a, b in zip(rounds, swept))
     finally:
         con.close()
+
+
+def test_a_trace_without_steps_is_replayed_whole(foreign_db):
+    """A trace profiled without a schedule has no ProfilerStep#N: whatif replays it as one step, from
+    its first call or GPU work to its last. The public RTX 4090 pair stalls 5.0 ms on each rank
+    (gpu_idle's stall); replayed together without it, the job saves those 5 ms."""
+    import tracekit
+
+    as_is = tracekit.whatif("t4_resnet50_train", [], db=foreign_db)
+    span = db_rows(foreign_db, "SELECT last_us - first_us FROM traces WHERE trace = 't4_resnet50_train'")[0][0]
+    assert as_is.whole_trace and len(as_is.steps) == 1 and as_is.fit_pct == 0.0
+    assert 0.9 * span < as_is.mean("trace_us") <= span + 0.001
+    stall = tracekit.whatif("rtx4090_tp2_rank0_nccl_allreduce", ["drop-cpu-gaps:4999-5002"], db=foreign_db)
+    assert stall.whole_trace and stall.ranks == ["rtx4090_tp2_rank0_nccl_allreduce", "rtx4090_tp2_rank1_nccl_allreduce"]
+    assert stall.saving_us == pytest.approx(5000.8, abs=0.5)
+    result = invoke_cli("whatif", "rtx4090_tp2_rank0_nccl_allreduce", "--apply", "drop-cpu-gaps:4999-5002",
+                        "--db", foreign_db)
+    assert result.exit_code == 0, result.output
+    assert "whole trace  yes" in result.output
+    assert result.output.rstrip().endswith("they save 5000.8 µs (6.9%).")
+    assert "The whole trace (it has no steps), from its first event to its last: 72662.8 µs traced" in result.output

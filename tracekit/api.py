@@ -311,7 +311,8 @@ def whatif(trace, apply=(), *, db=None, lake=None, wait=DEFAULT_LOCK_WAIT_S):
     """Replays `trace`'s steps with the fixes `apply` (as `tracekit whatif --apply` takes them:
     'drop-copies:OP', 'cuda-graph', ...; tracekit.replay.fixes lists them); returns a tracekit.replay.whatif.WhatIf:
     each step's time as the trace has it, as replayed without change and with the fixes, and
-    `saving_us`, what the fixes save a steady step."""
+    `saving_us`, what the fixes save a steady step. A trace without steps is replayed whole, as one
+    step (`whole_trace`)."""
     import duckdb
 
     from tracekit.replay.fixes import parse_fix

@@ -31,7 +31,8 @@ def whatif(trace, fixes, db, lake, fmt):
     The replay without change is the trace's own time (its fit is printed); each fix changes the
     graph and the replay says when each step would complete. Where the other ranks of TRACE's job
     are loaded, they are replayed with it, each with the fixes: a collective ends only once the
-    last rank has arrived, so a rank that waited for another saves what the other saves. Example:
+    last rank has arrived, so a rank that waited for another saves what the other saves. A trace
+    without steps is replayed whole, as one step. Example:
     tracekit whatif naive --apply drop-copies:aten::masked_fill
     """
     from tracekit.api import whatif as run_whatif

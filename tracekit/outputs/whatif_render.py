@@ -8,8 +8,9 @@ from tracekit.outputs.safe_text import printable
 
 
 def as_text(result):
-    rows = [(s.step, "yes" if s.step in result.steady else "no", round(s.trace_us, 1), round(s.replayed_us, 1),
-             round(s.fixed_us, 1), round(s.replayed_us - s.fixed_us, 1)) for s in result.steps]
+    rows = [("whole trace" if result.whole_trace else s.step, "yes" if s.step in result.steady else "no",
+             round(s.trace_us, 1), round(s.replayed_us, 1), round(s.fixed_us, 1), round(s.replayed_us - s.fixed_us, 1))
+            for s in result.steps]
     table = as_table(Rows(["step", "steady", "trace_us", "replayed_us", "fixed_us", "saving_us"], rows))
     fixes = ", ".join(result.fixes) if result.fixes else "no fix"
     job = ""
@@ -21,7 +22,8 @@ def as_text(result):
 
 def as_json(result):
     return json.dumps({
-        "trace": result.trace, "fixes": result.fixes, "steady_steps": result.steady, "replayed_with": result.ranks,
+        "trace": result.trace, "fixes": result.fixes, "whole_trace": result.whole_trace,
+        "steady_steps": [] if result.whole_trace else result.steady, "replayed_with": result.ranks,
         "steps": [{"step": s.step, "trace_us": round(s.trace_us, 3), "replayed_us": round(s.replayed_us, 3),
                    "fixed_us": round(s.fixed_us, 3), "saving_us": round(s.replayed_us - s.fixed_us, 3)}
                   for s in result.steps],
@@ -35,6 +37,10 @@ def _summary(result):
     trace_us, replayed_us, fixed_us = (result.mean(a) for a in ("trace_us", "replayed_us", "fixed_us"))
     saving = result.saving_us
     pct = 100.0 * saving / replayed_us if replayed_us else 0.0
+    if result.whole_trace:
+        return (f"The whole trace (it has no steps), from its first event to its last: {trace_us:.1f} µs traced, "
+                f"{replayed_us:.1f} replayed as it is ({result.fit_pct:+.1f}%), {fixed_us:.1f} with the fixes: they "
+                f"save {saving:.1f} µs ({pct:.1f}%).")
     return (f"Per step, over the {which}: {trace_us:.1f} µs traced, {replayed_us:.1f} replayed as it is "
             f"({result.fit_pct:+.1f}%), {fixed_us:.1f} with the fixes: they save {saving:.1f} µs a step ({pct:.1f}%).")
 

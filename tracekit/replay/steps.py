@@ -5,6 +5,8 @@ step_bounds). Replayed, the CPU span's end moves as its thread's last call befor
 work's end is the replayed end of the latest item the step owns.
 """
 
+import dataclasses
+
 import numpy as np
 
 
@@ -40,3 +42,18 @@ class _Shift:
         if last < 0:
             return 0
         return int(call_end[self.calls[last]] - self.observed_end[last])
+
+
+def as_one_step(graph):
+    """`graph` of a trace without steps, as one step that is the whole trace: from its first call
+    or item to its last, the thread of its last call its CPU side (it moves as that call moves),
+    every item its GPU work."""
+    call_end, item_end = graph.call_ts + graph.call_dur, graph.item_ts + graph.item_dur
+    first = int(min(np.concatenate([graph.call_ts, graph.item_ts]), default=0))
+    done = int(max(np.concatenate([call_end, item_end]), default=first))
+    lane, cpu_end = -1, first
+    if len(call_end):
+        last = int(np.argmax(call_end))
+        lane, cpu_end = int(graph.call_lane[last]), int(call_end[last])
+    step = {"step": 0, "ts_ns": first, "end_ns": cpu_end, "lane": lane, "from_ns": first, "done_ns": done}
+    return dataclasses.replace(graph, steps=[step], steady=[0], item_step=np.zeros(len(graph.item_step), dtype=np.int64))

@@ -15,7 +15,7 @@ from tracekit.replay.fixes import apply
 from tracekit.replay.job import Jobs
 from tracekit.replay.parallel import completions_of_each
 from tracekit.replay.simulate import replay
-from tracekit.replay.steps import completions_of
+from tracekit.replay.steps import as_one_step, completions_of
 
 
 @dataclass
@@ -35,6 +35,7 @@ class WhatIf:
     steps: list                       # [StepTimes]
     steady: list = field(default_factory=list)  # the steps averaged (view steady_steps)
     ranks: list = field(default_factory=list)   # the job's traces replayed with it (replay.job), itself included
+    whole_trace: bool = False  # a trace without steps, replayed as one step from its first event to its last
 
     def mean(self, attribute):
         """The mean of a StepTimes field over the steady steps (all steps where none are steady)."""
@@ -57,10 +58,12 @@ def whatif(con, trace, fixes, fix_texts=()):
     """The WhatIf of `trace` on `con` (DuckDB, a database or a lake) with `fixes` (parsed)."""
     if not con.execute("SELECT 1 FROM trace_files WHERE trace = ?", [trace]).fetchone():
         raise TracekitError(f"no trace named {trace!r} is loaded")
-    replayer = Replayer(Jobs(con).of(trace), trace)
+    job = Jobs(con).of(trace)
+    whole_trace = not job.graphs[trace].steps
+    if whole_trace:  # no ProfilerStep#N and no marked iterations: the trace is the one step to replay
+        job.graphs = {rank: graph if graph.steps else as_one_step(graph) for rank, graph in job.graphs.items()}
+    replayer = Replayer(job, trace)
     graph = replayer.graph
-    if not graph.steps:
-        raise TracekitError(f"{trace}: no steps to replay (no ProfilerStep#N and no marked iterations)")
     try:
         # the step as it is and with the fixes: two replays, one a core
         as_is, fixed = completions_of_each(replayer, [None, replayer.apply(fixes, con)])
@@ -68,7 +71,8 @@ def whatif(con, trace, fixes, fix_texts=()):
             if isinstance(failed, str):
                 raise TracekitError(failed)
         replayer.keep_as_is(as_is)
-        return WhatIf(trace, list(fix_texts), replayer.times_with(fixed), graph.steady, replayer.job.traces)
+        return WhatIf(trace, list(fix_texts), replayer.times_with(fixed), graph.steady, replayer.job.traces,
+                      whole_trace)
     except TracekitError as exc:
         raise TracekitError(f"whatif {trace}: {exc}") from None
 
