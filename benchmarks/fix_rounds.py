@@ -10,7 +10,9 @@ loop's, in the rounds timed before any profiler ran in the process (`pre`: a loo
 as repeats.csv's unprofiled rounds are in tests/data/h200/fixes); the spread of that saving from
 round to round; the same saving in the rounds after the traces (`post`: a CPU-bound loop runs up to
 a third slower once the profiler has run in its process, its CUDA API calls still hooked); and the
-saving timed right after each trace (`truth`).
+saving timed right after each trace (`truth`); and the host's pace, the longest over the shortest
+of each loop's `pre` rounds and of the before trace's steady steps, with the count within 25% of
+the pairs where all of them held one pace (STEADY_HOST).
 
     python benchmarks/fix_rounds.py tests/data/h200/fix_rounds [--db /tmp/bench/fix_rounds.duckdb]
 """
