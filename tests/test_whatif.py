@@ -289,3 +289,14 @@ def test_a_trace_without_steps_is_replayed_whole(foreign_db):
     assert "whole trace  yes" in result.output
     assert result.output.rstrip().endswith("they save 5000.8 µs (6.9%).")
     assert "The whole trace (it has no steps), from its first event to its last: 72662.8 µs traced" in result.output
+
+
+def test_findings_on_a_trace_without_steps_point_to_its_whole_replay(foreign_db):
+    import tracekit
+
+    found = tracekit.findings(trace="rtx4090_tp2_rank0_nccl_allreduce", db=foreign_db)
+    stall = found[found["whatif"] == "drop-cpu-gaps:4999-5002"].iloc[0]
+    assert stall["saving_us_per_step"] != stall["saving_us_per_step"]  # NULL: no step to save it in
+    assert stall["detail"].endswith("replayed saving unknown: the trace has no steps, so no saving per step; "
+                                    "`tracekit whatif rtx4090_tp2_rank0_nccl_allreduce --apply "
+                                    "drop-cpu-gaps:4999-5002` replays it whole")

@@ -7,6 +7,7 @@ is what the user's loop would gain; the saving replayed on the traced loop is ke
 The findings engine hands over its rows; a trace's graph is read once for all its findings.
 """
 
+import shlex
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -45,10 +46,17 @@ class TraceReplay:
         try:
             self.replayer = Replayer((jobs or Jobs(con)).of(trace), trace)
             self.graph = self.replayer.graph
-            if not self.graph.steps:
-                self.problem = "the trace has no steps to replay"
+            # a saving per step needs steps; the whole trace's is whatif's (replay.steps.as_one_step)
+            self.no_steps = not self.graph.steps
+            if self.no_steps:
+                self.problem = "the trace has no steps, so no saving per step"
         except TracekitError as exc:
-            self.problem = str(exc)
+            self.problem, self.no_steps = str(exc), False
+
+    def _why_not(self, whatif):
+        if not self.no_steps:
+            return self.problem
+        return f"{self.problem}; `tracekit whatif {shlex.quote(self.trace)} --apply {shlex.quote(whatif)}` replays it whole"
 
     def saving(self, whatif):
         """The Replayed of `whatif` (fixes separated by FIX_SEPARATOR)."""
@@ -57,7 +65,7 @@ class TraceReplay:
     def savings(self, whatifs):
         """{whatif: Replayed} of each of `whatifs` on the loop as traced, their replays run together."""
         if self.problem:
-            return {whatif: Replayed(why=self.problem) for whatif in whatifs}
+            return {whatif: Replayed(why=self._why_not(whatif)) for whatif in whatifs}
         done, changes = {}, {}
         for whatif in dict.fromkeys(whatifs):
             if whatif in self._replayed_before:
