@@ -101,23 +101,30 @@ def _matches(pattern):
     return f"regexp_full_match(name, '{pattern}')"
 
 
+def _values(used=None):
+    """The rules' VALUES rows (number, pattern, family, dtype_of): of those numbered in `used` (None:
+    every rule; none used: a row no op takes, as VALUES needs one)."""
+    rows = [f"({number}, '{row['op']}', '{row['family']}', {int(row['dtype_of'])})"
+            for number, row in enumerate(rules(), start=1) if used is None or number in used]
+    return ",\n           ".join(rows) if rows else "(0, '', '', 0)"
+
+
 def render(statement):
     """A derive_3_kernels.sql statement with the rules in place of their markers (the rules'
     VALUES, their patterns' CASE); the formulas' markers are render_formulas' to fill."""
     if "/*work_rules*/" not in statement:
         return statement
-    values = ",\n           ".join(
-        f"({number}, '{row['op']}', '{row['family']}', {int(row['dtype_of'])})"
-        for number, row in enumerate(rules(), start=1))
+    values = _values()
     match = "CASE " + " ".join(f"WHEN {_matches(row['op'])} THEN {number}"
                                for number, row in enumerate(rules(), start=1)) + " END"
     return statement.replace("/*work_rules*/", values).replace("/*work_match*/", match)
 
 
 def render_formulas(statement, used=None):
-    """_op_work with the formulas of the rules numbered in `used` (None: every rule) in place of
+    """_op_work with the rows and formulas of the rules numbered in `used` (None: every rule) in place of
     its markers; the other rules' arms are left out, as no row takes them."""
-    return (statement.replace("/*work_flops*/", _case("flops", used=used))
+    return (statement.replace("/*work_rules_used*/", _values(used))
+            .replace("/*work_flops*/", _case("flops", used=used))
             .replace("/*work_bytes*/", _case("bytes", used=used))
             .replace("/*work_model_flops*/", _case("model_flops", otherwise="flops", used=used)))
 

@@ -141,7 +141,7 @@ CREATE OR REPLACE TEMP MACRO wm_scalar_type_bytes(code, otherwise) AS
               WHEN 7 THEN 8 WHEN 11 THEN 1 WHEN 15 THEN 2 ELSE otherwise END;
 
 -- Which work model (a row of op_work_models.csv) each launching op takes: on its own, the
--- loader renders _op_work below with the formulas of these rules alone (binding all of them took
+-- loader renders _op_work below with the rows and formulas of these rules alone (binding all of them took
 -- 0.08 s, two fifths of a small trace's statements).
 CREATE OR REPLACE TEMP TABLE _op_rules AS
 WITH rules(rule, pattern, family, dtype_of) AS (
@@ -178,7 +178,7 @@ CREATE OR REPLACE TEMP TABLE _op_rules (launcher BIGINT, op_id BIGINT, rule INTE
 -- @if EXISTS (SELECT 1 FROM _op_rules WHERE rule IS NOT NULL)
 CREATE OR REPLACE TEMP TABLE _op_work AS
 WITH rules(rule, pattern, family, dtype_of) AS (
-    VALUES /*work_rules*/
+    VALUES /*work_rules_used*/
 ), chosen AS (
     SELECT launcher, op_id, rule FROM _op_rules
 ), kernel_hints AS (
