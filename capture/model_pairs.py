@@ -1,0 +1,191 @@
+"""Fix pairs on real models: the problems of capture/fix_pairs.py as they show up in GPT-2, Llama and
+ResNet (built from their configs, random weights: nothing to download), each fix the one a user
+reaches for. The same protocol: capture/fix_rounds.py times each loop without the profiler in
+interleaved rounds in the process that traces it, under a profiler schedule with no per-step sync.
+
+    python -m tracekit.capture.fix_rounds --pairs model_pairs --out DIR --only NAME,... [--rounds N]
+
+The pairs (transformers and torchvision needed; bf16 autocast unless said):
+  gpt2_train_item, gpt2_train_no_item       host_sync: GPT-2 (6 layers, 768 wide, batch 8 x 512
+                                            tokens, AdamW) logging its loss with loss.item() every
+                                            step, then keeping the losses on the GPU (loss.detach())
+  gpt2_train_fp32, gpt2_train_tf32          simt_gemm: the same model trained in fp32 with TF32 off
+                                            (PyTorch's default for matmuls), then with
+                                            torch.backends.cuda.matmul.allow_tf32 on
+  gpt2_infer_eager_attn, gpt2_infer_sdpa    fused attention: GPT-2's forward (batch 8 x 1024) with
+                                            transformers' eager attention, then its SDPA attention
+  llama_infer_eager, llama_infer_graph      launch_bound: a small Llama (8 layers, 512 wide) on 32
+                                            tokens, eager, then replayed from a torch.cuda.CUDAGraph
+  resnet_train_pageable, resnet_train_pinned  pageable_copy: ResNet-18 trained on a 77 MB fp32
+                                            batch (128 x 3 x 224 x 224) copied from pageable memory
+                                            each step, then from pinned memory with non_blocking
+  resnet_train_cpu_prep, resnet_train_gpu_prep  the input pipeline on the CPU: each step's uint8
+                                            batch normalised by torch on the CPU and copied as fp32,
+                                            then copied as uint8 (pinned) and normalised on the GPU
+"""
+
+import torch
+
+from tracekit.capture import loops
+from tracekit.capture.fix_pairs import cuda_graph
+
+Skip = loops.Skip
+
+
+def _cuda_only(device, what):
+    if device != "cuda":
+        raise Skip(f"{what} need(s) CUDA")
+
+
+def _causal_lm(kind, device, attention="sdpa", **sizes):
+    """A causal language model from its config alone (random weights), with one attention backend."""
+    try:
+        import transformers
+    except ImportError as missing:
+        raise Skip(f"transformers is not installed ({missing})") from None
+    config_class, model_class = {"gpt2": ("GPT2Config", "GPT2LMHeadModel"),
+                                 "llama": ("LlamaConfig", "LlamaForCausalLM")}[kind]
+    config = getattr(transformers, config_class)(**sizes)
+    config._attn_implementation = attention  # read by each attention layer as it is built
+    model = getattr(transformers, model_class)(config)
+    if getattr(model.config, "_attn_implementation", None) != attention and hasattr(model, "set_attn_implementation"):
+        model.set_attn_implementation(attention)
+    print(f"{kind}: attention {getattr(model.config, '_attn_implementation', '?')}, transformers"
+          f" {transformers.__version__}", flush=True)
+    return model.to(device)
+
+
+def _gpt2(device, attention="sdpa"):
+    return _causal_lm("gpt2", device, attention, n_layer=6, n_embd=768, n_head=12, n_positions=1024,
+                      vocab_size=50257)
+
+
+def gpt2_train_step(device, read_loss, fp32=False, tf32=False):
+    """GPT-2 training steps (AdamW); with `read_loss` the step logs loss.item(), as a training
+    script's progress line does, else it keeps the loss on the GPU. `fp32`: no autocast, matmuls
+    in fp32 with TF32 on or off."""
+    model = _gpt2(device)
+    tokens = torch.randint(0, model.config.vocab_size, (8, 512) if device == "cuda" else (1, 64), device=device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    losses = []
+
+    def step():
+        torch.backends.cuda.matmul.allow_tf32 = tf32  # read by each matmul
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=not fp32):
+            loss = model(tokens, labels=tokens).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        losses.append(loss.item() if read_loss else loss.detach())
+        del losses[:-10]
+    return step
+
+
+def gpt2_infer_step(device, attention):
+    """GPT-2's forward, no grad, with transformers' `eager` or `sdpa` attention."""
+    model = _gpt2(device, attention).eval()
+    tokens = torch.randint(0, model.config.vocab_size, (8, 1024) if device == "cuda" else (1, 128), device=device)
+
+    def forward():
+        with torch.no_grad(), torch.autocast(device, dtype=torch.bfloat16):
+            return model(tokens).logits
+    return forward
+
+
+def llama_infer_step(device, graph):
+    """A small Llama's forward on 32 tokens in bf16: hundreds of short kernels a step. With `graph`,
+    the forward is captured once in a CUDA graph and each step copies its tokens into the graph's
+    input and replays it."""
+    if graph:
+        _cuda_only(device, "CUDA graphs")
+    model = _causal_lm("llama", device, hidden_size=512, intermediate_size=1408, num_hidden_layers=8,
+                       num_attention_heads=8, num_key_value_heads=8, vocab_size=32000,
+                       max_position_embeddings=2048).to(torch.bfloat16).eval()
+    tokens = torch.randint(0, 32000, (1, 32), device=device)
+    static_tokens = tokens.clone()
+    positions = torch.arange(32, device=device).unsqueeze(0)
+
+    def forward():
+        with torch.no_grad():
+            return model(input_ids=static_tokens, position_ids=positions, use_cache=False).logits
+    if not graph:
+        return forward
+    try:
+        replayed, logits = cuda_graph(forward)
+    except RuntimeError as failed:
+        raise Skip(f"the model cannot be captured in a CUDA graph ({str(failed).splitlines()[0]})") from None
+
+    def replay():
+        static_tokens.copy_(tokens)
+        replayed.replay()
+        return logits
+    return replay
+
+
+def _resnet18(device):
+    try:
+        import torchvision
+    except ImportError as missing:
+        raise Skip(f"torchvision is not installed ({missing})") from None
+    return torchvision.models.resnet18(weights=None).to(device)
+
+
+def _resnet_trainer(device):
+    """(one training step on a batch on the device, batch size, image side)."""
+    model = _resnet18(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    batch, side = (128, 224) if device == "cuda" else (2, 64)
+    labels = torch.randint(0, 1000, (batch,), device=device)
+
+    def train_on(images):
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=device == "cuda"):
+            loss = torch.nn.functional.cross_entropy(model(images), labels)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    return train_on, batch, side
+
+
+def resnet_copy_step(device, pinned):
+    """ResNet-18 training on an fp32 batch that comes from host memory each step: pageable, or pinned
+    and copied with non_blocking."""
+    if pinned:
+        _cuda_only(device, "pinned memory")
+    train_on, batch, side = _resnet_trainer(device)
+    host = torch.randn(batch, 3, side, side)
+    if pinned:
+        host = host.pin_memory()
+    return lambda: train_on(host.to(device, non_blocking=pinned))
+
+
+def resnet_prep_step(device, on_gpu):
+    """ResNet-18 training whose batch arrives as uint8 pixels: normalised by torch on the CPU and
+    copied as fp32, or copied as uint8 from pinned memory and normalised on the GPU."""
+    if on_gpu:
+        _cuda_only(device, "pinned memory")
+    train_on, batch, side = _resnet_trainer(device)
+    pixels = torch.randint(0, 256, (batch, 3, side, side), dtype=torch.uint8)
+    mean = torch.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1) * 255
+    std = torch.tensor([0.229, 0.224, 0.225]).view(1, 3, 1, 1) * 255
+    if not on_gpu:
+        return lambda: train_on(((pixels.float() - mean) / std).to(device))
+    pixels = pixels.pin_memory()
+    mean, std = mean.to(device), std.to(device)
+    return lambda: train_on((pixels.to(device, non_blocking=True).float() - mean) / std)
+
+
+# name: (pair, role, builder of the step)
+PAIRS = {
+    "gpt2_train_item": ("gpt2_train_item", "before", lambda d: gpt2_train_step(d, read_loss=True)),
+    "gpt2_train_no_item": ("gpt2_train_item", "after", lambda d: gpt2_train_step(d, read_loss=False)),
+    "gpt2_train_fp32": ("gpt2_train_tf32", "before", lambda d: gpt2_train_step(d, False, fp32=True, tf32=False)),
+    "gpt2_train_tf32": ("gpt2_train_tf32", "after", lambda d: gpt2_train_step(d, False, fp32=True, tf32=True)),
+    "gpt2_infer_eager_attn": ("gpt2_infer_sdpa", "before", lambda d: gpt2_infer_step(d, "eager")),
+    "gpt2_infer_sdpa": ("gpt2_infer_sdpa", "after", lambda d: gpt2_infer_step(d, "sdpa")),
+    "llama_infer_eager": ("llama_infer_graph", "before", lambda d: llama_infer_step(d, graph=False)),
+    "llama_infer_graph": ("llama_infer_graph", "after", lambda d: llama_infer_step(d, graph=True)),
+    "resnet_train_pageable": ("resnet_train_copy", "before", lambda d: resnet_copy_step(d, pinned=False)),
+    "resnet_train_pinned": ("resnet_train_copy", "after", lambda d: resnet_copy_step(d, pinned=True)),
+    "resnet_train_cpu_prep": ("resnet_train_prep", "before", lambda d: resnet_prep_step(d, on_gpu=False)),
+    "resnet_train_gpu_prep": ("resnet_train_prep", "after", lambda d: resnet_prep_step(d, on_gpu=True)),
+}
