@@ -28,6 +28,8 @@ PAIRS = [
     ("simt_gemm", "fp32/naive_inplace", "fp32_tf32/naive_inplace", None),
     ("simt_gemm", "fp32/sdpa_math", "fp32_tf32/sdpa_math", "tensor-cores"),
     ("simt_gemm", "samples/sdpa_math", "samples/sdpa_flash", None),
+    ("unfused_attention", "samples/naive", "samples/sdpa_flash", None),
+    ("unfused_attention", "samples/naive_inplace", "samples/sdpa_flash", None),
 ]
 
 
@@ -84,6 +86,19 @@ FIX_PAIRS = [
     ("pageable_copy", "prefetch/train_copy_pageable", "prefetch/train_copy_prefetch", "prefetch-copies"),
     ("simt_gemm", "fixes/infer_sdpa_math", "fixes/infer_sdpa_flash"),
     ("simt_gemm", "fixes/train_sdpa_math", "fixes/train_sdpa_flash"),
+]
+
+
+# The same on real models (tests/data/h100/model_pairs, capture/model_pairs.py): each pair's rule,
+# the problem loop and its fix. The ResNet input pipeline moved from the CPU to the GPU is no one
+# rule's fix: findings' all the fixes together stand for it.
+MODEL_FIX_PAIRS = [
+    ("launch_bound", "model_pairs/llama_infer_eager", "model_pairs/llama_infer_graph"),
+    ("host_sync", "model_pairs/gpt2_train_item", "model_pairs/gpt2_train_no_item"),
+    ("pageable_copy", "model_pairs/resnet_train_pageable", "model_pairs/resnet_train_pinned"),
+    ("all_fixes", "model_pairs/resnet_train_cpu_prep", "model_pairs/resnet_train_gpu_prep"),
+    ("unfused_attention", "model_pairs/gpt2_infer_eager_attn", "model_pairs/gpt2_infer_sdpa"),
+    ("simt_gemm", "model_pairs/gpt2_train_fp32", "model_pairs/gpt2_train_tf32"),
 ]
 
 

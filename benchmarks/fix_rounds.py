@@ -3,7 +3,7 @@ before and after its trace (capture/fix_rounds.py): an out-of-sample check of is
 pairs, on a capture the model was not fitted on.
 
 Loads the folder's traces into a scratch database, runs `findings`, and for each pair of
-findings_vs_fixes.FIX_PAIRS prints: the "before" finding's saving_us_per_step (the fix replayed
+findings_vs_fixes.FIX_PAIRS and MODEL_FIX_PAIRS (those whose loops the folder holds) prints: the "before" finding's saving_us_per_step (the fix replayed
 without the profiler, at the cost the trace's own gaps show) against the measured saving, the
 median of the before loop's unprofiled rounds (timings.csv: `pre` and `post`) less the after
 loop's, in the rounds timed before any profiler ran in the process (`pre`: a loop never profiled,
@@ -26,7 +26,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from findings_vs_fixes import FIX_PAIRS  # noqa: E402
+from findings_vs_fixes import FIX_PAIRS, MODEL_FIX_PAIRS  # noqa: E402
 
 from tracekit.analysis.findings_engine import run_findings  # noqa: E402
 from tracekit.replay.profiler_cost import cost_per_op_us  # noqa: E402
@@ -76,7 +76,7 @@ def main(argv=None):
           "the host's pace: before's rounds, after's rounds, before's traced steps (longest ÷ shortest) |")
     print("|---|---|---:|---:|---:|---|---:|---:|---|")
     errors, steady_errors = [], []
-    for rule, before, after, *fix in FIX_PAIRS:
+    for rule, before, after, *fix in FIX_PAIRS + MODEL_FIX_PAIRS:
         before, after = before.split("/")[1], after.split("/")[1]
         if before not in rounds or after not in rounds:
             continue

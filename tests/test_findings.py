@@ -20,7 +20,10 @@ H200 = TEST_DATA / "h200"
 FIXES = {"hidden_copy": [("samples/naive", "samples/naive_inplace", None), ("fp32/naive", "fp32/naive_inplace", None)],
          "simt_gemm": [("fp32/naive", "fp32_tf32/naive", None), ("fp32/naive_inplace", "fp32_tf32/naive_inplace", None),
                        ("fp32/sdpa_math", "fp32_tf32/sdpa_math", "tensor-cores"),
-                       ("samples/sdpa_math", "samples/sdpa_flash", None)]}
+                       ("samples/sdpa_math", "samples/sdpa_flash", None)],
+         # the article's own fix: the naive attention, out of place or in place, as SDPA (flash)
+         "unfused_attention": [("samples/naive", "samples/sdpa_flash", None),
+                               ("samples/naive_inplace", "samples/sdpa_flash", None)]}
 # The captures these tests read (loops, fixes and side_streams have their own tests and databases).
 FOLDERS = ("fp32", "fp32_tf32", "hd128", "train_bf16", "train_fp32")
 
@@ -139,8 +142,11 @@ def test_simt_gemm_says_the_math_backend_upcasts(found):
 
 
 def test_simt_gemm_finds_fp32_training_and_not_bf16_training(found):
+    """The fp32 loop launches 2.8 ms of kernels in a 17.9 ms step: replayed, Tensor Cores save its
+    GPU time but not its step, which the CPU bounds, so the finding is low and says why."""
     row = _one(found, "train_fp32_train_sdpa_default", "simt_gemm")
-    assert "allow_tf32" in row["fix"] and row["severity"] == "high"
+    assert "allow_tf32" in row["fix"] and row["estimate_us_per_step"] > 1000
+    assert row["severity"] == "low" and row["saving_us_per_step"] == 0 and "the step's time is held by other work" in row["detail"]
     assert _none(found, "train_bf16_train_sdpa_default", "simt_gemm")
 
 

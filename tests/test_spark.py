@@ -326,6 +326,8 @@ def test_a_trace_name_that_needs_escaping_reads_back_as_loaded(spark_lake):
     "SELECT * FROM memory_steps",
     "SELECT * FROM memory_peak_blocks",
     "SELECT * FROM memory_events",
+    # attention computed op by op: the naive samples' chains, found by their ops' shapes
+    "SELECT * FROM attention_chains",
 ])
 def test_the_views_give_duckdbs_rows_on_spark(spark_lake, duck, sql):
     assert_same_rows(spark_lake.rows(sql), fetch_rows(duck, sql))

@@ -1,11 +1,12 @@
 -- gpu_idle: gaps on a GPU between its kernels, copies and fills inside steady steps, with what the CPU was doing then
--- why: while the GPU waits for work the step runs on without it: a sync or a device-to-host copy drained its queue, data loading held the CPU, the thread stalled (a sleep, a lock, host-side work), or Python and op dispatch could not launch kernels as fast as the GPU ran them, or the host's work around a CUDA graph's replay (input copies, guards) held it
--- fix: per cause (the finding says which): drop the sync or read results every N steps; load data in DataLoader workers with pinned memory; move a stall off the step; around a CUDA graph's replay, keep inputs in its static buffers; for slow launching, capture the step in a CUDA graph or torch.compile it, fuse small ops, or give each kernel more work
+-- why: while the GPU waits for work the step runs on without it: a sync or a device-to-host copy drained its queue, data loading held the CPU, the CPU computed on host tensors (input preparation on the main thread), the thread stalled (a sleep, a lock, host-side work), or Python and op dispatch could not launch kernels as fast as the GPU ran them, or the host's work around a CUDA graph's replay (input copies, guards) held it
+-- fix: per cause (the finding says which): drop the sync or read results every N steps; load data in DataLoader workers with pinned memory; prepare inputs in workers or on the GPU; move a stall off the step; around a CUDA graph's replay, keep inputs in its static buffers; for slow launching, capture the step in a CUDA graph or torch.compile it, fuse small ops, or give each kernel more work
 -- saving: estimate: the time of the gaps per steady step (NULL for a trace without steps: no step to save it in), an upper bound; the replay of the cause's fix (whatif) says what the step would save
 -- params:
 --   trace = NULL: only this trace
 --   min_gap_us = 50: ignore gaps shorter than this; a launch costs the CPU 5-20 µs, so shorter gaps are launch latency, not a stall (the training captures in tests/data/h200 idle 11-14 ms of a 17-19 ms step in gaps of 50 µs or more)
---   step_end_syncs = 0: 1 also counts the idle a sync with nothing launched after it in its step held back (a loop that syncs at the end of each step to time it, as tracekit capture does, or to log loss.item()); left out by default, as host_sync leaves those syncs out; the CPU's own time after such a sync counts either way
+--   step_end_syncs = 0: 1 also counts the idle a bare synchronize with nothing launched after it in its step held back (a loop that syncs at the end of each step to time it, as tracekit capture does); left out by default, as host_sync leaves those syncs out; a value read there (loss.item() to log it, .cpu()) counts either way, as does the CPU's own time after such a sync
+--   min_host_op_us = 100: a gap the CPU spent in an ATen op that made no CUDA call (computing on host tensors: input preparation, a metric) for at least this long is host work, not launching
 --   min_stall_us = 1000: a gap the CPU's own time explains is a stall when the launching thread made no runtime call for at least this long before the launch (a sleep, a lock, logging); shorter stretches are the pace of Python launching kernels
 --   max_evidence = 20: at most this many gaps named in the evidence
 WITH busy AS (
@@ -25,9 +26,15 @@ WITH busy AS (
 ), launches AS (
     -- The runtime call that queued each GPU op (one call queues a whole CUDA graph); prev_end_us:
     -- where its thread's call before it ended (its own time runs from there).
-    SELECT trace, correlation, pid, tid, step, name, ts_us, end_us, prev_end_us
+    SELECT trace, correlation, pid, tid, step, name, ts_us, end_us, prev_end_us, prev_work_end_us
     FROM (SELECT r.trace, r.correlation, r.pid, r.tid, r.step, r.name, r.ts_us, r.ts_us + r.dur_us AS end_us,
-                 lag(r.ts_us + r.dur_us) OVER (PARTITION BY r.trace, r.pid, r.tid ORDER BY r.ts_us, r.dur_us) AS prev_end_us
+                 lag(r.ts_us + r.dur_us) OVER (PARTITION BY r.trace, r.pid, r.tid ORDER BY r.ts_us, r.dur_us) AS prev_end_us,
+                 -- where the thread's last call that queued GPU work or waited for it ended (a query
+                 -- such as cudaStreamIsCapturing, which copy_ makes before its copy, is no such call)
+                 max(CASE WHEN regexp_matches(r.name, 'Launch|Memcpy|Memset|Synchronize|EventRecord|StreamWait')
+                          THEN r.ts_us + r.dur_us END)
+                     OVER (PARTITION BY r.trace, r.pid, r.tid ORDER BY r.ts_us, r.dur_us
+                           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_work_end_us
           FROM runtime r
           WHERE $trace IS NULL OR r.trace = $trace) x
     WHERE correlation IS NOT NULL
@@ -48,6 +55,7 @@ WITH busy AS (
            o.source AS next_source, o.name AS next_name, o.correlation AS next_correlation,
            o.ts_us AS next_ts_us, o.end_us - o.ts_us AS next_dur_us,
            l.pid, l.tid, l.ts_us AS launch_us, l.end_us AS launch_end_us, l.ts_us - l.prev_end_us AS stretch_us,
+           l.prev_work_end_us,
            l.name LIKE '%GraphLaunch%' OR gs.step IS NOT NULL AS graphed
     FROM ordered o
     JOIN steady_window w ON w.trace = o.trace AND w.step IS NOT DISTINCT FROM o.step
@@ -64,7 +72,10 @@ WITH busy AS (
     -- CPU calls that wait for the GPU: syncs, and the calls of copies that block (to the host, or from pageable memory).
     SELECT r.trace, r.name, r.ts_us, r.dur_us, r.correlation, r.cpu_op,
            CASE WHEN m.kind IS NULL THEN 'sync' ELSE 'copy' END AS kind, coalesce(m.name ILIKE '%pageable%', FALSE) AS pageable,
-           coalesce(r.ts_us >= x.last_launch_us, TRUE) AS ends_step
+           -- A bare synchronize after the step's last launch is a loop timing its steps; a value
+           -- read there (loss.item() to log it, .cpu()) is the user's, and holds the next step back.
+           coalesce(r.ts_us >= x.last_launch_us, TRUE) AND m.kind IS NULL
+               AND (r.cpu_op IS NULL OR r.cpu_op LIKE 'ProfilerStep#%') AS ends_step
     FROM runtime r
     LEFT JOIN memcpy m ON m.trace = r.trace AND m.correlation = r.correlation
     LEFT JOIN last_launch x ON x.trace = r.trace AND x.step IS NOT DISTINCT FROM r.step
@@ -83,7 +94,7 @@ WITH busy AS (
     -- back by: without it, the CPU would have gone on that much earlier. The rest of the gap is the
     -- CPU's own time to the next launch. Work queued before the gap began waited on the GPU's side.
     SELECT g.trace, g.device, g.gap_start_us, g.gap_us, g.steps, g.next_source, g.next_name, g.next_correlation,
-           g.next_ts_us, g.next_dur_us, g.pid, g.tid, g.launch_us, g.launch_end_us, g.stretch_us, g.graphed,
+           g.next_ts_us, g.next_dur_us, g.pid, g.tid, g.launch_us, g.launch_end_us, g.stretch_us, g.prev_work_end_us, g.graphed,
            w.name AS wait_name, w.kind AS wait_kind, w.pageable, w.ends_step, w.ts_us AS wait_ts_us, w.dur_us AS wait_dur_us,
            w.correlation AS wait_correlation, w.cpu_op AS wait_op,
            CASE WHEN g.launch_us IS NULL OR g.launch_end_us <= g.gap_start_us OR w.ts_us IS NULL THEN 0
@@ -142,7 +153,12 @@ WITH busy AS (
     UNION ALL
     SELECT s.trace, s.device, s.steps, s.gap_start_us, s.gap_us, s.gap_us - s.wait_us,
            CASE WHEN s.launch_us IS NULL THEN 'unlaunched' WHEN s.launch_end_us <= s.gap_start_us THEN 'queued'
-                WHEN c.loading THEN 'data' WHEN s.stretch_us >= CAST($min_stall_us AS DOUBLE) THEN 'stall'
+                WHEN c.loading THEN 'data'
+                -- an op on host tensors held the thread: work the CPU does, not launching
+                WHEN c.name LIKE 'aten::%' AND c.dur_us >= CAST($min_host_op_us AS DOUBLE)
+                     -- between the thread's last call that queued GPU work or waited and the launch: it made none
+                     AND c.ts_us >= coalesce(s.prev_work_end_us, s.launch_us - s.stretch_us) AND c.ts_us + c.dur_us <= s.launch_us THEN 'host'
+                WHEN s.stretch_us >= CAST($min_stall_us AS DOUBLE) THEN 'stall'
                 -- the next work is a CUDA graph's replay, or comes before one in a step a graph runs
                 WHEN s.graphed THEN 'graph' ELSE 'cpu' END,
            FALSE,
@@ -190,6 +206,7 @@ SELECT g.trace, 'gpu_idle' AS rule,
               CASE g.cause WHEN 'sync' THEN 'the CPU waited in ' || x.first_doing
                            WHEN 'copy' THEN 'the CPU waited for a copy: ' || x.first_doing
                            WHEN 'data' THEN 'the CPU loaded data'
+                           WHEN 'host' THEN 'the CPU computed on host tensors, making no CUDA call (most in ' || x.first_doing || ')'
                            WHEN 'stall' THEN format('the CPU stalled: no runtime call for up to {:.1f} ms (most in {})',
                                                     g.longest_stretch_us / 1000, x.first_doing)
                            WHEN 'cpu' THEN 'the CPU ran Python and ops (most in ' || x.first_doing || ')'
@@ -206,6 +223,7 @@ SELECT g.trace, 'gpu_idle' AS rule,
             WHEN 'sync' THEN 'drop the sync, or sync once every N steps: read results (loss.item(), .cpu(), print) only when you log them, and time with CUDA events rather than torch.cuda.synchronize()'
             WHEN 'copy' THEN 'keep the value on the GPU (torch.where instead of a Python if on a tensor), or copy it into pinned memory with non_blocking=True and read it a step later'
             WHEN 'stall' THEN 'find what holds the launching thread (a sleep, a lock, logging, host-side work) and move it off the step: to another thread, or every N steps'
+            WHEN 'host' THEN 'move the host-side work off the step: prepare inputs in DataLoader workers (num_workers > 0, pin_memory=True), or copy the raw batch (uint8, pinned, non_blocking=True) and transform it on the GPU; compute metrics on GPU tensors'
             WHEN 'data' THEN 'load batches in DataLoader workers (num_workers > 0, persistent_workers=True, prefetch_factor) with pin_memory=True, and copy them with non_blocking=True'
             WHEN 'cpu' THEN 'launch less from Python: capture the step in a CUDA graph (torch.cuda.graph, or torch.compile(mode="reduce-overhead")), fuse small ops with torch.compile, use fused optimizers (AdamW(fused=True)), or give each kernel more work (a bigger batch)'
             WHEN 'graph' THEN 'the step already replays a CUDA graph: what holds the GPU back is the host''s work around each replay (torch.compile''s CUDA graph trees copy inputs that are not static and check guards; a torch.cuda.CUDAGraph needs its inputs copied in): keep inputs in the graph''s static buffers, move host work off the step, or replay more work per launch (a bigger batch)'
@@ -215,6 +233,7 @@ SELECT g.trace, 'gpu_idle' AS rule,
        CASE g.cause WHEN 'sync' THEN 'drop-sync:' || g.wait_names
                     WHEN 'copy' THEN CASE WHEN g.pageable THEN 'pin-copies' ELSE 'drop-sync:' || g.wait_ops END
                     WHEN 'data' THEN 'drop-cpu:(?i)dataloader'
+                    WHEN 'host' THEN 'drop-host-ops:' || $min_host_op_us
                     -- the stalls' own range (a µs either side: the replay counts whole nanoseconds, these
                     -- are microseconds as doubles): the thread's longer stretches of work are no stall this finding saw
                     WHEN 'stall' THEN 'drop-cpu-gaps:' || CAST(greatest(floor(g.shortest_stall_us) - 1, 1) AS BIGINT) || '-'

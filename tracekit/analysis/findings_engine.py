@@ -145,9 +145,11 @@ def _replayed(con, found, together=True, prefetch=None):
     wanted = [(t, w) for t, w in zip(found["trace"], found["whatif"]) if isinstance(w, str) and w]
     jobs = prefetch.jobs_for({t for t, _ in wanted}) if prefetch else None
     each, all_fixes = replay_savings(con, wanted, jobs)
-    savings, traced, details = [], [], []
-    for t, w, detail, estimate in zip(found["trace"], found["whatif"], found["detail"], found["estimate_us_per_step"]):
+    savings, traced, details, severities = [], [], [], []
+    for t, w, detail, estimate, severity in zip(found["trace"], found["whatif"], found["detail"],
+                                                found["estimate_us_per_step"], found["severity"]):
         replayed = each.get((t, w)) if isinstance(w, str) else None
+        severities.append(_graded(severity, replayed))
         savings.append(_us(replayed.saving_us) if replayed else None)
         traced.append(_us(replayed.traced_saving_us) if replayed else None)
         if replayed is not None and replayed.why is not None:
@@ -156,10 +158,25 @@ def _replayed(con, found, together=True, prefetch=None):
             detail += _why_less(replayed, estimate)
         details.append(detail)
     found = found.assign(saving_us_per_step=pd.array(savings, dtype="Float64").astype("float64"),
-                         traced_saving_us_per_step=pd.array(traced, dtype="Float64").astype("float64"), detail=details)
+                         traced_saving_us_per_step=pd.array(traced, dtype="Float64").astype("float64"), detail=details,
+                         severity=severities)
     rows = [_all_fixes_row(t, w, replayed, found) for t, (w, replayed) in sorted(all_fixes.items()) if together]
     return pd.concat([rank(found), pd.DataFrame(rows, columns=list(FINDING_COLUMNS))], ignore_index=True) \
         if rows else rank(found)
+
+
+# A finding whose fix was replayed is as severe as the share of the step the fix saves, whatever its
+# rule made of what it counted (a 200 µs wait can hold back 5 ms of launches; 14 ms of idle can be the
+# profiler's own cost): at least this share of the replayed step, high, then medium; below, low.
+SEVERITY_BY_SAVING = (("high", 0.10), ("medium", 0.03))
+
+
+def _graded(severity, replayed):
+    """The severity of a finding: by its replayed saving's share of the step, where it has one."""
+    if replayed is None or replayed.saving_us is None or not replayed.step_us:
+        return severity
+    share = replayed.saving_us / replayed.step_us
+    return next((name for name, floor in SEVERITY_BY_SAVING if share >= floor), "low")
 
 
 # A replayed saving under this share of the rule's own figure says why, lest the two read as a contradiction.

@@ -1,8 +1,9 @@
-"""The fix `fuse-attention[:REGEX]`: each call of an attention op (SDPA's math backend by default)
-and its backward replayed as one fused kernel, as flash, memory-efficient or cuDNN attention runs
-it: the call's GEMMs at their Tensor Core roofline, the rest (softmax, masks, scaling, copies)
-fused away, one launch. A call's backward is autograd's evaluate_function spans whose sequence
-numbers the call's forward ops carry.
+"""The fixes `fuse-attention[:REGEX]` and `fuse-attention-chains`: each call of an attention op (SDPA's
+math backend by default), or each chain of ops that computes attention in the model's own code (view
+attention_chains), and its backward replayed as one fused kernel, as flash, memory-efficient or cuDNN
+attention runs it: the call's GEMMs at their Tensor Core roofline, the rest (softmax, masks, scaling,
+copies) fused away, one launch. A call's backward is autograd's evaluate_function spans whose
+sequence numbers the call's forward ops carry.
 """
 
 import re
@@ -18,9 +19,19 @@ UNFUSED_ATTENTION = "aten::_scaled_dot_product_attention_math"  # the op by defa
 def fuse_attention(graph, argument, changed, con):
     """Each call of the op (and each call's backward) becomes one item at its GEMMs' roofline; the
     calls that launched the rest cost nothing."""
-    key = ("fuse-attention", argument)
+    _fuse(graph, ("fuse-attention", argument), _OP_CALLS, {"op": argument or f"^{re.escape(UNFUSED_ATTENTION)}$"},
+          changed, con)
+
+
+def fuse_attention_chains(graph, argument, changed, con):
+    """fuse_attention for the chains of view attention_chains: each, from its Q·Kᵀ matmul to its ·V
+    matmul, is the call."""
+    _fuse(graph, ("fuse-attention-chains", argument), _CHAIN_CALLS, {}, changed, con)
+
+
+def _fuse(graph, key, calls_sql, params, changed, con):
     if key not in graph.read_by_fixes:  # findings replays a fix alone and with the others
-        graph.read_by_fixes[key] = _fused(graph, argument, con)
+        graph.read_by_fixes[key] = _fused(graph, calls_sql, params, con)
     fused = graph.read_by_fixes[key]
     if fused is None:
         return
@@ -32,10 +43,10 @@ def fuse_attention(graph, argument, changed, con):
     changed["call_gap"][gone_calls] = 0
 
 
-def _fused(graph, argument, con):
+def _fused(graph, calls_sql, params, con):
     """(the items that run each call's fused kernel, its ns, the call's other items, the calls that
-    launched only those) of the op's calls, or None where the graph has none."""
-    group = _attention_groups(con, graph, argument or f"^{re.escape(UNFUSED_ATTENTION)}$")
+    launched only those) of the calls, or None where the graph has none."""
+    group = _attention_groups(con, graph, calls_sql, params)
     members = np.flatnonzero(group >= 0)
     if not len(members):
         return None
@@ -53,10 +64,22 @@ def _fused(graph, argument, con):
     return firsts, fused_ns[group[firsts]], rest, gone_calls
 
 
-_CALL_SPANS = """
-SELECT 2 * (row_number() OVER (ORDER BY o.pid, o.tid, o.ts_ns) - 1) AS grp, o.pid, o.tid, o.ts_ns, o.ts_ns + o.dur_ns
+# Each call's (pid, tid, ts_ns, end_ns): the op's own spans, or a chain's from its first op to its last.
+_OP_CALLS = """
+SELECT o.pid, o.tid, o.ts_ns, o.ts_ns + o.dur_ns AS end_ns
 FROM cpu_op_rows o JOIN trace_files t ON t.trace_id = o.trace_id
 WHERE t.trace = $trace AND regexp_matches(o.name, $op)
+"""
+_CHAIN_CALLS = """
+SELECT q.pid, q.tid, q.ts_ns, v.ts_ns + v.dur_ns AS end_ns
+FROM attention_chains c JOIN trace_files t ON t.trace = c.trace
+JOIN cpu_op_rows q ON q.trace_id = t.trace_id AND q.op_id = c.qk_op_id
+JOIN cpu_op_rows v ON v.trace_id = t.trace_id AND v.op_id = c.av_op_id
+WHERE c.trace = $trace
+"""
+
+_CALL_SPANS = """
+SELECT 2 * (row_number() OVER (ORDER BY pid, tid, ts_ns) - 1) AS grp, pid, tid, ts_ns, end_ns FROM ({calls})
 """
 
 _HAS_BACKWARD = """
@@ -73,8 +96,7 @@ WITH ops AS (
          AND TRY_CAST(e.args->>'External id' AS BIGINT) = o.external_id AND e.ts_ns = o.ts_ns
     WHERE t.trace = $trace
 ), calls AS (
-    SELECT row_number() OVER (ORDER BY pid, tid, ts_ns) - 1 AS k, pid, tid, ts_ns, end_ns
-    FROM ops WHERE regexp_matches(name, $op)
+    SELECT row_number() OVER (ORDER BY pid, tid, ts_ns) - 1 AS k, pid, tid, ts_ns, end_ns FROM ({calls})
 ), forward_seqs AS (
     -- the sequence numbers autograd gave the ops inside each call: its backward nodes carry them
     SELECT DISTINCT c.k, o.seq FROM calls c
@@ -90,15 +112,16 @@ UNION ALL SELECT 2 * k + 1, pid, tid, ts_ns, end_ns FROM backward
 """
 
 
-def _attention_groups(con, graph, op_regex):
-    """Each item's group (-1: none): 2k for the items the k-th call of the op launched, 2k + 1 for
-    those its backward launched (autograd's evaluate_function spans with its sequence numbers)."""
+def _attention_groups(con, graph, calls_sql, params):
+    """Each item's group (-1: none): 2k for the items the k-th call (calls_sql's rows) launched, 2k + 1
+    for those its backward launched (autograd's evaluate_function spans with its sequence numbers)."""
     if con is None:
         raise TracekitError("fuse-attention needs the trace's database")
     # a trace without autograd's nodes (inference) has no backward: its ops' sequence numbers,
     # read from every op's args, are not needed
     backward = con.execute(_HAS_BACKWARD, {"trace": graph.trace}).fetchone()[0]
-    spans = con.execute(_ATTENTION_SPANS if backward else _CALL_SPANS, {"trace": graph.trace, "op": op_regex}).fetchall()
+    spans = con.execute((_ATTENTION_SPANS if backward else _CALL_SPANS).format(calls=calls_sql),
+                        {"trace": graph.trace, **params}).fetchall()
     call_group = np.full(len(graph.call_lane), -1, dtype=np.int64)
     # the outermost span wins where spans nest: written last
     for grp, on_lane, lo, hi in calls_inside(graph, sorted(spans, key=lambda row: row[0], reverse=True)):

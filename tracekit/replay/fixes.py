@@ -10,6 +10,9 @@
   second US) between two of its calls goes (a stall: a sleep, data loading, host-side work the GPU
   waited on); a finding's stalls name their range, so that its fix takes those stalls, not every
   longer stretch of the thread's work;
+- `drop-host-ops:US`: the ATen ops (the outermost, where they nest) that made no CUDA call and took
+  US µs or more take no time on their thread: work on host tensors (input preparation, a metric)
+  moved to DataLoader workers or onto the GPU; ops that launch GPU work keep their time;
 - `drop-cpu:REGEX`: the CPU ops REGEX names (the outermost, where they nest) take no time on their
   thread (`drop-cpu:DataLoader` for loading in workers, a logger, a checkpoint);
 - `tensor-cores[:REGEX]`: GEMMs on the CUDA cores (SIMT) run at their Tensor Core roofline (view
@@ -38,7 +41,9 @@
 - `fuse-attention[:REGEX]`: each call of the attention op whose name REGEX finds (default SDPA's math
   backend, `aten::_scaled_dot_product_attention_math`; or a module's record_function range), and its backward
   (autograd's nodes of the same sequence numbers), runs as one fused kernel: its GEMMs at their
-  Tensor Core roofline, the rest (softmax, masks, scaling, copies) fused away, one launch.
+  Tensor Core roofline, the rest (softmax, masks, scaling, copies) fused away, one launch;
+- `fuse-attention-chains`: the same for each chain of ops that computes attention in the model's own
+  code (view attention_chains: from its Q·Kᵀ matmul to its ·V matmul), as eager attention does.
 """
 
 import collections
@@ -50,16 +55,16 @@ import numpy as np
 import pandas as pd
 
 from tracekit.errors import TracekitError
-from tracekit.replay.attention_fix import fuse_attention
+from tracekit.replay.attention_fix import fuse_attention, fuse_attention_chains
 from tracekit.replay.graph import calls_inside
 from tracekit.replay.profiler_cost import MIN_GAPS, cost_per_op_us
 from tracekit.replay.side_stream import issued_a_step_ahead, on_side_stream
 
 # name -> whether the argument is required (False: optional), and what it is
 FIXES = {"drop-copies": (True, "OP"), "drop": (True, "REGEX"), "drop-sync": (True, "REGEX"),
-         "drop-cpu-gaps": (True, "US[-US]"), "drop-cpu": (True, "REGEX"), "tensor-cores": (False, "REGEX"),
+         "drop-cpu-gaps": (True, "US[-US]"), "drop-cpu": (True, "REGEX"), "drop-host-ops": (True, "US"), "tensor-cores": (False, "REGEX"),
          "pin-copies": (False, "REGEX"), "prefetch-copies": (False, "REGEX"), "cuda-graph": (False, "US"),
-         "fuse-attention": (False, "REGEX"), "no-profiler": (False, "US")}
+         "fuse-attention": (False, "REGEX"), "fuse-attention-chains": (False, ""), "no-profiler": (False, "US")}
 TRACE_ESTIMATE = "trace"  # no-profiler's argument for the trace's own estimate (as no argument)
 _REGEX_FIXES = ("drop", "drop-sync", "drop-cpu", "tensor-cores", "pin-copies", "prefetch-copies", "fuse-attention")
 _BACKWARD = "autograd::engine::evaluate_function"  # an op chain of autograd's backward starts so
@@ -77,6 +82,8 @@ def parse_fix(text):
     name, _, argument = text.partition(":")
     if name not in FIXES or (FIXES[name][0] and not argument):
         raise TracekitError(f"--apply {text!r}: a fix is one of {usage()}")
+    if argument and not FIXES[name][1]:
+        raise TracekitError(f"--apply {text!r}: {name} takes no argument")
     if name == "no-profiler" and argument == TRACE_ESTIMATE:
         return name, ""
     if name == "drop-cpu-gaps":
@@ -187,7 +194,25 @@ def _drop_cpu_gaps(graph, argument, changed, con):
 def _drop_cpu(graph, argument, changed, con):
     """Each call's gap less the part of it the named ops (outermost) took on its thread."""
     ops = _outermost_ops(con, graph, argument)
-    spans = [((start, end), pid, tid, start, end) for (pid, tid), found in ops.items() for start, end in found]
+    _drop_spans(graph, [((start, end), pid, tid, start, end) for (pid, tid), found in ops.items() for start, end in found],
+                changed)
+
+
+def _drop_host_ops(graph, argument, changed, con):
+    """_drop_cpu for the ATen ops of at least `argument` µs that hold no runtime call, the outermost
+    of them (an op that launched GPU work keeps its time; Python and the optimizer's ranges are not
+    work on host tensors)."""
+    spans = [((pid, tid, start, end), pid, tid, start, end)
+             for pid, tid, start, end in _op_spans(con, graph, "^aten::", round(float(argument) * 1000))]
+    hosts = {}
+    for (pid, tid, start, end), _, lo, hi in calls_inside(graph, spans):
+        if lo == hi:
+            _merged(hosts.setdefault((pid, tid), []), start, end)
+    _drop_spans(graph, [((start, end), pid, tid, start, end) for (pid, tid), found in hosts.items()
+                        for start, end in found], changed)
+
+
+def _drop_spans(graph, spans, changed):
     gaps = changed["call_gap"]
     for (op_start, op_end), on_lane, lo, hi in calls_inside(graph, spans):
         # the calls whose gap (from the call before's end to their own start) the op can overlap
@@ -201,21 +226,30 @@ def _drop_cpu(graph, argument, changed, con):
         gaps[calls] = np.maximum(gaps[calls] - overlap, 0)
 
 
-def _outermost_ops(con, graph, argument):
-    """{(pid, tid): [(start_ns, end_ns)]} of the ops whose name `argument` finds, none inside another."""
+def _op_spans(con, graph, argument, min_ns=1):
+    """(pid, tid, start_ns, end_ns) of the ops whose name `argument` finds, `min_ns` long or longer,
+    in time order on each thread."""
     if con is None:
         raise TracekitError("drop-cpu needs the trace's database")
-    rows = con.execute(
+    return con.execute(
         """SELECT o.pid, o.tid, o.ts_ns, o.ts_ns + o.dur_ns FROM cpu_op_rows o JOIN trace_files t USING (trace_id)
-           WHERE t.trace = ? AND regexp_matches(o.name, ?) AND o.dur_ns > 0 ORDER BY o.pid, o.tid, o.ts_ns""",
-        [graph.trace, argument]).fetchall()
+           WHERE t.trace = ? AND regexp_matches(o.name, ?) AND o.dur_ns >= ? ORDER BY o.pid, o.tid, o.ts_ns""",
+        [graph.trace, argument, min_ns]).fetchall()
+
+
+def _merged(spans, start, end):
+    """Adds (start, end) to a thread's spans in time order, into the one before where inside it."""
+    if spans and start < spans[-1][1]:
+        spans[-1] = (spans[-1][0], max(spans[-1][1], end))
+    else:
+        spans.append((start, end))
+
+
+def _outermost_ops(con, graph, argument):
+    """{(pid, tid): [(start_ns, end_ns)]} of the ops whose name `argument` finds, none inside another."""
     found = {}
-    for pid, tid, start, end in rows:
-        spans = found.setdefault((pid, tid), [])
-        if spans and start < spans[-1][1]:  # inside the one before: counted there
-            spans[-1] = (spans[-1][0], max(spans[-1][1], end))
-        else:
-            spans.append((start, end))
+    for pid, tid, start, end in _op_spans(con, graph, argument):
+        _merged(found.setdefault((pid, tid), []), start, end)  # one inside the one before: counted there
     return found
 
 
@@ -334,7 +368,7 @@ def _distinct(texts):
 
 _APPLY = {
     "drop-copies": lambda graph, argument, changed, con: _drop_items(graph, argument, changed, con, copies_only=True),
-    "drop": _drop_items, "drop-sync": _drop_sync, "drop-cpu-gaps": _drop_cpu_gaps, "drop-cpu": _drop_cpu,
+    "drop": _drop_items, "drop-sync": _drop_sync, "drop-cpu-gaps": _drop_cpu_gaps, "drop-cpu": _drop_cpu, "drop-host-ops": _drop_host_ops,
     "tensor-cores": _tensor_cores, "pin-copies": _pin_copies, "prefetch-copies": _pin_copies, "cuda-graph": _cuda_graph,
-    "fuse-attention": fuse_attention, "no-profiler": _no_profiler,
+    "fuse-attention": fuse_attention, "fuse-attention-chains": fuse_attention_chains, "no-profiler": _no_profiler,
 }

@@ -19,3 +19,61 @@ FROM (
              || ' ' || coalesce(json_extract_string(t.metadata, '$.workload'), 'forward') AS dims
     FROM traces t
 ) s;
+
+-- @view attention_chains: attention computed op by op, as eager attention code does: softmax(Q·Kᵀ)·V
+-- as a matmul, the scaling, a mask, the softmax (and any casts or dropout between) and another
+-- matmul, each its own kernels, where a fused kernel (scaled_dot_product_attention's flash,
+-- memory-efficient or cuDNN backend) runs them as one. One row per chain: a softmax over a matrix
+-- of three dimensions or more whose thread's last matmul before it made a matrix of that shape
+-- (after the softmax before it, if any) and whose first matmul after it multiplies that matrix
+-- (before the next softmax).
+--   trace, step, pid, tid: where it ran (its softmax's step; the thread of its ops)
+--   ts_us, end_us: the chain's CPU span, from the Q·Kᵀ matmul's start to the ·V matmul's end
+--   queries, keys, head_dim: S, T and D of its Q·Kᵀ ([.., S, D] × [.., D, T] → [.., S, T])
+--   qk_op_id, softmax_op_id, av_op_id: its three ops (cpu_ops.op_id), the outermost of each nest
+CREATE OR REPLACE VIEW attention_chains AS
+WITH ops AS (
+    SELECT o.trace, o.op_id, o.step, o.pid, o.tid, o.ts_us, o.ts_us + o.dur_us AS end_us,
+           o.name IN ('aten::softmax', 'aten::_softmax', 'aten::_safe_softmax') AS is_softmax,
+           -- the last two dimensions of the first and the second input, from Kineto's Input Dims text
+           -- with its brackets as < and > (a bracket in a pattern is written one way in DuckDB's
+           -- regular expressions and another in Spark's)
+           TRY_CAST(regexp_extract(o.dims, '^<<([0-9]+,)+([0-9]+),([0-9]+)>', 2) AS BIGINT) AS a_rows,
+           TRY_CAST(regexp_extract(o.dims, '^<<([0-9]+,)+([0-9]+),([0-9]+)>', 3) AS BIGINT) AS a_cols,
+           TRY_CAST(regexp_extract(o.dims, '^<<[0-9,]*>,<([0-9]+,)+([0-9]+),([0-9]+)>', 2) AS BIGINT) AS b_rows,
+           TRY_CAST(regexp_extract(o.dims, '^<<[0-9,]*>,<([0-9]+,)+([0-9]+),([0-9]+)>', 3) AS BIGINT) AS b_cols
+    FROM (SELECT c.*, replace(replace(c.input_dims, '[', '<'), ']', '>') AS dims FROM cpu_ops c) o
+    WHERE o.name IN ('aten::matmul', 'aten::bmm', 'aten::baddbmm', 'aten::softmax', 'aten::_softmax', 'aten::_safe_softmax')
+      -- the outermost of a nest (aten::matmul → aten::bmm, aten::softmax → aten::_softmax)
+      AND coalesce(o.parent, '') NOT IN ('aten::matmul', 'aten::bmm', 'aten::baddbmm', 'aten::softmax',
+                                         'aten::_softmax', 'aten::_safe_softmax')
+), ordered AS (
+    -- Each op's neighbours on its thread, by a sort, not a join of every softmax with every matmul
+    -- (a trace of a thousand steps holds thousands of each, of one shape).
+    SELECT o.*,
+           last_value(CASE WHEN NOT o.is_softmax THEN struct_pack(op_id := o.op_id, ts_us := o.ts_us, a_rows := o.a_rows,
+                                                                  a_cols := o.a_cols, b_rows := o.b_rows, b_cols := o.b_cols) END IGNORE NULLS)
+               OVER (PARTITION BY o.trace, o.pid, o.tid ORDER BY o.ts_us, o.op_id
+                     ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before_mm,
+           first_value(CASE WHEN NOT o.is_softmax THEN struct_pack(op_id := o.op_id, ts_us := o.ts_us, end_us := o.end_us,
+                                                                   a_rows := o.a_rows, a_cols := o.a_cols, b_rows := o.b_rows) END IGNORE NULLS)
+               OVER (PARTITION BY o.trace, o.pid, o.tid ORDER BY o.ts_us, o.op_id
+                     ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING) AS after_mm,
+           last_value(CASE WHEN o.is_softmax THEN o.ts_us END IGNORE NULLS)
+               OVER (PARTITION BY o.trace, o.pid, o.tid ORDER BY o.ts_us, o.op_id
+                     ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS softmax_before_us,
+           first_value(CASE WHEN o.is_softmax THEN o.ts_us END IGNORE NULLS)
+               OVER (PARTITION BY o.trace, o.pid, o.tid ORDER BY o.ts_us, o.op_id
+                     ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING) AS softmax_after_us
+    FROM ops o
+)
+SELECT trace, step, pid, tid, before_mm.ts_us AS ts_us, after_mm.end_us AS end_us, a_rows AS queries, a_cols AS keys,
+       before_mm.a_cols AS head_dim, before_mm.op_id AS qk_op_id, op_id AS softmax_op_id, after_mm.op_id AS av_op_id
+FROM ordered
+WHERE is_softmax AND a_rows IS NOT NULL
+  -- Q·Kᵀ: [.., S, D] × [.., D, T] made the softmax's [.., S, T]
+  AND before_mm.a_rows = a_rows AND before_mm.b_cols = a_cols AND before_mm.a_cols = before_mm.b_rows
+  AND (softmax_before_us IS NULL OR before_mm.ts_us > softmax_before_us)
+  -- ·V: [.., S, T] × [.., T, Dv]
+  AND after_mm.a_rows = a_rows AND after_mm.a_cols = a_cols AND after_mm.b_rows = a_cols
+  AND (softmax_after_us IS NULL OR after_mm.ts_us < softmax_after_us);
