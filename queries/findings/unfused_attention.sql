@@ -17,8 +17,9 @@ WITH chains AS (
     WHERE ($trace IS NULL OR c.trace = $trace)
       AND coalesce(q.parent, '') NOT LIKE '%scaled_dot_product%'
 ), kernel_ops AS (
-    SELECT k.trace, k.name, k.ts_us, k.dur_us, k.correlation, k.cpu_op_id, k.kernel_class = 'gemm' AS is_matmul,
-           o.name AS op, o.pid, o.tid, o.ts_us AS op_ts_us, o.ts_us + o.dur_us AS op_end_us
+    -- narrow rows (names are joined back for the evidence alone): sorting kernel names costs
+    SELECT k.trace, k.correlation, k.ts_us, k.dur_us, k.kernel_class = 'gemm' AS is_matmul, k.cpu_op AS op,
+           o.pid, o.tid, o.ts_us AS op_ts_us, o.ts_us + o.dur_us AS op_end_us
     FROM kernels k
     JOIN cpu_ops o ON o.trace = k.trace AND o.op_id = k.cpu_op_id
     JOIN (SELECT DISTINCT trace, pid, tid FROM chains) t ON t.trace = o.trace AND t.pid = o.pid AND t.tid = o.tid
@@ -26,39 +27,45 @@ WITH chains AS (
     -- The chain open on the launching op's thread when the op began: the latest to start at or
     -- before it, by a sort of the thread's chains and ops (chains on a thread never overlap), not a
     -- join of every chain with every op of its thread.
-    SELECT x.*, last_value(x.chain IGNORE NULLS) OVER (PARTITION BY x.trace, x.pid, x.tid ORDER BY x.at_us, x.is_kernel
-                                                       ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS open_chain
-    FROM (SELECT c.trace, c.pid, c.tid, c.ts_us AS at_us, 0 AS is_kernel,
-                 struct_pack(end_us := c.end_us, queries := c.queries, keys := c.keys, head_dim := c.head_dim,
-                             steps := c.steps) AS chain,
-                 CAST(NULL AS VARCHAR) AS name, CAST(NULL AS DOUBLE) AS ts_us, CAST(NULL AS DOUBLE) AS dur_us,
-                 CAST(NULL AS BIGINT) AS correlation, CAST(NULL AS BIGINT) AS cpu_op_id, CAST(NULL AS BOOLEAN) AS is_matmul,
-                 CAST(NULL AS VARCHAR) AS op, CAST(NULL AS DOUBLE) AS op_end_us
+    SELECT x.*, last_value(x.chain_end_us IGNORE NULLS) OVER (PARTITION BY x.trace, x.pid, x.tid ORDER BY x.at_us, x.is_kernel
+                                                              ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS open_end_us
+    FROM (SELECT c.trace, c.pid, c.tid, c.ts_us AS at_us, 0 AS is_kernel, c.end_us AS chain_end_us,
+                 CAST(NULL AS BIGINT) AS correlation, CAST(NULL AS DOUBLE) AS ts_us, CAST(NULL AS DOUBLE) AS dur_us,
+                 CAST(NULL AS BOOLEAN) AS is_matmul, CAST(NULL AS VARCHAR) AS op, CAST(NULL AS DOUBLE) AS op_end_us
           FROM chains c
           UNION ALL
-          SELECT trace, pid, tid, op_ts_us, 1, NULL, name, ts_us, dur_us, correlation, cpu_op_id, is_matmul, op, op_end_us
+          SELECT trace, pid, tid, op_ts_us, 1, NULL, correlation, ts_us, dur_us, is_matmul, op, op_end_us
           FROM kernel_ops) x
 ), chain_kernels AS (
     -- the kernels the chain's ops launched: ops on its thread inside its span
-    SELECT trace, open_chain.steps AS steps, open_chain.queries AS queries, open_chain.keys AS keys,
-           open_chain.head_dim AS head_dim, name, ts_us, dur_us, correlation, cpu_op_id, is_matmul, op
+    SELECT trace, correlation, ts_us, dur_us, is_matmul, op
     FROM swept
-    WHERE is_kernel = 1 AND open_chain IS NOT NULL AND op_end_us <= open_chain.end_us
+    WHERE is_kernel = 1 AND op_end_us <= open_end_us
+), longest AS (
+    SELECT c.trace, k.name, c.ts_us, c.dur_us, c.correlation, k.cpu_op_id
+    FROM (SELECT trace, correlation, ts_us, dur_us FROM chain_kernels
+          QUALIFY row_number() OVER (PARTITION BY trace ORDER BY dur_us DESC, ts_us) <= CAST($max_evidence AS INTEGER)) c
+    JOIN kernels k ON k.trace = c.trace AND k.correlation = c.correlation AND k.ts_us = c.ts_us
 ), per_trace AS (
-    SELECT trace, any_value(steps) AS steps, count(*) AS kernels, sum(dur_us) AS chain_us,
-           sum(dur_us) FILTER (WHERE NOT is_matmul) AS rest_us, count(*) FILTER (WHERE NOT is_matmul) AS rest_kernels,
-           min(queries) AS queries, max(keys) AS keys, min(head_dim) AS head_dim,
-           string_agg(DISTINCT op, ', ' ORDER BY op) FILTER (WHERE NOT is_matmul) AS rest_ops,
-           to_json(list(struct_pack(source := 'kernels', trace := trace, name := name,
-                                    ts_ns := CAST(round(ts_us * 1000) AS BIGINT),
-                                    dur_ns := CAST(round(dur_us * 1000) AS BIGINT),
-                                    correlation := correlation, cpu_op_id := cpu_op_id)
-                        ORDER BY dur_us DESC, ts_us)[1:CAST($max_evidence AS INTEGER)]) AS evidence
-    FROM chain_kernels
-    GROUP BY trace
+    SELECT k.trace, any_value(c.steps) AS steps, any_value(c.chains) AS chains, count(*) AS kernels,
+           sum(k.dur_us) AS chain_us, sum(k.dur_us) FILTER (WHERE NOT k.is_matmul) AS rest_us,
+           count(*) FILTER (WHERE NOT k.is_matmul) AS rest_kernels,
+           any_value(c.queries) AS queries, any_value(c.keys) AS keys, any_value(c.head_dim) AS head_dim,
+           string_agg(DISTINCT k.op, ', ' ORDER BY k.op) FILTER (WHERE NOT k.is_matmul) AS rest_ops
+    FROM chain_kernels k
+    JOIN (SELECT trace, any_value(steps) AS steps, count(*) AS chains, min(queries) AS queries, max(keys) AS keys,
+                 min(head_dim) AS head_dim
+          FROM chains GROUP BY trace) c USING (trace)
+    GROUP BY k.trace
+), evidence AS (
+    SELECT trace, to_json(list(struct_pack(source := 'kernels', trace := trace, name := name,
+                                           ts_ns := CAST(round(ts_us * 1000) AS BIGINT),
+                                           dur_ns := CAST(round(dur_us * 1000) AS BIGINT),
+                                           correlation := correlation, cpu_op_id := cpu_op_id)
+                               ORDER BY dur_us DESC, ts_us)) AS evidence
+    FROM longest GROUP BY trace
 ), counted AS (
-    SELECT p.*, (SELECT count(*) FROM chains c WHERE c.trace = p.trace) AS chains
-    FROM per_trace p
+    SELECT p.*, e.evidence FROM per_trace p JOIN evidence e USING (trace)
 )
 SELECT p.trace, 'unfused_attention' AS rule,
        CASE WHEN coalesce(p.rest_us, 0) / p.steps >= 0.10 * t.gpu_us_per_step THEN 'high'
