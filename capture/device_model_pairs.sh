@@ -20,7 +20,9 @@ cat "$OUT/environment.txt"
 cd /tmp
 default_groups="llama_infer_eager,llama_infer_graph gpt2_train_item,gpt2_train_no_item
 resnet_train_pageable,resnet_train_pinned resnet_train_cpu_prep,resnet_train_gpu_prep
-gpt2_infer_eager_attn,gpt2_infer_sdpa gpt2_train_fp32,gpt2_train_tf32"
+gpt2_infer_eager_attn,gpt2_infer_sdpa gpt2_train_fp32,gpt2_train_tf32
+gpt2_train_eager_attn,gpt2_train_sdpa gpt2_train_adamw_foreach,gpt2_train_adamw_fused
+resnet_train_loader_main,resnet_train_loader_workers"
 read -r -a groups <<< "$(echo ${MODEL_GROUPS:-$default_groups})"
 {
   for group in "${groups[@]}"; do

@@ -22,6 +22,14 @@ The pairs (transformers and torchvision needed; bf16 autocast unless said):
   resnet_train_cpu_prep, resnet_train_gpu_prep  the input pipeline on the CPU: each step's uint8
                                             batch normalised by torch on the CPU and copied as fp32,
                                             then copied as uint8 (pinned) and normalised on the GPU
+  gpt2_train_eager_attn, gpt2_train_sdpa    fused attention in training: gpt2_train_item's model
+                                            (loss kept on the GPU) with eager attention, then SDPA
+  gpt2_train_adamw_foreach, gpt2_train_adamw_fused  the optimizer: AdamW's default (foreach), then
+                                            AdamW(fused=True)
+  resnet_train_loader_main, resnet_train_loader_workers  data loading: a DataLoader whose dataset
+                                            normalises each uint8 image with torch, on the main
+                                            thread (num_workers=0), then in 4 workers with
+                                            pin_memory and non_blocking copies
 """
 
 import torch
@@ -60,13 +68,13 @@ def _gpt2(device, attention="sdpa"):
                       vocab_size=50257)
 
 
-def gpt2_train_step(device, read_loss, fp32=False, tf32=False):
+def gpt2_train_step(device, read_loss, fp32=False, tf32=False, attention="sdpa", fused=None):
     """GPT-2 training steps (AdamW); with `read_loss` the step logs loss.item(), as a training
     script's progress line does, else it keeps the loss on the GPU. `fp32`: no autocast, matmuls
-    in fp32 with TF32 on or off."""
-    model = _gpt2(device)
+    in fp32 with TF32 on or off. `fused`: AdamW's fused implementation (None: its default)."""
+    model = _gpt2(device, attention)
     tokens = torch.randint(0, model.config.vocab_size, (8, 512) if device == "cuda" else (1, 64), device=device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=fused)
     losses = []
 
     def step():
@@ -174,6 +182,43 @@ def resnet_prep_step(device, on_gpu):
     return lambda: train_on((pixels.to(device, non_blocking=True).float() - mean) / std)
 
 
+class _Images(torch.utils.data.Dataset):
+    """uint8 images normalised with torch as each is read, as a torchvision transform does."""
+
+    def __init__(self, count, side):
+        self.pixels = torch.randint(0, 256, (count, 3, side, side), dtype=torch.uint8)
+        self.mean = torch.tensor([0.485, 0.456, 0.406]).view(3, 1, 1) * 255
+        self.std = torch.tensor([0.229, 0.224, 0.225]).view(3, 1, 1) * 255
+
+    def __len__(self):
+        return len(self.pixels)
+
+    def __getitem__(self, index):
+        return (self.pixels[index].float() - self.mean) / self.std
+
+
+def resnet_loader_step(device, workers):
+    """ResNet-18 training on batches from a DataLoader over _Images: read on the main thread
+    (`workers` 0), or by worker processes with pinned memory and copied with non_blocking."""
+    if workers:
+        _cuda_only(device, "pinned memory")
+    train_on, batch, side = _resnet_trainer(device)
+    loader = torch.utils.data.DataLoader(_Images(32 * batch, side), batch_size=batch, num_workers=workers,
+                                         pin_memory=bool(workers), persistent_workers=bool(workers),
+                                         prefetch_factor=2 if workers else None)
+    batches = iter(())
+
+    def step():
+        nonlocal batches
+        try:
+            images = next(batches)
+        except StopIteration:
+            batches = iter(loader)
+            images = next(batches)
+        train_on(images.to(device, non_blocking=bool(workers)))
+    return step
+
+
 # name: (pair, role, builder of the step)
 PAIRS = {
     "gpt2_train_item": ("gpt2_train_item", "before", lambda d: gpt2_train_step(d, read_loss=True)),
@@ -188,4 +233,10 @@ PAIRS = {
     "resnet_train_pinned": ("resnet_train_copy", "after", lambda d: resnet_copy_step(d, pinned=True)),
     "resnet_train_cpu_prep": ("resnet_train_prep", "before", lambda d: resnet_prep_step(d, on_gpu=False)),
     "resnet_train_gpu_prep": ("resnet_train_prep", "after", lambda d: resnet_prep_step(d, on_gpu=True)),
+    "gpt2_train_eager_attn": ("gpt2_train_sdpa", "before", lambda d: gpt2_train_step(d, False, attention="eager")),
+    "gpt2_train_sdpa": ("gpt2_train_sdpa", "after", lambda d: gpt2_train_step(d, False, attention="sdpa")),
+    "gpt2_train_adamw_foreach": ("gpt2_train_adamw", "before", lambda d: gpt2_train_step(d, False, fused=None)),
+    "gpt2_train_adamw_fused": ("gpt2_train_adamw", "after", lambda d: gpt2_train_step(d, False, fused=d == "cuda")),
+    "resnet_train_loader_main": ("resnet_train_loader", "before", lambda d: resnet_loader_step(d, workers=0)),
+    "resnet_train_loader_workers": ("resnet_train_loader", "after", lambda d: resnet_loader_step(d, workers=4)),
 }
