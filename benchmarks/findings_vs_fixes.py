@@ -99,6 +99,9 @@ MODEL_FIX_PAIRS = [
     ("all_fixes", "model_pairs/resnet_train_cpu_prep", "model_pairs/resnet_train_gpu_prep"),
     ("unfused_attention", "model_pairs/gpt2_infer_eager_attn", "model_pairs/gpt2_infer_sdpa"),
     ("simt_gemm", "model_pairs/gpt2_train_fp32", "model_pairs/gpt2_train_tf32"),
+    ("unfused_attention", "model_pairs/gpt2_train_eager_attn", "model_pairs/gpt2_train_sdpa"),
+    ("unfused_optimizer", "model_pairs/gpt2_train_adamw_foreach", "model_pairs/gpt2_train_adamw_fused"),
+    ("gpu_idle", "model_pairs/resnet_train_loader_main", "model_pairs/resnet_train_loader_workers"),
 ]
 
 

@@ -28,12 +28,12 @@ WITH busy AS (
     -- where its thread's call before it ended (its own time runs from there).
     SELECT trace, correlation, pid, tid, step, name, ts_us, end_us, prev_end_us, prev_work_end_us
     FROM (SELECT r.trace, r.correlation, r.pid, r.tid, r.step, r.name, r.ts_us, r.ts_us + r.dur_us AS end_us,
-                 lag(r.ts_us + r.dur_us) OVER (PARTITION BY r.trace, r.pid, r.tid ORDER BY r.ts_us, r.dur_us) AS prev_end_us,
-                 -- where the thread's last call that queued GPU work or waited for it ended (a query
-                 -- such as cudaStreamIsCapturing, which copy_ makes before its copy, is no such call)
-                 max(CASE WHEN regexp_matches(r.name, 'Launch|Memcpy|Memset|Synchronize|EventRecord|StreamWait')
+                 lag(r.ts_us + r.dur_us) OVER (PARTITION BY r.trace, r.pid, r.tid ORDER BY r.ts_us, r.dur_us, r.correlation) AS prev_end_us,
+                 -- where the thread's last call other than a query ended (cudaStreamIsCapturing, which
+                 -- copy_ makes before its copy, asks and does nothing; a malloc does something)
+                 max(CASE WHEN NOT regexp_matches(r.name, 'IsCapturing|GetDevice|GetLastError|PeekAtLastError|GetErrorString|GetAttribute|Occupancy|GetFuncBySymbol|GetVersion')
                           THEN r.ts_us + r.dur_us END)
-                     OVER (PARTITION BY r.trace, r.pid, r.tid ORDER BY r.ts_us, r.dur_us
+                     OVER (PARTITION BY r.trace, r.pid, r.tid ORDER BY r.ts_us, r.dur_us, r.correlation
                            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_work_end_us
           FROM runtime r
           WHERE $trace IS NULL OR r.trace = $trace) x
@@ -74,8 +74,7 @@ WITH busy AS (
            CASE WHEN m.kind IS NULL THEN 'sync' ELSE 'copy' END AS kind, coalesce(m.name ILIKE '%pageable%', FALSE) AS pageable,
            -- A bare synchronize after the step's last launch is a loop timing its steps; a value
            -- read there (loss.item() to log it, .cpu()) is the user's, and holds the next step back.
-           coalesce(r.ts_us >= x.last_launch_us, TRUE) AND m.kind IS NULL
-               AND (r.cpu_op IS NULL OR r.cpu_op LIKE 'ProfilerStep#%') AS ends_step
+           coalesce(r.ts_us >= x.last_launch_us, TRUE) AND m.kind IS NULL AND coalesce(r.cpu_op, '') NOT LIKE 'aten::%' AS ends_step
     FROM runtime r
     LEFT JOIN memcpy m ON m.trace = r.trace AND m.correlation = r.correlation
     LEFT JOIN last_launch x ON x.trace = r.trace AND x.step IS NOT DISTINCT FROM r.step
@@ -123,20 +122,21 @@ WITH busy AS (
                                                     ORDER BY x.ts_us, x.is_probe, x.op.op_id
                                                     ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS open_op
     FROM (SELECT c.trace, c.pid, c.tid, c.depth, c.ts_us, 0 AS is_probe,
-                 struct_pack(name := c.name, cat := c.cat, op_id := c.op_id, ts_us := c.ts_us, dur_us := c.dur_us) AS op,
+                 struct_pack(name := c.name, cat := c.cat, op_id := c.op_id, ts_us := c.ts_us, dur_us := c.dur_us,
+                             parent := c.parent) AS op,
                  CAST(NULL AS INTEGER) AS device, CAST(NULL AS DOUBLE) AS gap_start_us
           FROM cpu_ops c JOIN (SELECT DISTINCT trace, pid, tid FROM probes) t USING (trace, pid, tid)
           UNION ALL
           SELECT trace, pid, tid, depth, probe_us, 1, NULL, device, gap_start_us FROM probe_depths) x
 ), open_ops AS (
     SELECT s.trace, s.device, s.gap_start_us, s.open_op.name, s.open_op.cat, s.depth, s.open_op.op_id,
-           s.open_op.ts_us, s.open_op.dur_us
+           s.open_op.ts_us, s.open_op.dur_us, s.open_op.parent
     FROM op_sweep s
     WHERE s.is_probe = 1 AND s.ts_us <= s.open_op.ts_us + s.open_op.dur_us
 ), busy_cpu AS (
     -- What the launching thread was doing: the outermost CPU op open (a record_function range where
     -- no op was, ProfilerStep#N aside); data loading where any op open says so.
-    SELECT o.trace, o.device, o.gap_start_us, o.name, o.op_id, o.ts_us, o.dur_us,
+    SELECT o.trace, o.device, o.gap_start_us, o.name, o.op_id, o.ts_us, o.dur_us, o.parent,
            bool_or(o.name ILIKE '%dataloader%') OVER (PARTITION BY o.trace, o.device, o.gap_start_us) AS loading
     FROM open_ops o
     WHERE o.name NOT LIKE 'ProfilerStep#%'
@@ -156,6 +156,9 @@ WITH busy AS (
                 WHEN c.loading THEN 'data'
                 -- an op on host tensors held the thread: work the CPU does, not launching
                 WHEN c.name LIKE 'aten::%' AND c.dur_us >= CAST($min_host_op_us AS DOUBLE)
+                     -- the user's own op, not one inside another op, and no view or allocation
+                     AND NOT regexp_matches(coalesce(c.parent, ''), '^aten::|Backward|^autograd::')
+                     AND NOT regexp_matches(c.name, '^aten::(t|view|_unsafe_view|reshape|_reshape_alias|flatten|unflatten|split|split_with_sizes|chunk|transpose|permute|expand|squeeze|unsqueeze|slice|select|narrow|as_strided|detach|alias|contiguous|empty|empty_like|empty_strided|resize_|set_|lift_fresh|numpy_T)$')
                      -- between the thread's last call that queued GPU work or waited and the launch: it made none
                      AND c.ts_us >= coalesce(s.prev_work_end_us, s.launch_us - s.stretch_us) AND c.ts_us + c.dur_us <= s.launch_us THEN 'host'
                 WHEN s.stretch_us >= CAST($min_stall_us AS DOUBLE) THEN 'stall'
@@ -232,7 +235,11 @@ SELECT g.trace, 'gpu_idle' AS rule,
        -- Not per step where the trace has none: a whole trace's idle time is no step's saving.
        CASE g.cause WHEN 'sync' THEN 'drop-sync:' || g.wait_names
                     WHEN 'copy' THEN CASE WHEN g.pageable THEN 'pin-copies' ELSE 'drop-sync:' || g.wait_ops END
+                    -- the advice's pinned memory too, where the loaded batches are copied from pageable memory
                     WHEN 'data' THEN 'drop-cpu:(?i)dataloader'
+                                     || CASE WHEN EXISTS (SELECT 1 FROM memcpy m WHERE m.trace = g.trace AND m.kind = 'HtoD'
+                                                                                  AND m.name ILIKE '%pageable%')
+                                             THEN '; pin-copies' ELSE '' END
                     WHEN 'host' THEN 'drop-host-ops:' || $min_host_op_us
                     -- the stalls' own range (a µs either side: the replay counts whole nanoseconds, these
                     -- are microseconds as doubles): the thread's longer stretches of work are no stall this finding saw

@@ -14,6 +14,7 @@ from tracekit.errors import TracekitError
 from tracekit.replay.graph import calls_inside
 
 UNFUSED_ATTENTION = "aten::_scaled_dot_product_attention_math"  # the op by default
+FUSED = "fused_items"  # in the changed arrays while fixes apply: the items a fusing fix took
 
 
 def fuse_attention(graph, argument, changed, con):
@@ -32,10 +33,21 @@ def fuse_attention_chains(graph, argument, changed, con):
 def _fuse(graph, key, calls_sql, params, changed, con):
     if key not in graph.read_by_fixes:  # findings replays a fix alone and with the others
         graph.read_by_fixes[key] = _fused(graph, calls_sql, params, con)
-    fused = graph.read_by_fixes[key]
+    apply_fused(changed, graph.read_by_fixes[key])
+
+
+def apply_fused(changed, fused):
+    """Runs each group of items as one: (the items that run each group's fused kernel, its ns, the
+    groups' other items, the calls that launched only those), or None for no group."""
     if fused is None:
         return
     firsts, fused_ns, rest, gone_calls = fused
+    # an item another fusing fix already took (a chain inside an op both fixes name) stays its
+    taken = changed.setdefault(FUSED, np.zeros(len(changed["item_dur"]), dtype=bool))
+    keep = ~taken[firsts]
+    firsts, fused_ns = firsts[keep], fused_ns[keep]
+    rest = rest[~taken[rest]]
+    taken[firsts] = taken[rest] = True
     changed["item_dur"][firsts] = fused_ns
     changed["item_dur"][rest] = 0
     changed["item_gap"][rest] = 0
@@ -75,7 +87,8 @@ SELECT q.pid, q.tid, q.ts_ns, v.ts_ns + v.dur_ns AS end_ns
 FROM attention_chains c JOIN trace_files t ON t.trace = c.trace
 JOIN cpu_op_rows q ON q.trace_id = t.trace_id AND q.op_id = c.qk_op_id
 JOIN cpu_op_rows v ON v.trace_id = t.trace_id AND v.op_id = c.av_op_id
-WHERE c.trace = $trace
+-- a chain inside scaled_dot_product_attention's math backend is that call's (fuse-attention)
+WHERE c.trace = $trace AND coalesce(q.parent, '') NOT LIKE '%scaled_dot_product%'
 """
 
 _CALL_SPANS = """

@@ -43,11 +43,14 @@
   (autograd's nodes of the same sequence numbers), runs as one fused kernel: its GEMMs at their
   Tensor Core roofline, the rest (softmax, masks, scaling, copies) fused away, one launch;
 - `fuse-attention-chains`: the same for each chain of ops that computes attention in the model's own
-  code (view attention_chains: from its Q·Kᵀ matmul to its ·V matmul), as eager attention does.
+  code (view attention_chains: from its Q·Kᵀ matmul to its ·V matmul), as eager attention does;
+- `fuse-optimizer`: each Adam or AdamW step of the foreach implementation (view optimizer_steps) as
+  its fused one: its foreach kernels one kernel of their time at a fused step's bytes, one launch.
 """
 
 import collections
 import csv
+import math
 import re
 from importlib import resources
 
@@ -55,7 +58,8 @@ import numpy as np
 import pandas as pd
 
 from tracekit.errors import TracekitError
-from tracekit.replay.attention_fix import fuse_attention, fuse_attention_chains
+from tracekit.replay.attention_fix import FUSED, fuse_attention, fuse_attention_chains
+from tracekit.replay.optimizer_fix import fuse_optimizer
 from tracekit.replay.graph import calls_inside
 from tracekit.replay.profiler_cost import MIN_GAPS, cost_per_op_us
 from tracekit.replay.side_stream import issued_a_step_ahead, on_side_stream
@@ -64,8 +68,14 @@ from tracekit.replay.side_stream import issued_a_step_ahead, on_side_stream
 FIXES = {"drop-copies": (True, "OP"), "drop": (True, "REGEX"), "drop-sync": (True, "REGEX"),
          "drop-cpu-gaps": (True, "US[-US]"), "drop-cpu": (True, "REGEX"), "drop-host-ops": (True, "US"), "tensor-cores": (False, "REGEX"),
          "pin-copies": (False, "REGEX"), "prefetch-copies": (False, "REGEX"), "cuda-graph": (False, "US"),
-         "fuse-attention": (False, "REGEX"), "fuse-attention-chains": (False, ""), "no-profiler": (False, "US")}
+         "fuse-attention": (False, "REGEX"), "fuse-attention-chains": (False, ""), "fuse-optimizer": (False, ""),
+         "no-profiler": (False, "US")}
 TRACE_ESTIMATE = "trace"  # no-profiler's argument for the trace's own estimate (as no argument)
+# ATen ops that make a view of a tensor or allocate one: never host work, however long the profiler
+# made them (gpu_idle's host cause leaves them out too).
+HOST_OP_EXCLUDED = (r"^aten::(t|view|_unsafe_view|reshape|_reshape_alias|flatten|unflatten|split|split_with_sizes|chunk|"
+                    r"transpose|permute|expand|squeeze|unsqueeze|slice|select|narrow|as_strided|detach|alias|"
+                    r"contiguous|empty|empty_like|empty_strided|resize_|set_|lift_fresh|numpy_T)$")
 _REGEX_FIXES = ("drop", "drop-sync", "drop-cpu", "tensor-cores", "pin-copies", "prefetch-copies", "fuse-attention")
 _BACKWARD = "autograd::engine::evaluate_function"  # an op chain of autograd's backward starts so
 _PINNED_SAMPLE_BYTES = 1 << 20  # copies this big or bigger show the link's bandwidth, not its latency
@@ -94,7 +104,7 @@ def parse_fix(text):
                                 "or a range of two (US-US)") from None
     elif FIXES[name][1] == "US" and argument:
         try:
-            if float(argument) <= 0:
+            if not math.isfinite(float(argument)) or float(argument) <= 0:
                 raise ValueError
         except ValueError:
             raise TracekitError(f"--apply {text!r}: {name} takes a time in microseconds above 0") from None
@@ -119,8 +129,11 @@ def apply(graph, fixes, con=None):
     changed = {"item_dur": graph.item_dur.copy(), "item_gap": graph.item_gap.copy(),
                "call_dur": graph.call_dur.copy(), "call_gap": graph.call_gap.copy(),
                "call_wait": graph.call_wait.copy(), "call_lag": graph.call_lag.copy()}
+    changed[_DROPPED] = {}
     for name, argument in fixes:
         _APPLY[name](graph, argument, changed, con)
+    changed.pop(_DROPPED)
+    changed.pop(FUSED, None)
     for lane in side_lanes:
         graph = issued_a_step_ahead(graph, lane)
     if graph is not original:
@@ -199,11 +212,13 @@ def _drop_cpu(graph, argument, changed, con):
 
 
 def _drop_host_ops(graph, argument, changed, con):
-    """_drop_cpu for the ATen ops of at least `argument` µs that hold no runtime call, the outermost
-    of them (an op that launched GPU work keeps its time; Python and the optimizer's ranges are not
-    work on host tensors)."""
-    spans = [((pid, tid, start, end), pid, tid, start, end)
-             for pid, tid, start, end in _op_spans(con, graph, "^aten::", round(float(argument) * 1000))]
+    """_drop_cpu for the ATen ops of at least `argument` µs that hold no runtime call and run in the
+    user's code, not inside another op (an op that launched GPU work keeps its time, and so do the
+    views and allocations inside it; Python and the optimizer's ranges are not work on host tensors)."""
+    if con is None:
+        raise TracekitError("drop-host-ops needs the trace's database")
+    rows = con.execute(_HOST_OPS, [graph.trace, max(round(float(argument) * 1000), 1)]).fetchall()
+    spans = [((pid, tid, start, end), pid, tid, start, end) for pid, tid, start, end in rows]
     hosts = {}
     for (pid, tid, start, end), _, lo, hi in calls_inside(graph, spans):
         if lo == hi:
@@ -212,9 +227,31 @@ def _drop_host_ops(graph, argument, changed, con):
                         for start, end in found], changed)
 
 
+# Where the fixes have dropped CPU time so far, {(pid, tid): [(start_ns, end_ns)]} in time order:
+# two fixes that drop the same time (drop-cpu:dataloader and drop-host-ops over a DataLoader's
+# collate) drop it once.
+_DROPPED = "dropped_spans"
+
+
+# ATen ops that are the user's own code's (none of their enclosing ops an op: a record_function range or
+# ProfilerStep#N at most), computing, not reshaping a view of a tensor or allocating one.
+_HOST_OPS = f"""
+SELECT o.pid, o.tid, o.ts_ns, o.ts_ns + o.dur_ns FROM cpu_op_rows o JOIN trace_files t USING (trace_id)
+LEFT JOIN cpu_op_rows p ON p.trace_id = o.trace_id AND p.op_id = o.parent_id
+WHERE t.trace = ? AND o.name LIKE 'aten::%' AND o.dur_ns >= ?
+  AND NOT regexp_matches(o.name, '{HOST_OP_EXCLUDED}')
+  AND (p.op_id IS NULL OR p.cat = 'user_annotation' OR p.name LIKE 'ProfilerStep#%')
+ORDER BY o.pid, o.tid, o.ts_ns
+"""
+
+
 def _drop_spans(graph, spans, changed):
-    gaps = changed["call_gap"]
-    for (op_start, op_end), on_lane, lo, hi in calls_inside(graph, spans):
+    """Each call's gap less the part of it the spans ((key, pid, tid, start_ns, end_ns)) cover on its
+    thread that no fix before dropped."""
+    gaps, dropped = changed["call_gap"], changed[_DROPPED]
+    pieces = [((start, end), pid, tid, start, end) for _, pid, tid, span_start, span_end in spans
+              for start, end in _not_dropped(dropped.setdefault((pid, tid), []), span_start, span_end)]
+    for (op_start, op_end), on_lane, lo, hi in calls_inside(graph, pieces):
         # the calls whose gap (from the call before's end to their own start) the op can overlap
         calls = on_lane[lo:min(hi + 1, len(on_lane))]
         if not len(calls):
@@ -226,15 +263,34 @@ def _drop_spans(graph, spans, changed):
         gaps[calls] = np.maximum(gaps[calls] - overlap, 0)
 
 
-def _op_spans(con, graph, argument, min_ns=1):
-    """(pid, tid, start_ns, end_ns) of the ops whose name `argument` finds, `min_ns` long or longer,
-    in time order on each thread."""
+def _not_dropped(dropped, start, end):
+    """The parts of (start, end) outside a thread's dropped spans, which then take it in."""
+    pieces, at = [], start
+    for lo, hi in dropped:
+        if hi <= at or lo >= end:
+            continue
+        if lo > at:
+            pieces.append((at, lo))
+        at = max(at, hi)
+    if at < end:
+        pieces.append((at, end))
+    dropped.append((start, end))
+    dropped.sort()
+    merged = []
+    for lo, hi in dropped:
+        _merged(merged, lo, hi)
+    dropped[:] = merged
+    return pieces
+
+
+def _op_spans(con, graph, argument):
+    """(pid, tid, start_ns, end_ns) of the ops whose name `argument` finds, in time order on each thread."""
     if con is None:
         raise TracekitError("drop-cpu needs the trace's database")
     return con.execute(
         """SELECT o.pid, o.tid, o.ts_ns, o.ts_ns + o.dur_ns FROM cpu_op_rows o JOIN trace_files t USING (trace_id)
-           WHERE t.trace = ? AND regexp_matches(o.name, ?) AND o.dur_ns >= ? ORDER BY o.pid, o.tid, o.ts_ns""",
-        [graph.trace, argument, min_ns]).fetchall()
+           WHERE t.trace = ? AND regexp_matches(o.name, ?) AND o.dur_ns > 0 ORDER BY o.pid, o.tid, o.ts_ns""",
+        [graph.trace, argument]).fetchall()
 
 
 def _merged(spans, start, end):
@@ -370,5 +426,6 @@ _APPLY = {
     "drop-copies": lambda graph, argument, changed, con: _drop_items(graph, argument, changed, con, copies_only=True),
     "drop": _drop_items, "drop-sync": _drop_sync, "drop-cpu-gaps": _drop_cpu_gaps, "drop-cpu": _drop_cpu, "drop-host-ops": _drop_host_ops,
     "tensor-cores": _tensor_cores, "pin-copies": _pin_copies, "prefetch-copies": _pin_copies, "cuda-graph": _cuda_graph,
-    "fuse-attention": fuse_attention, "fuse-attention-chains": fuse_attention_chains, "no-profiler": _no_profiler,
+    "fuse-attention": fuse_attention, "fuse-attention-chains": fuse_attention_chains, "fuse-optimizer": fuse_optimizer,
+    "no-profiler": _no_profiler,
 }

@@ -77,3 +77,57 @@ WHERE is_softmax AND a_rows IS NOT NULL
   -- ·V: [.., S, T] × [.., T, Dv]
   AND after_mm.a_rows = a_rows AND after_mm.a_cols = a_cols AND after_mm.b_rows = a_cols
   AND (softmax_after_us IS NULL OR after_mm.ts_us < softmax_after_us);
+
+-- @view optimizer_steps: each torch.optim step (its Optimizer.step#NAME.step range) and the GPU work
+-- its ops launched: what unfused_optimizer reports and fuse-optimizer replays fused.
+--   trace, step, optimizer (Adam, AdamW, SGD, ...), op_id (cpu_ops.op_id of the range), pid, tid,
+--   ts_us, end_us: the range
+--   kernels, gpu_us: its kernels and their GPU time
+--   foreach_kernels, foreach_us, foreach_bytes: those of its foreach ops (aten::_foreach_*) and the
+--     bytes they move by their work models (NULL where a kernel's bytes are unknown)
+--   param_bytes: the parameters' bytes, half the least a foreach op of the step moves (an op of one
+--     tensor list in and one out, such as sqrt, moves the parameters' bytes twice)
+--   fused: whether the step ran a fused implementation (an aten::_fused_* op)
+CREATE OR REPLACE VIEW optimizer_steps AS
+WITH ranges AS (
+    SELECT o.trace, o.op_id, o.step, o.pid, o.tid, o.ts_us, o.ts_us + o.dur_us AS end_us,
+           replace(replace(o.name, 'Optimizer.step#', ''), '.step', '') AS optimizer
+    FROM cpu_ops o
+    WHERE o.name LIKE 'Optimizer.step#%.step'
+), kernel_ops AS (
+    SELECT k.trace, k.dur_us, k.bytes, k.cpu_op AS op, o.pid, o.tid, o.ts_us AS op_ts_us, o.ts_us + o.dur_us AS op_end_us
+    FROM kernels k
+    JOIN cpu_ops o ON o.trace = k.trace AND o.op_id = k.cpu_op_id
+    JOIN (SELECT DISTINCT trace, pid, tid FROM ranges) t ON t.trace = o.trace AND t.pid = o.pid AND t.tid = o.tid
+), swept AS (
+    -- the range open on the launching op's thread when the op began (ranges on a thread never
+    -- overlap): a sort of the thread's ranges and ops, not a join of every range with every op
+    SELECT x.*,
+           last_value(x.range_id IGNORE NULLS) OVER (PARTITION BY x.trace, x.pid, x.tid ORDER BY x.at_us, x.is_kernel
+                                                     ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS open_range,
+           last_value(x.range_end_us IGNORE NULLS) OVER (PARTITION BY x.trace, x.pid, x.tid ORDER BY x.at_us, x.is_kernel
+                                                         ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS open_end_us
+    FROM (SELECT trace, pid, tid, ts_us AS at_us, 0 AS is_kernel, op_id AS range_id, end_us AS range_end_us,
+                 CAST(NULL AS DOUBLE) AS dur_us, CAST(NULL AS DOUBLE) AS bytes, CAST(NULL AS VARCHAR) AS op,
+                 CAST(NULL AS DOUBLE) AS op_end_us
+          FROM ranges
+          UNION ALL
+          SELECT trace, pid, tid, op_ts_us, 1, NULL, NULL, dur_us, bytes, op, op_end_us FROM kernel_ops) x
+), per_op AS (
+    SELECT trace, open_range AS range_id, op, count(*) AS n, count(bytes) AS with_bytes, sum(dur_us) AS us,
+           sum(bytes) AS bytes, op LIKE 'aten::_foreach%' AS foreach
+    FROM swept
+    WHERE is_kernel = 1 AND op_end_us <= open_end_us
+    GROUP BY trace, open_range, op
+)
+SELECT r.trace, r.step, r.optimizer, r.op_id, r.pid, r.tid, r.ts_us, r.end_us,
+       coalesce(sum(p.n), 0) AS kernels, coalesce(sum(p.us), 0) AS gpu_us,
+       coalesce(sum(p.n) FILTER (WHERE p.foreach), 0) AS foreach_kernels,
+       coalesce(sum(p.us) FILTER (WHERE p.foreach), 0) AS foreach_us,
+       CASE WHEN sum(p.n) FILTER (WHERE p.foreach) = sum(p.with_bytes) FILTER (WHERE p.foreach)
+            THEN sum(p.bytes) FILTER (WHERE p.foreach) END AS foreach_bytes,
+       min(p.bytes) FILTER (WHERE p.foreach AND p.n = p.with_bytes) / 2 AS param_bytes,
+       coalesce(bool_or(p.op LIKE 'aten::_fused%'), FALSE) AS fused
+FROM ranges r
+LEFT JOIN per_op p ON p.trace = r.trace AND p.range_id = r.op_id
+GROUP BY r.trace, r.step, r.optimizer, r.op_id, r.pid, r.tid, r.ts_us, r.end_us;

@@ -1,0 +1,56 @@
+"""The fix `fuse-optimizer`: each Adam or AdamW step that ran its foreach implementation (view
+optimizer_steps) replayed as its fused implementation (fused=True) runs it: the step's foreach
+kernels as one kernel, their time scaled to the bytes a fused step moves (the parameters,
+gradients and both moments read once, the parameters and moments written once: 7 times the
+parameters' bytes) against the bytes they move, at the bandwidth they reached; one launch.
+"""
+
+import numpy as np
+
+from tracekit.errors import TracekitError
+from tracekit.replay.attention_fix import apply_fused
+from tracekit.replay.graph import calls_inside
+
+# Each unfused Adam(W) step's range, and the share of its foreach kernels' time a fused step takes.
+_STEPS = """
+SELECT o.pid, o.tid, q.ts_ns, q.ts_ns + q.dur_ns AS end_ns, 7 * o.param_bytes / o.foreach_bytes AS share
+FROM optimizer_steps o JOIN trace_files t ON t.trace = o.trace
+JOIN cpu_op_rows q ON q.trace_id = t.trace_id AND q.op_id = o.op_id
+WHERE o.trace = $trace AND o.optimizer IN ('Adam', 'AdamW') AND NOT o.fused AND o.foreach_bytes > 0
+ORDER BY q.ts_ns
+"""
+
+
+def fuse_optimizer(graph, argument, changed, con):
+    """Each unfused Adam(W) step's foreach kernels become one item of their time scaled to a fused
+    step's bytes; the calls that launched the rest cost nothing."""
+    key = ("fuse-optimizer", argument)
+    if key not in graph.read_by_fixes:  # findings replays a fix alone and with the others
+        graph.read_by_fixes[key] = _fused(graph, con)
+    apply_fused(changed, graph.read_by_fixes[key])
+
+
+def _fused(graph, con):
+    if con is None:
+        raise TracekitError("fuse-optimizer needs the trace's database")
+    steps = con.execute(_STEPS, {"trace": graph.trace}).fetchall()
+    call_group = np.full(len(graph.call_lane), -1, dtype=np.int64)
+    for group, on_lane, lo, hi in calls_inside(graph, [(k, pid, tid, start, end)
+                                                       for k, (pid, tid, start, end, _) in enumerate(steps)]):
+        call_group[on_lane[lo:hi]] = group
+    launched = graph.item_launch >= 0
+    foreach = np.array(["aten::_foreach_" in path for path in graph.item_op_path], dtype=bool)
+    group = np.where(launched & foreach, call_group[np.maximum(graph.item_launch, 0)], -1)
+    members = np.flatnonzero(group >= 0)
+    if not len(members):
+        return None
+    share = np.array([row[4] for row in steps], dtype=float)
+    fused_ns = np.round(np.bincount(group[members], weights=graph.item_dur[members], minlength=len(steps))
+                        * share).astype(np.int64)
+    # the first of each step's kernels (in stream order) runs the fused one
+    order = members[np.argsort(group[members], kind="stable")]
+    firsts = order[np.r_[True, group[order][1:] != group[order][:-1]]]
+    rest = np.setdiff1d(members, firsts)
+    gone_calls = np.setdiff1d(np.unique(graph.item_launch[rest][graph.item_launch[rest] >= 0]),
+                              graph.item_launch[firsts])
+    return firsts, fused_ns[group[firsts]], rest, gone_calls
