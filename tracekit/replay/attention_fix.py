@@ -67,7 +67,12 @@ def _fused(graph, calls_sql, params, con):
     if not fused_ns.any():
         raise TracekitError("fuse-attention: the attention's GEMMs have no roofline (no input shapes recorded, "
                             "or no figures for this GPU)")
-    # The first of each group's items (in stream order) runs the fused kernel.
+    return fused_in_groups(graph, group, members, fused_ns)
+
+
+def fused_in_groups(graph, group, members, fused_ns):
+    """apply_fused's argument for the items `members` in their groups (`group`, by item), each group
+    fused into its first item (in stream order) at `fused_ns[group]`."""
     order = members[np.argsort(group[members], kind="stable")]
     firsts = order[np.r_[True, group[order][1:] != group[order][:-1]]]
     rest = np.setdiff1d(members, firsts)

@@ -8,7 +8,7 @@ parameters' bytes) against the bytes they move, at the bandwidth they reached; o
 import numpy as np
 
 from tracekit.errors import TracekitError
-from tracekit.replay.attention_fix import apply_fused
+from tracekit.replay.attention_fix import apply_fused, fused_in_groups
 from tracekit.replay.graph import calls_inside
 
 # Each unfused Adam(W) step's range, and the share of its foreach kernels' time a fused step takes.
@@ -47,10 +47,4 @@ def _fused(graph, con):
     share = np.array([row[4] for row in steps], dtype=float)
     fused_ns = np.round(np.bincount(group[members], weights=graph.item_dur[members], minlength=len(steps))
                         * share).astype(np.int64)
-    # the first of each step's kernels (in stream order) runs the fused one
-    order = members[np.argsort(group[members], kind="stable")]
-    firsts = order[np.r_[True, group[order][1:] != group[order][:-1]]]
-    rest = np.setdiff1d(members, firsts)
-    gone_calls = np.setdiff1d(np.unique(graph.item_launch[rest][graph.item_launch[rest] >= 0]),
-                              graph.item_launch[firsts])
-    return firsts, fused_ns[group[firsts]], rest, gone_calls
+    return fused_in_groups(graph, group, members, fused_ns)
