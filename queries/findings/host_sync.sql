@@ -1,7 +1,7 @@
 -- host_sync: calls that make the CPU wait for the GPU in the middle of a steady step: cudaDeviceSynchronize, cudaStreamSynchronize, cudaEventSynchronize (and HIP's), and device-to-host copies of a few bytes (.item())
 -- why: while the CPU waits it launches nothing, so the GPU drains its queue and then idles until the CPU has launched the step's next work: the step pays the GPU's tail and the CPU's launch time one after the other instead of overlapped
 -- fix: keep values on the GPU (torch.where or masks instead of a Python if on a tensor, no .item(), .tolist() or print of GPU tensors in the step), read results every N steps, copy inputs with non_blocking=True from pinned memory, and drop explicit torch.cuda.synchronize() calls
--- saving: per steady step, the CPU's time blocked in these calls, capped at the GPU's idle time in the step (the ProfilerStep span less the GPU's busy time): without the waits the CPU runs ahead, so the step can shrink by what it waited but not below the GPU's busy time. NULL for a trace without ProfilerStep spans, which give no step to cap it by. A bare synchronize with nothing launched after it in its step (a loop timing its steps, as tracekit capture does) is left out: it is there on purpose, and the idle it leaves at the next step's start is gpu_idle's to report; a value read there (loss.item() to log it, .cpu()) counts, since the next step's launches wait for it as any other step's work would
+-- saving: per steady step, the CPU's time blocked in these calls, capped at the GPU's idle time in the step (the ProfilerStep span less the GPU's busy time): without the waits the CPU runs ahead, so the step can shrink by what it waited but not below the GPU's busy time. NULL for a trace without ProfilerStep spans, which give no step to cap it by. A bare synchronize with nothing launched after it in its step (made by no ATen op: a loop timing its steps, as tracekit capture does, inside a record_function range or not) is left out: it is there on purpose, and the idle it leaves at the next step's start is gpu_idle's to report; a value read there (loss.item() to log it, .cpu()) counts, since the next step's launches wait for it as any other step's work would
 -- params:
 --   trace = NULL: only this trace
 --   max_copy_bytes = 1024: a device-to-host copy of at most this many bytes is a scalar read (.item(), .tolist(), a Python if on a GPU tensor)
@@ -39,7 +39,9 @@ WITH gpu_work AS (
                                     correlation := w.correlation, cpu_op_id := w.cpu_op_id)
                         ORDER BY w.dur_us DESC, w.ts_us, w.correlation)[1:CAST($max_evidence AS INTEGER)]) AS evidence
     FROM waits w
-    WHERE w.mid_step OR w.copy_bytes IS NOT NULL OR w.caller NOT IN ('ProfilerStep#N', 'Python (no op open)')
+    -- at a step's end, a read (a copy, or a wait an ATen op makes) counts; a bare synchronize, in no
+    -- op or in a record_function range only, is the loop timing its steps
+    WHERE w.mid_step OR w.copy_bytes IS NOT NULL OR w.caller LIKE '%aten::%'
        OR CAST($step_end_syncs AS INTEGER) = 1
     GROUP BY w.trace, w.caller
 ), estimates AS (
