@@ -48,6 +48,7 @@
   its fused one: its foreach kernels one kernel of their time at a fused step's bytes, one launch.
 """
 
+import bisect
 import collections
 import csv
 import math
@@ -227,7 +228,7 @@ def _drop_host_ops(graph, argument, changed, con):
                         for start, end in found], changed)
 
 
-# Where the fixes have dropped CPU time so far, {(pid, tid): [(start_ns, end_ns)]} in time order:
+# Where the fixes have dropped CPU time so far, {(pid, tid): (starts_ns, ends_ns)} in time order:
 # two fixes that drop the same time (drop-cpu:dataloader and drop-host-ops over a DataLoader's
 # collate) drop it once.
 _DROPPED = "dropped_spans"
@@ -250,7 +251,7 @@ def _drop_spans(graph, spans, changed):
     thread that no fix before dropped."""
     gaps, dropped = changed["call_gap"], changed[_DROPPED]
     pieces = [((start, end), pid, tid, start, end) for _, pid, tid, span_start, span_end in spans
-              for start, end in _not_dropped(dropped.setdefault((pid, tid), []), span_start, span_end)]
+              for start, end in _not_dropped(dropped.setdefault((pid, tid), ([], [])), span_start, span_end)]
     for (op_start, op_end), on_lane, lo, hi in calls_inside(graph, pieces):
         # the calls whose gap (from the call before's end to their own start) the op can overlap
         calls = on_lane[lo:min(hi + 1, len(on_lane))]
@@ -264,33 +265,21 @@ def _drop_spans(graph, spans, changed):
 
 
 def _not_dropped(dropped, start, end):
-    """The parts of (start, end) outside a thread's dropped spans, which then take it in."""
+    """The parts of (start, end) outside a thread's dropped spans, `dropped` (their starts and ends,
+    sorted and disjoint), which then take it in: two binary searches, not a pass over every span."""
+    starts, ends = dropped
+    first, past = bisect.bisect_right(ends, start), bisect.bisect_left(starts, end)
     pieces, at = [], start
-    for lo, hi in dropped:
-        if hi <= at or lo >= end:
-            continue
+    for lo, hi in zip(starts[first:past], ends[first:past]):
         if lo > at:
             pieces.append((at, lo))
         at = max(at, hi)
     if at < end:
         pieces.append((at, end))
-    dropped.append((start, end))
-    dropped.sort()
-    merged = []
-    for lo, hi in dropped:
-        _merged(merged, lo, hi)
-    dropped[:] = merged
+    if first < past:
+        start, end = min(start, starts[first]), max(end, ends[past - 1])
+    starts[first:past], ends[first:past] = [start], [end]
     return pieces
-
-
-def _op_spans(con, graph, argument):
-    """(pid, tid, start_ns, end_ns) of the ops whose name `argument` finds, in time order on each thread."""
-    if con is None:
-        raise TracekitError("drop-cpu needs the trace's database")
-    return con.execute(
-        """SELECT o.pid, o.tid, o.ts_ns, o.ts_ns + o.dur_ns FROM cpu_op_rows o JOIN trace_files t USING (trace_id)
-           WHERE t.trace = ? AND regexp_matches(o.name, ?) AND o.dur_ns > 0 ORDER BY o.pid, o.tid, o.ts_ns""",
-        [graph.trace, argument]).fetchall()
 
 
 def _merged(spans, start, end):
@@ -303,8 +292,14 @@ def _merged(spans, start, end):
 
 def _outermost_ops(con, graph, argument):
     """{(pid, tid): [(start_ns, end_ns)]} of the ops whose name `argument` finds, none inside another."""
+    if con is None:
+        raise TracekitError("drop-cpu needs the trace's database")
+    rows = con.execute(
+        """SELECT o.pid, o.tid, o.ts_ns, o.ts_ns + o.dur_ns FROM cpu_op_rows o JOIN trace_files t USING (trace_id)
+           WHERE t.trace = ? AND regexp_matches(o.name, ?) AND o.dur_ns > 0 ORDER BY o.pid, o.tid, o.ts_ns""",
+        [graph.trace, argument]).fetchall()
     found = {}
-    for pid, tid, start, end in _op_spans(con, graph, argument):
+    for pid, tid, start, end in rows:
         _merged(found.setdefault((pid, tid), []), start, end)  # one inside the one before: counted there
     return found
 
