@@ -91,18 +91,44 @@ FIX_PAIRS = [
 
 # The same on real models (tests/data/h100/model_pairs, capture/model_pairs.py): each pair's rule,
 # the problem loop and its fix. The ResNet input pipeline moved from the CPU to the GPU is no one
-# rule's fix: findings' all the fixes together stand for it.
+# rule's fix: findings' all the fixes together stand for it. GPT-2's switch from eager attention to
+# SDPA answers three findings at once: transformers' eager path also builds a 4-D causal mask each
+# step (arange and where kernels: per_call_setup) from a CPU scalar copied to the GPU with a sync
+# (host_sync), which its SDPA path (is_causal) does not; their fixes are replayed together.
 MODEL_FIX_PAIRS = [
     ("launch_bound", "model_pairs/llama_infer_eager", "model_pairs/llama_infer_graph"),
     ("host_sync", "model_pairs/gpt2_train_item", "model_pairs/gpt2_train_no_item"),
     ("pageable_copy", "model_pairs/resnet_train_pageable", "model_pairs/resnet_train_pinned"),
     ("all_fixes", "model_pairs/resnet_train_cpu_prep", "model_pairs/resnet_train_gpu_prep"),
-    ("unfused_attention", "model_pairs/gpt2_infer_eager_attn", "model_pairs/gpt2_infer_sdpa"),
+    ("unfused_attention+host_sync+per_call_setup", "model_pairs/gpt2_infer_eager_attn", "model_pairs/gpt2_infer_sdpa"),
     ("simt_gemm", "model_pairs/gpt2_train_fp32", "model_pairs/gpt2_train_tf32"),
-    ("unfused_attention", "model_pairs/gpt2_train_eager_attn", "model_pairs/gpt2_train_sdpa"),
+    ("unfused_attention+host_sync+per_call_setup", "model_pairs/gpt2_train_eager_attn", "model_pairs/gpt2_train_sdpa"),
     ("unfused_optimizer", "model_pairs/gpt2_train_adamw_foreach", "model_pairs/gpt2_train_adamw_fused"),
     ("gpu_idle", "model_pairs/resnet_train_loader_main", "model_pairs/resnet_train_loader_workers"),
+    # a third call (tests/data/h100/model_pairs_c): SGD's fused step, attention whose scores come
+    # from baddbmm (Bloom's and the first GPT-NeoX's eager form), and bf16 autocast as the other fix
+    # for fp32 GEMMs (simt_gemm's finding replays TF32's)
+    ("unfused_optimizer", "model_pairs_c/gpt2_train_sgd_foreach", "model_pairs_c/gpt2_train_sgd_fused"),
+    ("unfused_attention", "model_pairs_c/baddbmm_infer_eager", "model_pairs_c/baddbmm_infer_sdpa"),
+    ("unfused_attention", "model_pairs_c/baddbmm_train_eager", "model_pairs_c/baddbmm_train_sdpa"),
+    ("simt_gemm", "model_pairs_c/gpt2_train_fp32", "model_pairs_c/gpt2_train_bf16"),
 ]
+
+
+RULES_TOGETHER = "+"  # between the rules of a pair whose one change answers each of them
+
+
+def saving_together(con, found, trace, rules):
+    """µs a step that the fixes of `trace`'s findings of `rules` save together, replayed without the
+    profiler as findings replays each alone (None where none of them found anything)."""
+    from tracekit.replay.profiler_cost import cost_per_op_us
+    from tracekit.replay.savings import FIX_SEPARATOR, TraceReplay
+
+    rows = found[(found["trace"] == trace) & found["rule"].isin(rules) & found["whatif"].notna() & (found["whatif"] != "")]
+    if not len(rows):
+        return None
+    together = FIX_SEPARATOR.join(dict.fromkeys(rows["whatif"]))
+    return TraceReplay(con, trace).without_profiler([together], cost_per_op_us(con, trace))[together].saving_us
 
 
 def unprofiled_medians():

@@ -26,7 +26,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from findings_vs_fixes import FIX_PAIRS, MODEL_FIX_PAIRS  # noqa: E402
+from findings_vs_fixes import FIX_PAIRS, MODEL_FIX_PAIRS, RULES_TOGETHER, saving_together  # noqa: E402
 
 from tracekit.analysis.findings_engine import run_findings  # noqa: E402
 from tracekit.replay.profiler_cost import cost_per_op_us  # noqa: E402
@@ -83,6 +83,8 @@ def main(argv=None):
         rows = found[(found["trace"] == before) & (found["rule"] == rule)]
         if fix:  # a capture of another fix than the rule's own: that fix replayed, as findings replays its own
             predicted = TraceReplay(con, before).without_profiler(fix, cost_per_op_us(con, before))[fix[0]].saving_us
+        elif RULES_TOGETHER in rule:  # one change that answers several findings: their fixes replayed together
+            predicted = saving_together(con, found, before, rule.split(RULES_TOGETHER))
         else:
             predicted = rows["saving_us_per_step"].max() if len(rows) else None
         pre = {loop: rounds[loop]["pre"] for loop in (before, after)}

@@ -30,6 +30,15 @@ The pairs (transformers and torchvision needed; bf16 autocast unless said):
                                             normalises each uint8 image with torch, on the main
                                             thread (num_workers=0), then in 4 workers with
                                             pin_memory and non_blocking copies
+  gpt2_train_sgd_foreach, gpt2_train_sgd_fused  the optimizer: SGD with momentum 0.9, its default
+                                            (foreach), then SGD(fused=True)
+  gpt2_train_bf16                           gpt2_train_fp32's model trained under bf16 autocast:
+                                            the other fix for fp32 GEMMs, beside TF32
+  baddbmm_infer_eager, baddbmm_infer_sdpa   fused attention where the scores come from baddbmm, as
+  baddbmm_train_eager, baddbmm_train_sdpa   Bloom's and the first GPT-NeoX's eager attention made
+                                            them (the causal mask added as a bias in the same op):
+                                            a 6-layer decoder (768 wide, 12 heads, batch 8 x 1024)
+                                            in bf16, then the same weights through SDPA (is_causal)
 """
 
 import torch
@@ -68,13 +77,17 @@ def _gpt2(device, attention="sdpa"):
                       vocab_size=50257)
 
 
-def gpt2_train_step(device, read_loss, fp32=False, tf32=False, attention="sdpa", fused=None):
-    """GPT-2 training steps (AdamW); with `read_loss` the step logs loss.item(), as a training
-    script's progress line does, else it keeps the loss on the GPU. `fp32`: no autocast, matmuls
-    in fp32 with TF32 on or off. `fused`: AdamW's fused implementation (None: its default)."""
+def gpt2_train_step(device, read_loss, fp32=False, tf32=False, attention="sdpa", fused=None, optimizer="AdamW"):
+    """GPT-2 training steps (AdamW, or SGD with momentum); with `read_loss` the step logs
+    loss.item(), as a training script's progress line does, else it keeps the loss on the GPU.
+    `fp32`: no autocast, matmuls in fp32 with TF32 on or off. `fused`: the optimizer's fused
+    implementation (None: its default)."""
     model = _gpt2(device, attention)
     tokens = torch.randint(0, model.config.vocab_size, (8, 512) if device == "cuda" else (1, 64), device=device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=fused)
+    if optimizer == "SGD":
+        optimizer = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9, fused=fused)
+    else:
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=fused)
     losses = []
 
     def step():
@@ -219,6 +232,69 @@ def resnet_loader_step(device, workers):
     return step
 
 
+class _BaddbmmDecoder(torch.nn.Module):
+    """A decoder whose eager attention computes its scores as Bloom's and the first GPT-NeoX's did:
+    torch.baddbmm(causal bias, Q, Kᵀ, alpha=1/√D), softmax, bmm with V; or through
+    scaled_dot_product_attention (is_causal) with the same weights."""
+
+    def __init__(self, layers=6, width=768, heads=12, vocab=50257, tokens=1024, sdpa=False):
+        super().__init__()
+        self.heads, self.sdpa = heads, sdpa
+        self.embed = torch.nn.Embedding(vocab, width)
+        self.qkv = torch.nn.ModuleList(torch.nn.Linear(width, 3 * width) for _ in range(layers))
+        self.out = torch.nn.ModuleList(torch.nn.Linear(width, width) for _ in range(layers))
+        self.mlp = torch.nn.ModuleList(torch.nn.Sequential(torch.nn.Linear(width, 4 * width), torch.nn.GELU(),
+                                                           torch.nn.Linear(4 * width, width)) for _ in range(layers))
+        self.norms = torch.nn.ModuleList(torch.nn.LayerNorm(width) for _ in range(2 * layers))
+        self.head = torch.nn.Linear(width, vocab, bias=False)
+        self.register_buffer("bias", torch.full((tokens, tokens), float("-inf")).triu(1), persistent=False)
+
+    def attend(self, x, layer):
+        batch, tokens, width = x.shape
+        head_dim = width // self.heads
+        q, k, v = self.qkv[layer](x).view(batch, tokens, 3, self.heads, head_dim).permute(2, 0, 3, 1, 4)
+        if self.sdpa:
+            mixed = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            q, k, v = (t.reshape(batch * self.heads, tokens, head_dim) for t in (q, k, v))
+            bias = self.bias[:tokens, :tokens].to(q.dtype).expand(batch * self.heads, tokens, tokens)
+            scores = torch.baddbmm(bias, q, k.transpose(1, 2), beta=1.0, alpha=head_dim ** -0.5)
+            mixed = torch.bmm(torch.softmax(scores, dim=-1), v).view(batch, self.heads, tokens, head_dim)
+        return self.out[layer](mixed.transpose(1, 2).reshape(batch, tokens, width))
+
+    def forward(self, tokens):
+        x = self.embed(tokens)
+        for layer in range(len(self.qkv)):
+            x = x + self.attend(self.norms[2 * layer](x), layer)
+            x = x + self.mlp[layer](self.norms[2 * layer + 1](x))
+        return self.head(x)
+
+
+def baddbmm_step(device, sdpa, train):
+    """_BaddbmmDecoder's forward (no grad) or training step (AdamW fused: the optimizer is not the
+    pair's question), bf16 autocast, batch 8 x 1024 tokens (8 x 512 in training)."""
+    model = _BaddbmmDecoder(sdpa=sdpa).to(device)
+    shape = ((8, 512) if train else (8, 1024)) if device == "cuda" else (1, 128)
+    tokens = torch.randint(0, 50257, shape, device=device)
+    if not train:
+        model.eval()
+
+        def forward():
+            with torch.no_grad(), torch.autocast(device, dtype=torch.bfloat16, enabled=device == "cuda"):
+                return model(tokens)
+        return forward
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device == "cuda")
+
+    def step():
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=device == "cuda"):
+            logits = model(tokens)
+            loss = torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1))
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    return step
+
+
 # name: (pair, role, builder of the step)
 PAIRS = {
     "gpt2_train_item": ("gpt2_train_item", "before", lambda d: gpt2_train_step(d, read_loss=True)),
@@ -239,4 +315,12 @@ PAIRS = {
     "gpt2_train_adamw_fused": ("gpt2_train_adamw", "after", lambda d: gpt2_train_step(d, False, fused=d == "cuda")),
     "resnet_train_loader_main": ("resnet_train_loader", "before", lambda d: resnet_loader_step(d, workers=0)),
     "resnet_train_loader_workers": ("resnet_train_loader", "after", lambda d: resnet_loader_step(d, workers=4)),
+    "gpt2_train_sgd_foreach": ("gpt2_train_sgd", "before", lambda d: gpt2_train_step(d, False, optimizer="SGD")),
+    "gpt2_train_sgd_fused": ("gpt2_train_sgd", "after",
+                             lambda d: gpt2_train_step(d, False, fused=d == "cuda", optimizer="SGD")),
+    "gpt2_train_bf16": ("gpt2_train_tf32", "after", lambda d: gpt2_train_step(d, False)),
+    "baddbmm_infer_eager": ("baddbmm_infer_sdpa", "before", lambda d: baddbmm_step(d, sdpa=False, train=False)),
+    "baddbmm_infer_sdpa": ("baddbmm_infer_sdpa", "after", lambda d: baddbmm_step(d, sdpa=True, train=False)),
+    "baddbmm_train_eager": ("baddbmm_train_sdpa", "before", lambda d: baddbmm_step(d, sdpa=False, train=True)),
+    "baddbmm_train_sdpa": ("baddbmm_train_sdpa", "after", lambda d: baddbmm_step(d, sdpa=True, train=True)),
 }

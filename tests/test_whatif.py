@@ -202,11 +202,15 @@ def test_a_prefetch_on_a_side_stream_hides_the_compute_behind_the_copy(loops_db)
     assert prefetched.fit_pct == pytest.approx(0, abs=0.1)
 
 
-def test_a_cuda_graph_saves_nothing_where_the_gpu_is_the_bound(loops_db):
-    """infer_naive and train_gpt2 keep their GPU busy: launching from a graph cannot shorten them."""
-    for trace in ("infer_naive", "train_gpt2"):
+def test_a_cuda_graph_saves_only_the_gaps_between_kernels_where_the_gpu_is_the_bound(loops_db):
+    """infer_naive and train_gpt2 keep their GPU busy: from a graph, their kernels run as they did
+    but closer together (a graph's nodes 0.45 µs apart, where kernels queued on a stream ran 1.4-1.5
+    µs apart): train_gpt2's 677 kernels a step save about 0.8 ms of its 41.4 ms, infer_naive's 4
+    next to nothing."""
+    for trace, saving_us in (("infer_naive", 11.3), ("train_gpt2", 802.1)):
         result = whatif(loops_db, trace, "cuda-graph")
-        assert abs(result.saving_us) < 0.005 * result.mean("replayed_us"), trace
+        assert result.saving_us == pytest.approx(saving_us, abs=1), trace
+        assert 0 < result.saving_us < 0.02 * result.mean("replayed_us"), trace
 
 
 def test_a_cuda_graph_saves_most_of_a_launch_bound_step(launch_bound_db):

@@ -1,7 +1,7 @@
--- unfused_optimizer: Adam or AdamW stepping with its default foreach implementation (view optimizer_steps): about seven passes over the parameters, gradients and moments a step, where its fused implementation makes one
--- why: the foreach step reads and writes whole lists of tensors once per operation (the weight decay's mul, the moments' lerp and addcmul, sqrt, div, add, the update's addcdiv), some 20 times the parameters' bytes a step; the fused kernel reads the parameters, gradients and both moments once and writes the parameters and moments once, 7 times their bytes
--- fix: torch.optim.AdamW(model.parameters(), ..., fused=True) (Adam takes fused=True too), for parameters on the GPU; or torch.compile the optimizer's step
--- saving: estimate: per steady step, the foreach kernels' GPU time less that time scaled to the bytes a fused step moves (7 times the parameters' bytes against the bytes the foreach kernels move, by their work models), at the bandwidth they reached; the replay (whatif fuse-optimizer) runs each step's foreach kernels as one kernel of that time
+-- unfused_optimizer: Adam, AdamW or SGD stepping with its default foreach implementation (view optimizer_steps): a pass over whole lists of tensors for each operation of the update, where its fused implementation makes one
+-- why: the foreach step reads and writes whole lists of tensors once per operation (Adam's weight decay mul, the moments' lerp and addcmul, sqrt, div, add, the update's addcdiv: some 20 times the parameters' bytes a step; SGD's momentum mul_ and add_, then the update's add_: 8 times); the fused kernel reads each state once and writes each once (Adam: the parameters, gradients and both moments read, the parameters and moments written, 7 times their bytes; SGD with momentum 5 times)
+-- fix: torch.optim.AdamW(model.parameters(), ..., fused=True) (Adam and SGD take fused=True too), for parameters on the GPU; or torch.compile the optimizer's step
+-- saving: estimate: per steady step, the foreach kernels' GPU time less that time scaled to the bytes a fused step moves (optimizer_steps.fused_bytes against the bytes the foreach kernels move, by their work models), at the bandwidth they reached; the replay (whatif fuse-optimizer) runs each step's foreach kernels as one kernel of that time
 -- params:
 --   trace = NULL: only this trace
 --   min_us_per_step = 20: ignore steps the fused form would shorten by less GPU time than this
@@ -9,15 +9,15 @@
 WITH steps AS (
     SELECT o.*, w.steps,
            -- the fused step's time: the foreach kernels' at the bytes a fused step moves
-           o.foreach_us * 7 * o.param_bytes / o.foreach_bytes AS fused_us
+           o.foreach_us * least(o.fused_bytes / o.foreach_bytes, 1) AS fused_us
     FROM optimizer_steps o
     JOIN steady_window w ON w.trace = o.trace AND w.step IS NOT DISTINCT FROM o.step
     WHERE ($trace IS NULL OR o.trace = $trace)
-      AND o.optimizer IN ('Adam', 'AdamW') AND NOT o.fused AND o.foreach_kernels > 0
+      AND o.optimizer IN ('Adam', 'AdamW', 'SGD') AND NOT o.fused AND o.foreach_kernels > 0
 ), per_trace AS (
     SELECT trace, any_value(steps) AS steps, any_value(optimizer) AS optimizer, count(*) AS optimizer_steps,
            sum(foreach_kernels) AS kernels, sum(foreach_us) AS foreach_us, sum(fused_us) AS fused_us,
-           max(param_bytes) AS param_bytes, max(foreach_bytes) AS foreach_bytes,
+           max(param_bytes) AS param_bytes, max(foreach_bytes) AS foreach_bytes, max(fused_bytes) AS fused_bytes,
            to_json(list(struct_pack(source := 'cpu_ops', trace := trace, name := 'Optimizer.step#' || optimizer || '.step',
                                     ts_ns := CAST(round(ts_us * 1000) AS BIGINT),
                                     dur_ns := CAST(round((end_us - ts_us) * 1000) AS BIGINT), cpu_op_id := op_id)
@@ -35,8 +35,9 @@ SELECT p.trace, 'unfused_optimizer' AS rule,
               p.foreach_us / p.steps) AS title,
        format('{} optimizer step(s) in {} steady step(s)', p.optimizer_steps, p.steps)
          || CASE WHEN p.fused_us IS NULL THEN '; the kernels'' bytes are unknown (no work model for one of them), so the saving is not estimated'
-                 ELSE format(': they move {:.1f} MB a step, {:.1f} times the parameters'' {:.1f} MB, where a fused step moves 7 times; fused, about {:.1f} µs',
-                             p.foreach_bytes / 1e6, p.foreach_bytes / p.param_bytes, p.param_bytes / 1e6, p.fused_us / p.steps) END AS detail,
+                 ELSE format(': they move {:.1f} MB a step, {:.1f} times the parameters'' {:.1f} MB, where a fused step moves {:.0f} times; fused, about {:.1f} µs',
+                             p.foreach_bytes / 1e6, p.foreach_bytes / p.param_bytes, p.param_bytes / 1e6,
+                             p.fused_bytes / p.param_bytes, p.fused_us / p.steps) END AS detail,
        format('torch.optim.{}(model.parameters(), ..., fused=True), for parameters on the GPU: one kernel a step in place of {}; or torch.compile the optimizer''s step',
               p.optimizer, CASE WHEN p.kernels % p.steps = 0 THEN CAST(p.kernels // p.steps AS VARCHAR) ELSE format('{:.1f}', p.kernels / p.steps) END) AS fix,
        'fuse-optimizer' AS whatif,

@@ -26,8 +26,10 @@
   the work queued ahead of it, and the work after it on its old stream waits for it;
 - `cuda-graph[:US]`: each steady step's launches replayed from a CUDA graph: the CPU's work between
   a thread's first launch in the step and its last costs nothing but one launch (the graph's), so
-  the GPU runs the step's work back to back; calls that wait for the GPU stay (a graph cannot
-  hold them), and the steps before the steady ones (the warm-up a graph is captured after) too.
+  the GPU runs the step's work back to back, at a graph's node gap; another thread's launches
+  (autograd's backward) are the same graph's, their start after the handoff too; calls that wait
+  for the GPU stay (a graph cannot hold them), and the steps before the steady ones (the warm-up a
+  graph is captured after) too.
   With US, the thread's own stretches of at least US µs stay: work no graph holds (a sleep, host
   work), so the fix is the launch rate's alone;
 - `no-profiler[:US]`: not a fix but the loop without the profiler: each CPU op the trace records
@@ -44,7 +46,7 @@
   Tensor Core roofline, the rest (softmax, masks, scaling, copies) fused away, one launch;
 - `fuse-attention-chains`: the same for each chain of ops that computes attention in the model's own
   code (view attention_chains: from its Q·Kᵀ matmul to its ·V matmul), as eager attention does;
-- `fuse-optimizer`: each Adam or AdamW step of the foreach implementation (view optimizer_steps) as
+- `fuse-optimizer`: each Adam, AdamW or SGD step of the foreach implementation (view optimizer_steps) as
   its fused one: its foreach kernels one kernel of their time at a fused step's bytes, one launch.
 """
 
@@ -361,14 +363,41 @@ def _launch_cost(graph):
     return np.int64(np.median(graph.call_dur[launches])) if launches.any() else np.int64(5_000)
 
 
+# ns from one kernel of a CUDA graph to the next on its stream, queued: 0.29-0.45 µs in the graphs of
+# the H100 and H200 captures (tests/data/h100/fix_rounds*, model_pairs; tests/data/h200/fixes), the
+# larger taken; launched one by one on a stream, queued kernels run 1.0-2.1 µs apart there.
+GRAPH_NODE_GAP_NS = 450
+
+
+def graph_node_gap(graph):
+    """ns between queued kernels of a CUDA graph: the median the trace's own graph launches show,
+    else GRAPH_NODE_GAP_NS."""
+    from_graph = _found_in(lambda name: "graphlaunch" in name.lower(), graph.call_name)
+    launch = graph.item_launch
+    ours = (launch >= 0) & from_graph[np.maximum(launch, 0)] if len(from_graph) else np.zeros(len(launch), bool)
+    queued = ours & ~graph.item_idle_before & np.r_[False, launch[1:] == launch[:-1]] \
+        & np.r_[False, graph.item_lane[1:] == graph.item_lane[:-1]]
+    return np.int64(np.median(graph.item_gap[queued])) if queued.sum() >= MIN_GRAPH_GAPS else np.int64(GRAPH_NODE_GAP_NS)
+
+
+MIN_GRAPH_GAPS = 10
+
+
 def _cuda_graph(graph, argument, changed, con):
     """Within each steady step (a graph is captured after the warm-up), on each thread, the calls
     after its first launch and up to its last that do not wait for the GPU cost nothing, their
-    gaps too; the step's first launch costs one launch (the graph's)."""
+    gaps and their lags after another thread's call too; the step's first launch costs one launch
+    (the graph's), and the GPU work they launch runs as a graph's nodes do, queued at
+    graph_node_gap apart. Another thread's launches (autograd's backward) are the same graph's: the
+    lag before its first one goes too."""
     launching = np.zeros(len(graph.call_lane), dtype=bool)
     launching[graph.item_launch[graph.item_launch >= 0]] = True
     place = np.arange(len(graph.call_lane))
     cost = _launch_cost(graph)
+    in_graph = np.zeros(len(graph.call_lane), dtype=bool)
+    # the thread's own time before each call: after another thread's call, the lag (the rest of its
+    # gap was waiting for that call)
+    own_stretch = np.where(graph.call_after >= 0, np.minimum(graph.call_gap, graph.call_lag), graph.call_gap)
     for step in graph.steps:
         if step["step"] not in graph.steady:
             continue
@@ -378,10 +407,18 @@ def _cuda_graph(graph, argument, changed, con):
             inside = window & (graph.call_lane == lane) & (place > launches[0]) & (place <= launches[-1]) \
                 & (changed["call_wait"] < 0)
             if argument:
-                inside &= graph.call_gap < float(argument) * 1000  # the trace's own stretches, whatever fixes ran first
+                inside &= own_stretch < float(argument) * 1000  # the trace's own stretches, whatever fixes ran first
             changed["call_dur"][inside] = 0
             changed["call_gap"][inside] = 0
+            changed["call_lag"][inside] = 0
             changed["call_dur"][launches[0]] = cost if lane == step["lane"] else 0
+            first = launches[0]
+            if lane != step["lane"] and not (argument and own_stretch[first] >= float(argument) * 1000):
+                changed["call_gap"][first] = changed["call_lag"][first] = 0
+            in_graph |= inside
+            in_graph[launches[0]] = True
+    launched_in_graph = (graph.item_launch >= 0) & in_graph[np.maximum(graph.item_launch, 0)]
+    changed["item_gap"][launched_in_graph] = np.minimum(changed["item_gap"][launched_in_graph], graph_node_gap(graph))
 
 
 def _matching(pattern, names, paths):

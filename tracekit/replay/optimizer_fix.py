@@ -1,8 +1,9 @@
-"""The fix `fuse-optimizer`: each Adam or AdamW step that ran its foreach implementation (view
+"""The fix `fuse-optimizer`: each Adam, AdamW or SGD step that ran its foreach implementation (view
 optimizer_steps) replayed as its fused implementation (fused=True) runs it: the step's foreach
-kernels as one kernel, their time scaled to the bytes a fused step moves (the parameters,
-gradients and both moments read once, the parameters and moments written once: 7 times the
-parameters' bytes) against the bytes they move, at the bandwidth they reached; one launch.
+kernels as one kernel, their time scaled to the bytes a fused step moves (each state read once and
+written once: for Adam(W) the parameters, gradients and both moments read, the parameters and
+moments written, 7 times the parameters' bytes; optimizer_steps.fused_bytes) against the bytes
+they move, at the bandwidth they reached; one launch.
 """
 
 import numpy as np
@@ -11,18 +12,18 @@ from tracekit.errors import TracekitError
 from tracekit.replay.attention_fix import apply_fused, fused_in_groups
 from tracekit.replay.graph import calls_inside
 
-# Each unfused Adam(W) step's range, and the share of its foreach kernels' time a fused step takes.
+# Each unfused step's range, and the share of its foreach kernels' time a fused step takes.
 _STEPS = """
-SELECT o.pid, o.tid, q.ts_ns, q.ts_ns + q.dur_ns AS end_ns, 7 * o.param_bytes / o.foreach_bytes AS share
+SELECT o.pid, o.tid, q.ts_ns, q.ts_ns + q.dur_ns AS end_ns, least(o.fused_bytes / o.foreach_bytes, 1) AS share
 FROM optimizer_steps o JOIN trace_files t ON t.trace = o.trace
 JOIN cpu_op_rows q ON q.trace_id = t.trace_id AND q.op_id = o.op_id
-WHERE o.trace = $trace AND o.optimizer IN ('Adam', 'AdamW') AND NOT o.fused AND o.foreach_bytes > 0
+WHERE o.trace = $trace AND o.fused_bytes IS NOT NULL AND NOT o.fused AND o.foreach_bytes > 0
 ORDER BY q.ts_ns
 """
 
 
 def fuse_optimizer(graph, argument, changed, con):
-    """Each unfused Adam(W) step's foreach kernels become one item of their time scaled to a fused
+    """Each unfused step's foreach kernels become one item of their time scaled to a fused
     step's bytes; the calls that launched the rest cost nothing."""
     key = ("fuse-optimizer", argument)
     if key not in graph.read_by_fixes:  # findings replays a fix alone and with the others

@@ -42,7 +42,12 @@ WITH ops AS (
            TRY_CAST(regexp_extract(o.dims, '^<<([0-9]+,)+([0-9]+),([0-9]+)>', 3) AS BIGINT) AS a_cols,
            TRY_CAST(regexp_extract(o.dims, '^<<[0-9,]*>,<([0-9]+,)+([0-9]+),([0-9]+)>', 2) AS BIGINT) AS b_rows,
            TRY_CAST(regexp_extract(o.dims, '^<<[0-9,]*>,<([0-9]+,)+([0-9]+),([0-9]+)>', 3) AS BIGINT) AS b_cols
-    FROM (SELECT c.*, replace(replace(c.input_dims, '[', '<'), ']', '>') AS dims FROM cpu_ops c) o
+    FROM (SELECT c.*,
+                 -- baddbmm's first input is the term it adds (a mask as a bias): its two factors follow
+                 CASE WHEN c.name = 'aten::baddbmm'
+                      THEN regexp_replace(replace(replace(c.input_dims, '[', '<'), ']', '>'), '^<<[0-9,]*>,', '<')
+                      ELSE replace(replace(c.input_dims, '[', '<'), ']', '>') END AS dims
+          FROM cpu_ops c) o
     WHERE o.name IN ('aten::matmul', 'aten::bmm', 'aten::baddbmm', 'aten::softmax', 'aten::_softmax', 'aten::_safe_softmax')
       -- the outermost of a nest (aten::matmul → aten::bmm, aten::softmax → aten::_softmax)
       AND coalesce(o.parent, '') NOT IN ('aten::matmul', 'aten::bmm', 'aten::baddbmm', 'aten::softmax',
@@ -87,6 +92,11 @@ WHERE is_softmax AND a_rows IS NOT NULL
 --     bytes they move by their work models (NULL where a kernel's bytes are unknown)
 --   param_bytes: the parameters' bytes, half the least a foreach op of the step moves (an op of one
 --     tensor list in and one out, such as sqrt, moves the parameters' bytes twice)
+--   fused_bytes: the bytes its fused implementation (fused=True) moves a step, each state read once
+--     and written once: Adam and AdamW read the parameters, gradients and both moments and write
+--     the parameters and moments (7 times param_bytes); SGD with momentum (a foreach mul_ of its
+--     momentum buffers) reads the parameters, gradients and buffers and writes the parameters and
+--     buffers (5 times), without it 3 times; NULL for other optimizers
 --   fused: whether the step ran a fused implementation (an aten::_fused_* op)
 CREATE OR REPLACE VIEW optimizer_steps AS
 WITH ranges AS (
@@ -127,6 +137,10 @@ SELECT r.trace, r.step, r.optimizer, r.op_id, r.pid, r.tid, r.ts_us, r.end_us,
        CASE WHEN sum(p.n) FILTER (WHERE p.foreach) = sum(p.with_bytes) FILTER (WHERE p.foreach)
             THEN sum(p.bytes) FILTER (WHERE p.foreach) END AS foreach_bytes,
        min(p.bytes) FILTER (WHERE p.foreach AND p.n = p.with_bytes) / 2 AS param_bytes,
+       min(p.bytes) FILTER (WHERE p.foreach AND p.n = p.with_bytes) / 2
+         * CASE WHEN r.optimizer IN ('Adam', 'AdamW') THEN 7
+                WHEN r.optimizer = 'SGD' THEN CASE WHEN coalesce(bool_or(p.op = 'aten::_foreach_mul_'), FALSE) THEN 5 ELSE 3 END
+           END AS fused_bytes,
        coalesce(bool_or(p.op LIKE 'aten::_fused%'), FALSE) AS fused
 FROM ranges r
 LEFT JOIN per_op p ON p.trace = r.trace AND p.range_id = r.op_id
