@@ -19,6 +19,7 @@ the pairs where all of them held one pace (STEADY_HOST).
 
 import argparse
 import csv
+import re
 import statistics
 import sys
 from collections import defaultdict
@@ -38,6 +39,12 @@ WITHIN = 25  # %: issue [15]'s target for every pair
 # A loop whose own rounds, or whose trace's steady steps, ran this much slower at their slowest
 # than at their fastest was timed or traced on a host that did not hold still.
 STEADY_HOST = 1.25
+
+
+def loop_of(trace):
+    """The loop a trace was captured from: a rank's trace (NAME_rankR, capture/ddp_pairs.py) is its
+    job's loop, timed once for all ranks."""
+    return re.sub(r"_rank\d+$", "", trace)
 
 
 def timings(folder):
@@ -78,7 +85,7 @@ def main(argv=None):
     errors, steady_errors = [], []
     for rule, before, after, *fix in FIX_PAIRS + MODEL_FIX_PAIRS:
         before, after = before.split("/")[1], after.split("/")[1]
-        if before not in rounds or after not in rounds:
+        if loop_of(before) not in rounds or loop_of(after) not in rounds:
             continue
         rows = found[(found["trace"] == before) & (found["rule"] == rule)]
         if fix:  # a capture of another fix than the rule's own: that fix replayed, as findings replays its own
@@ -87,11 +94,12 @@ def main(argv=None):
             predicted = saving_together(con, found, before, rule.split(RULES_TOGETHER))
         else:
             predicted = rows["saving_us_per_step"].max() if len(rows) else None
-        pre = {loop: rounds[loop]["pre"] for loop in (before, after)}
+        timed = {trace: rounds[loop_of(trace)] for trace in (before, after)}
+        pre = {trace: timed[trace]["pre"] for trace in (before, after)}
         measured = statistics.median(pre[before]) - statistics.median(pre[after])
         paired = [b - a for b, a in zip(pre[before], pre[after])]
-        post = statistics.median(rounds[before]["post"]) - statistics.median(rounds[after]["post"])
-        truth = rounds[before]["truth"][0] - rounds[after]["truth"][0]
+        post = statistics.median(timed[before]["post"]) - statistics.median(timed[after]["post"])
+        truth = timed[before]["truth"][0] - timed[after]["truth"][0]
         low, high = traced.get(before, (None, None))
         spreads = [max(pre[before]) / min(pre[before]), max(pre[after]) / min(pre[after]),
                    high / low if low else float("nan")]

@@ -3,7 +3,8 @@
 # fix pair across the ranks of a DDP job: gradient_as_bucket_view off, then on, each loop timed in
 # interleaved rounds before and after its traces, one trace per rank.
 # NVLink multicast stays off (NCCL, PyTorch and NVSHMEM), as the device tool's docs ask.
-# Usage (repo root, OUT set): bash capture/device_ddp_pairs.sh
+# Usage (repo root, OUT set): bash capture/device_ddp_pairs.sh; RANKS=1 runs a one-rank job on one GPU
+# (DDP still all-reduces its buckets and copies them back) where no machine of 2 GPUs is lent.
 # Writes $OUT/ddp_pairs.tar, $OUT/capture.log, $OUT/environment.txt.
 set -uo pipefail
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -17,7 +18,7 @@ export PYTHONPATH=/tmp/site
 } > "$OUT/environment.txt" 2>&1
 cat "$OUT/environment.txt"
 cd /tmp
-timeout "${CAPTURE_TIMEOUT:-420}" python3 -m tracekit.capture.ddp_pairs --out /tmp/ddp_pairs --ranks 2 --rounds "${ROUNDS:-5}" 2>&1 \
+timeout "${CAPTURE_TIMEOUT:-420}" python3 -m tracekit.capture.ddp_pairs --out /tmp/ddp_pairs --ranks "${RANKS:-2}" --rounds "${ROUNDS:-5}" 2>&1 \
   | grep -v '^USDT:' | tee "$OUT/capture.log"
 tar cf "$OUT/ddp_pairs.tar" -C /tmp ddp_pairs
 ls -la /tmp/ddp_pairs
