@@ -112,6 +112,9 @@ MODEL_FIX_PAIRS = [
     ("unfused_attention", "model_pairs_c/baddbmm_infer_eager", "model_pairs_c/baddbmm_infer_sdpa"),
     ("unfused_attention", "model_pairs_c/baddbmm_train_eager", "model_pairs_c/baddbmm_train_sdpa"),
     ("simt_gemm", "model_pairs_c/gpt2_train_fp32", "model_pairs_c/gpt2_train_bf16"),
+    # DDP's bucket copies and gradient_as_bucket_view=True (tests/data/h200/ddp_pairs, one rank):
+    # fix_rounds.py times the job's loop once for its ranks' traces
+    ("hidden_copy", "ddp_pairs/ddp_bucket_copy_rank0", "ddp_pairs/ddp_bucket_view_rank0"),
 ]
 
 

@@ -12,7 +12,9 @@ round to round; the same saving in the rounds after the traces (`post`: a CPU-bo
 a third slower once the profiler has run in its process, its CUDA API calls still hooked); and the
 saving timed right after each trace (`truth`); and the host's pace, the longest over the shortest
 of each loop's `pre` rounds and of the before trace's steady steps, with the count within 25% of
-the pairs where all of them held one pace (STEADY_HOST).
+the pairs where all of them held one pace (STEADY_HOST). A fix that saved nothing (its medians no
+faster, its rounds' savings either way) gets no percentage: its prediction holds if the rounds'
+savings reach it. A rank's trace (NAME_rankR, capture/ddp_pairs.py) is its job's loop, timed once.
 
     python benchmarks/fix_rounds.py tests/data/h200/fix_rounds [--db /tmp/bench/fix_rounds.duckdb]
 """
@@ -82,7 +84,7 @@ def main(argv=None):
           "any profiler) | error | round by round µs | after the profiler ran, µs | right after each trace, µs | "
           "the host's pace: before's rounds, after's rounds, before's traced steps (longest ÷ shortest) |")
     print("|---|---|---:|---:|---:|---|---:|---:|---|")
-    errors, steady_errors = [], []
+    errors, steady_errors, nothing = [], [], []
     for rule, before, after, *fix in FIX_PAIRS + MODEL_FIX_PAIRS:
         before, after = before.split("/")[1], after.split("/")[1]
         if loop_of(before) not in rounds or loop_of(after) not in rounds:
@@ -105,6 +107,11 @@ def main(argv=None):
                    high / low if low else float("nan")]
         if predicted is None or predicted != predicted:
             cells = ("no finding", "")
+        elif measured <= 0 <= max(paired):
+            # a fix that saved nothing (its medians no faster, some rounds either way): a percentage
+            # of that means nothing; the prediction holds if the rounds' savings reach it
+            nothing.append(min(paired) <= predicted <= max(paired))
+            cells = (f"{predicted:,.0f}", "within the rounds' savings" if nothing[-1] else "outside the rounds' savings")
         else:
             errors.append(100 * (predicted - measured) / measured)
             cells = (f"{predicted:,.0f}", f"{errors[-1]:+.0f}%")
@@ -115,7 +122,9 @@ def main(argv=None):
               f"{', '.join(f'{x:.2f}' for x in spreads)} |")
     print(f"\nwithin {WITHIN}%: {sum(abs(e) <= WITHIN for e in errors)} of {len(errors)} pairs with a finding; "
           f"of those whose rounds and traced steps each held one pace (longest under {STEADY_HOST}x the shortest), "
-          f"{sum(abs(e) <= WITHIN for e in steady_errors)} of {len(steady_errors)}")
+          f"{sum(abs(e) <= WITHIN for e in steady_errors)} of {len(steady_errors)}"
+          + (f"; fixes that saved nothing (medians no faster): {sum(nothing)} of {len(nothing)} "
+             "predictions within those savings" if nothing else ""))
 
 
 if __name__ == "__main__":
