@@ -130,7 +130,7 @@ def saving_together(con, found, trace, rules):
     rows = found[(found["trace"] == trace) & found["rule"].isin(rules) & found["whatif"].notna() & (found["whatif"] != "")]
     if not len(rows):
         return None
-    together = FIX_SEPARATOR.join(dict.fromkeys(rows["whatif"]))
+    together = FIX_SEPARATOR.join(sorted(set(rows["whatif"])))  # as findings joins its fixes
     return TraceReplay(con, trace).without_profiler([together], cost_per_op_us(con, trace))[together].saving_us
 
 

@@ -13,8 +13,8 @@ a third slower once the profiler has run in its process, its CUDA API calls stil
 saving timed right after each trace (`truth`); and the host's pace, the longest over the shortest
 of each loop's `pre` rounds and of the before trace's steady steps, with the count within 25% of
 the pairs where all of them held one pace (STEADY_HOST). A fix that saved nothing (its medians no
-faster, its rounds' savings either way) gets no percentage: its prediction holds if the rounds'
-savings reach it. A rank's trace (NAME_rankR, capture/ddp_pairs.py) is its job's loop, timed once.
+faster) gets no percentage: its prediction holds if the rounds' savings reach it. A rank's trace
+(NAME_rankR, capture/ddp_pairs.py) is its job's loop, timed once.
 
     python benchmarks/fix_rounds.py tests/data/h200/fix_rounds [--db /tmp/bench/fix_rounds.duckdb]
 """
@@ -107,9 +107,9 @@ def main(argv=None):
                    high / low if low else float("nan")]
         if predicted is None or predicted != predicted:
             cells = ("no finding", "")
-        elif measured <= 0 <= max(paired):
-            # a fix that saved nothing (its medians no faster, some rounds either way): a percentage
-            # of that means nothing; the prediction holds if the rounds' savings reach it
+        elif measured <= 0:
+            # a fix that saved nothing (its medians no faster): a percentage of that means nothing;
+            # the prediction holds if the rounds' savings reach it
             nothing.append(min(paired) <= predicted <= max(paired))
             cells = (f"{predicted:,.0f}", "within the rounds' savings" if nothing[-1] else "outside the rounds' savings")
         else:

@@ -82,7 +82,7 @@ def _rank(rank, ranks, out, rounds, port, device):
                 writer.writerow([name, *pairs[name][:2], phase, number, step_us])
                 print(name, phase, number, step_us, flush=True)
     try:
-        capture_rounds(pairs, list(pairs), device, folder, rounds, record)
+        capture_rounds(pairs, list(pairs), device, folder, rounds, record, keep_going=False)
         dist.barrier()
     finally:
         dist.destroy_process_group()

@@ -34,18 +34,24 @@ def timed_rounds(steps, device, phase, rounds):
     return rows
 
 
-def capture_rounds(pairs, names, device, out, rounds, record):
+def capture_rounds(pairs, names, device, out, rounds, record, keep_going=True):
     """The timings of `names`: `pre` rounds, each loop profiled then timed (`truth`), `post` rounds,
-    each phase's rows handed to `record` as it ends (a process stopped mid-way keeps them)."""
+    each phase's rows handed to `record` as it ends (a process stopped mid-way keeps them). Without
+    `keep_going` a loop that fails stops the capture (a rank of a job: the other ranks would wait
+    in a collective it never joins)."""
     steps = {}
     for name in names:
         try:
             steps[name] = pairs[name][2](device)
             loops.step_time_us(steps[name], device, count=1)  # one that fails does so before the rounds
         except loops.Skip as why:
+            if not keep_going:
+                raise
             print(f"{name}: skipped on {device}: {why}", flush=True)
             steps.pop(name, None)
         except Exception:  # one loop's failure leaves the others to run
+            if not keep_going:
+                raise
             traceback.print_exc()
             print(f"{name}: failed, left out", flush=True)
             steps.pop(name, None)
@@ -55,6 +61,8 @@ def capture_rounds(pairs, names, device, out, rounds, record):
         try:
             loops.profile_scheduled(step, device, raw)
         except Exception:  # its timings stand; the others' traces still come
+            if not keep_going:
+                raise
             traceback.print_exc()
             continue
         record([(name, "truth", 0, round(loops.step_time_us(step, device), 1))])

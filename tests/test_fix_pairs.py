@@ -523,7 +523,7 @@ def _saving_together(db, found, trace, rules):
     from tracekit.store.database import connect_for_queries
 
     rows = found[(found["trace"] == trace) & found["rule"].isin(rules) & found["whatif"].notna()]
-    together = FIX_SEPARATOR.join(dict.fromkeys(w for w in rows["whatif"] if w))
+    together = FIX_SEPARATOR.join(sorted({w for w in rows["whatif"] if w}))  # as findings joins its fixes
     assert {"fuse-attention-chains", "drop-sync:aten::to"} <= set(together.split(FIX_SEPARATOR))
     con = connect_for_queries(db)
     try:
@@ -801,6 +801,39 @@ def test_sgds_foreach_momentum_step_is_found_and_its_fused_step_is_not(model_c_f
     assert "torch.optim.SGD(model.parameters(), ..., fused=True)" in sgd["fix"]
     assert sgd["estimate_us_per_step"] == pytest.approx(375.3, abs=1) and sgd["saving_us_per_step"] == pytest.approx(395, abs=10)
     assert "gpt2_train_sgd_fused" not in set(rows["trace"])
+
+
+def test_sgd_without_momentum_has_nothing_to_fuse(tmp_path):
+    """Plain SGD's foreach step is one update (params += -lr * grads), the pass its fused step makes
+    too: optimizer_steps gives its fused bytes as the bytes it moves, and no finding."""
+    import tracekit
+
+    db = cli_loaded_once(tmp_path, H100_ROUNDS / "train_launch_eager.json.gz")
+    steps = tracekit.query(sql="SELECT optimizer, foreach_kernels, foreach_bytes, fused_bytes FROM optimizer_steps", db=db)
+    assert set(steps["optimizer"]) == {"SGD"} and (steps["foreach_kernels"] == 2).all()
+    assert (steps["fused_bytes"] == steps["foreach_bytes"]).all()
+    assert len(tracekit.findings(db=db, rule="unfused_optimizer")) == 0
+
+
+def test_an_optimizer_step_whose_bytes_are_unknown_is_reported_without_a_saving(tmp_path):
+    """Where a foreach kernel has no work model (its bytes NULL: here the momentum's mul_ kernels
+    made so in a copy of the SGD capture's database), the rule still reports the foreach steps, says
+    the bytes are unknown and estimates nothing, rather than dropping them; the replay has nothing
+    to fuse, so the rule's severity stands."""
+    import duckdb
+    import tracekit
+
+    db = cli_loaded_once(tmp_path, MODEL_C_ROUNDS / "gpt2_train_sgd_foreach.json.gz")
+    con = duckdb.connect(str(db))
+    try:
+        con.execute("UPDATE kernel_rows SET bytes = NULL WHERE rowid IN (SELECT k.rowid FROM kernel_rows k "
+                    "JOIN cpu_op_rows o ON o.trace_id = k.trace_id AND o.op_id = k.cpu_op_id "
+                    "WHERE o.name = 'aten::_foreach_mul_')")
+    finally:
+        con.close()
+    row = tracekit.findings(db=db, rule="unfused_optimizer").iloc[0]
+    assert row["severity"] == "medium" and "the kernels' bytes are unknown" in row["detail"]
+    assert row["estimate_us_per_step"] != row["estimate_us_per_step"]  # NULL: not estimated
 
 
 def test_a_cuda_graphs_nodes_run_as_close_as_the_trace_shows(tmp_path):

@@ -9,14 +9,16 @@
 WITH steps AS (
     SELECT o.*, w.steps,
            -- the fused step's time: the foreach kernels' at the bytes a fused step moves
-           o.foreach_us * least(o.fused_bytes / o.foreach_bytes, 1) AS fused_us
+           -- NULL where a kernel's bytes are unknown (least would skip a NULL)
+           CASE WHEN o.fused_bytes IS NOT NULL AND o.foreach_bytes > 0
+                THEN o.foreach_us * least(o.fused_bytes / o.foreach_bytes, 1) END AS fused_us
     FROM optimizer_steps o
     JOIN steady_window w ON w.trace = o.trace AND w.step IS NOT DISTINCT FROM o.step
     WHERE ($trace IS NULL OR o.trace = $trace)
       AND o.optimizer IN ('Adam', 'AdamW', 'SGD') AND NOT o.fused AND o.foreach_kernels > 0
 ), per_trace AS (
     SELECT trace, any_value(steps) AS steps, any_value(optimizer) AS optimizer, count(*) AS optimizer_steps,
-           sum(foreach_kernels) AS kernels, sum(foreach_us) AS foreach_us, sum(fused_us) AS fused_us,
+           sum(foreach_kernels) AS kernels, sum(foreach_us) AS foreach_us, CASE WHEN count(fused_us) = count(*) THEN sum(fused_us) END AS fused_us,
            max(param_bytes) AS param_bytes, max(foreach_bytes) AS foreach_bytes, max(fused_bytes) AS fused_bytes,
            to_json(list(struct_pack(source := 'cpu_ops', trace := trace, name := 'Optimizer.step#' || optimizer || '.step',
                                     ts_ns := CAST(round(ts_us * 1000) AS BIGINT),

@@ -390,6 +390,8 @@ def _cuda_graph(graph, argument, changed, con):
     (the graph's), and the GPU work they launch runs as a graph's nodes do, queued at
     graph_node_gap apart. Another thread's launches (autograd's backward) are the same graph's: the
     lag before its first one goes too."""
+    if not len(graph.call_lane):  # GPU work alone (a trace of CUDA activities only): no launch to graph
+        return
     launching = np.zeros(len(graph.call_lane), dtype=bool)
     launching[graph.item_launch[graph.item_launch >= 0]] = True
     place = np.arange(len(graph.call_lane))
@@ -402,6 +404,10 @@ def _cuda_graph(graph, argument, changed, con):
         if step["step"] not in graph.steady:
             continue
         window = (graph.call_ts >= step["ts_ns"]) & (graph.call_ts < step["end_ns"])
+        if not (window & launching).any():
+            continue
+        # the thread that launches the graph: the step's, else the one whose launch comes first
+        graph_lane = step["lane"] if step["lane"] >= 0 else graph.call_lane[np.flatnonzero(window & launching)[0]]
         for lane in np.unique(graph.call_lane[window & launching]):
             launches = np.flatnonzero(window & launching & (graph.call_lane == lane))
             inside = window & (graph.call_lane == lane) & (place > launches[0]) & (place <= launches[-1]) \
@@ -411,10 +417,13 @@ def _cuda_graph(graph, argument, changed, con):
             changed["call_dur"][inside] = 0
             changed["call_gap"][inside] = 0
             changed["call_lag"][inside] = 0
-            changed["call_dur"][launches[0]] = cost if lane == step["lane"] else 0
+            changed["call_dur"][launches[0]] = cost if lane == graph_lane else 0
             first = launches[0]
-            if lane != step["lane"] and not (argument and own_stretch[first] >= float(argument) * 1000):
-                changed["call_gap"][first] = changed["call_lag"][first] = 0
+            # another thread handed its work by the graph's (autograd's, after backward()): its own
+            # start after the handoff is the graph's; a gap of its own without a handoff stays
+            if lane != graph_lane and graph.call_after[first] >= 0 \
+                    and not (argument and own_stretch[first] >= float(argument) * 1000):
+                changed["call_lag"][first] = 0
             in_graph |= inside
             in_graph[launches[0]] = True
     launched_in_graph = (graph.item_launch >= 0) & in_graph[np.maximum(graph.item_launch, 0)]

@@ -91,7 +91,8 @@ WHERE is_softmax AND a_rows IS NOT NULL
 --   foreach_kernels, foreach_us, foreach_bytes: those of its foreach ops (aten::_foreach_*) and the
 --     bytes they move by their work models (NULL where a kernel's bytes are unknown)
 --   param_bytes: the parameters' bytes, half the least a foreach op of the step moves (an op of one
---     tensor list in and one out, such as sqrt, moves the parameters' bytes twice)
+--     tensor list in and one out, such as sqrt, moves the parameters' bytes twice; SGD without
+--     momentum: a third, its update reading two lists and writing one)
 --   fused_bytes: the bytes its fused implementation (fused=True) moves a step, each state read once
 --     and written once: Adam and AdamW read the parameters, gradients and both moments and write
 --     the parameters and moments (7 times param_bytes); SGD with momentum (a foreach mul_ of its
@@ -129,6 +130,15 @@ WITH ranges AS (
     FROM swept
     WHERE is_kernel = 1 AND op_end_us <= open_end_us
     GROUP BY trace, open_range, op
+), momentum AS (
+    -- SGD's momentum scales its buffers (a foreach mul_, which moves them twice); without it its
+    -- one update (params += -lr * grads, after weight decay's add) moves the parameters' bytes
+    -- 3 times: the least a foreach op of the step moves, over these passes, is the parameters' bytes
+    SELECT r.trace, r.op_id AS range_id, coalesce(bool_or(p.op = 'aten::_foreach_mul_'), FALSE) AS momentum,
+           CASE WHEN any_value(r.optimizer) = 'SGD' AND NOT coalesce(bool_or(p.op = 'aten::_foreach_mul_'), FALSE)
+                THEN 3 ELSE 2 END AS param_passes
+    FROM ranges r LEFT JOIN per_op p ON p.trace = r.trace AND p.range_id = r.op_id
+    GROUP BY r.trace, r.op_id
 )
 SELECT r.trace, r.step, r.optimizer, r.op_id, r.pid, r.tid, r.ts_us, r.end_us,
        coalesce(sum(p.n), 0) AS kernels, coalesce(sum(p.us), 0) AS gpu_us,
@@ -136,12 +146,13 @@ SELECT r.trace, r.step, r.optimizer, r.op_id, r.pid, r.tid, r.ts_us, r.end_us,
        coalesce(sum(p.us) FILTER (WHERE p.foreach), 0) AS foreach_us,
        CASE WHEN sum(p.n) FILTER (WHERE p.foreach) = sum(p.with_bytes) FILTER (WHERE p.foreach)
             THEN sum(p.bytes) FILTER (WHERE p.foreach) END AS foreach_bytes,
-       min(p.bytes) FILTER (WHERE p.foreach AND p.n = p.with_bytes) / 2 AS param_bytes,
-       min(p.bytes) FILTER (WHERE p.foreach AND p.n = p.with_bytes) / 2
+       min(p.bytes) FILTER (WHERE p.foreach AND p.n = p.with_bytes) / any_value(m.param_passes) AS param_bytes,
+       min(p.bytes) FILTER (WHERE p.foreach AND p.n = p.with_bytes) / any_value(m.param_passes)
          * CASE WHEN r.optimizer IN ('Adam', 'AdamW') THEN 7
-                WHEN r.optimizer = 'SGD' THEN CASE WHEN coalesce(bool_or(p.op = 'aten::_foreach_mul_'), FALSE) THEN 5 ELSE 3 END
+                WHEN r.optimizer = 'SGD' THEN CASE WHEN any_value(m.momentum) THEN 5 ELSE 3 END
            END AS fused_bytes,
        coalesce(bool_or(p.op LIKE 'aten::_fused%'), FALSE) AS fused
 FROM ranges r
 LEFT JOIN per_op p ON p.trace = r.trace AND p.range_id = r.op_id
+LEFT JOIN momentum m ON m.trace = r.trace AND m.range_id = r.op_id
 GROUP BY r.trace, r.step, r.optimizer, r.op_id, r.pid, r.tid, r.ts_us, r.end_us;
