@@ -15,7 +15,6 @@ ranks wait for each other at every all-reduce): loop,pair,role,phase,round,step_
 """
 
 import argparse
-import csv
 import datetime
 import os
 import socket
@@ -27,7 +26,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch.nn.parallel import DistributedDataParallel
 
-from tracekit.capture.fix_rounds import capture_rounds
+from tracekit.capture.fix_rounds import capture_rounds, timings_recorder
 
 SIZES = {"cuda": (4096, 8, 64), "cpu": (256, 4, 16)}  # width, layers, tokens a rank
 
@@ -68,19 +67,8 @@ def _rank(rank, ranks, out, rounds, port, device):
     pairs = _pairs(rank)
     folder = out / f"rank{rank}"
     folder.mkdir(parents=True, exist_ok=True)
-    path = out / "timings.csv"
-
-    def record(rows):
-        if rank != 0:
-            return
-        new = not path.exists()
-        with path.open("a", newline="") as sink:
-            writer = csv.writer(sink)
-            if new:
-                writer.writerow(["loop", "pair", "role", "phase", "round", "step_us"])
-            for name, phase, number, step_us in rows:
-                writer.writerow([name, *pairs[name][:2], phase, number, step_us])
-                print(name, phase, number, step_us, flush=True)
+    # rank 0's clock: the ranks wait for each other at every all-reduce
+    record = timings_recorder(out / "timings.csv", pairs) if rank == 0 else (lambda rows: None)
     try:
         capture_rounds(pairs, list(pairs), device, folder, rounds, record, keep_going=False)
         dist.barrier()

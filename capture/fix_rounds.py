@@ -79,8 +79,13 @@ def main(argv=None):
     args.out.mkdir(parents=True, exist_ok=True)
     pairs = importlib.import_module(f"tracekit.capture.{args.pairs}").PAIRS
     names = args.only.split(",") if args.only else list(pairs)
-    path = args.out / "timings.csv"
+    capture_rounds(pairs, names, args.device, args.out, args.rounds, timings_recorder(args.out / "timings.csv", pairs))
+    return 0
 
+
+def timings_recorder(path, pairs):
+    """A `record` for capture_rounds: each row appended to the timings file `path` (its header
+    first) with its loop's pair and role from `pairs`, and printed."""
     def record(rows):
         new = not path.exists()
         with path.open("a", newline="") as sink:
@@ -91,8 +96,7 @@ def main(argv=None):
                 pair, role, _ = pairs[name]
                 writer.writerow([name, pair, role, phase, number, step_us])
                 print(name, phase, number, step_us, flush=True)
-    capture_rounds(pairs, names, args.device, args.out, args.rounds, record)
-    return 0
+    return record
 
 
 if __name__ == "__main__":
