@@ -91,8 +91,8 @@ WHERE is_softmax AND a_rows IS NOT NULL
 --   foreach_kernels, foreach_us, foreach_bytes: those of its foreach ops (aten::_foreach_*) and the
 --     bytes they move by their work models (NULL where a kernel's bytes are unknown)
 --   param_bytes: the parameters' bytes, half the least a foreach op of the step moves (an op of one
---     tensor list in and one out, such as sqrt, moves the parameters' bytes twice; SGD without
---     momentum: a third, its update reading two lists and writing one)
+--     tensor list in and one out, such as sqrt, moves the parameters' bytes twice; a third for SGD
+--     without momentum, whose update reads two lists and writes one)
 --   fused_bytes: the bytes its fused implementation (fused=True) moves a step, each state read once
 --     and written once: Adam and AdamW read the parameters, gradients and both moments and write
 --     the parameters and moments (7 times param_bytes); SGD with momentum (a foreach mul_ of its
