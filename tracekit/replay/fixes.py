@@ -367,6 +367,7 @@ def _launch_cost(graph):
 # the H100 and H200 captures (tests/data/h100/fix_rounds*, model_pairs; tests/data/h200/fixes), the
 # larger taken; launched one by one on a stream, queued kernels run 1.0-2.1 µs apart there.
 GRAPH_NODE_GAP_NS = 450
+MIN_GRAPH_GAPS = 10  # fewer queued graph kernels than this and their median is a few kernels', not the GPU's
 
 
 def graph_node_gap(graph):
@@ -378,9 +379,6 @@ def graph_node_gap(graph):
     queued = ours & ~graph.item_idle_before & np.r_[False, launch[1:] == launch[:-1]] \
         & np.r_[False, graph.item_lane[1:] == graph.item_lane[:-1]]
     return np.int64(np.median(graph.item_gap[queued])) if queued.sum() >= MIN_GRAPH_GAPS else np.int64(GRAPH_NODE_GAP_NS)
-
-
-MIN_GRAPH_GAPS = 10
 
 
 def _cuda_graph(graph, argument, changed, con):
@@ -417,15 +415,15 @@ def _cuda_graph(graph, argument, changed, con):
             changed["call_dur"][inside] = 0
             changed["call_gap"][inside] = 0
             changed["call_lag"][inside] = 0
-            changed["call_dur"][launches[0]] = cost if lane == graph_lane else 0
             first = launches[0]
+            changed["call_dur"][first] = cost if lane == graph_lane else 0
             # another thread handed its work by the graph's (autograd's, after backward()): its own
             # start after the handoff is the graph's; a gap of its own without a handoff stays
             if lane != graph_lane and graph.call_after[first] >= 0 \
                     and not (argument and own_stretch[first] >= float(argument) * 1000):
                 changed["call_lag"][first] = 0
             in_graph |= inside
-            in_graph[launches[0]] = True
+            in_graph[first] = True
     launched_in_graph = (graph.item_launch >= 0) & in_graph[np.maximum(graph.item_launch, 0)]
     changed["item_gap"][launched_in_graph] = np.minimum(changed["item_gap"][launched_in_graph], graph_node_gap(graph))
 
