@@ -7,11 +7,17 @@ profiler (`no-profiler`: each recorded op's cost, measured on the fixed loops, t
 the pairs whose profiled loop the CPU bounds need."""
 
 import csv
+import importlib.util
 import statistics
 
 import pytest
 
 from conftest import TEST_DATA, cli_loaded, invoke_cli
+
+# the benchmark's replay of several findings' fixes together, the one the tests check its table by
+_spec = importlib.util.spec_from_file_location("findings_vs_fixes", TEST_DATA.parent.parent / "benchmarks" / "findings_vs_fixes.py")
+findings_vs_fixes = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(findings_vs_fixes)
 
 FIXES = TEST_DATA / "h200" / "fixes"
 
@@ -516,18 +522,15 @@ def _saving_error(found, folder, rule, before, after, db=None):
 
 
 def _saving_together(db, found, trace, rules):
-    """What the fixes of `trace`'s findings of `rules` save together, replayed without the profiler at
-    the cost the trace's gaps show, as findings replays each alone."""
-    from tracekit.replay.profiler_cost import cost_per_op_us
-    from tracekit.replay.savings import FIX_SEPARATOR, TraceReplay
+    """What the fixes of `trace`'s findings of `rules` save together, as the benchmark replays them
+    (findings_vs_fixes.saving_together): the switch to SDPA's fixes are the chains' and the mask's sync."""
     from tracekit.store.database import connect_for_queries
 
-    rows = found[(found["trace"] == trace) & found["rule"].isin(rules) & found["whatif"].notna()]
-    together = FIX_SEPARATOR.join(sorted({w for w in rows["whatif"] if w}))  # as findings joins its fixes
-    assert {"fuse-attention-chains", "drop-sync:aten::to"} <= set(together.split(FIX_SEPARATOR))
+    fixes = set(found[(found["trace"] == trace) & found["rule"].isin(rules)]["whatif"].dropna())
+    assert {"fuse-attention-chains", "drop-sync:aten::to"} <= fixes
     con = connect_for_queries(db)
     try:
-        return TraceReplay(con, trace).without_profiler([together], cost_per_op_us(con, trace))[together].saving_us
+        return findings_vs_fixes.saving_together(con, found, trace, rules)
     finally:
         con.close()
 
