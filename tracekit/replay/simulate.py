@@ -91,18 +91,57 @@ def replay(graph, item_dur=None, item_gap=None, call_dur=None, call_gap=None, ca
     return call_start, call_end, item_end - item_dur, item_end
 
 
+class _SweepOrder:
+    """What a sweep of `graph` needs that no fix changes (its links, the visit order), as lists:
+    a trace's findings replay its graph a dozen times, each worker several of them."""
+
+    def __init__(self, graph, call_first, item_first, latency):
+        n_calls, n_items = len(graph.call_ts), len(graph.item_ts)
+        self.graph = graph  # held, so that id(graph) stays this graph's while cached
+        self.c_first, self.c_ts = call_first.tolist(), graph.call_ts.tolist()
+        self.c_tail, self.c_after = graph.call_tail.tolist(), graph.call_after.tolist()
+        self.i_first, self.i_latency = item_first.tolist(), latency.tolist()
+        self.i_launch = np.where(graph.item_launch >= 0, graph.item_launch, -1).tolist()
+        self.i_after, self.i_lag = graph.item_after.tolist(), graph.item_lag.tolist()
+        self.i_call, self.i_clock = graph.item_collective.tolist(), graph.item_clock.tolist()
+        self.kernels_of_call = {}
+        for i, call in enumerate(self.i_call):
+            if call >= 0:
+                self.kernels_of_call.setdefault(call, []).append(i)
+        # Observed end order visits nearly every node after its inputs (each ended after what it waited
+        # for; start order would visit a sync before the GPU work it waits for, which the stack must then
+        # solve first, node by node); the stack takes the rest first.
+        ends = np.concatenate([graph.call_ts + graph.call_dur, graph.item_ts + graph.item_dur])
+        kind_of = np.r_[np.zeros(n_calls, dtype=np.int64), np.ones(n_items, dtype=np.int64)]
+        index_of = np.r_[np.arange(n_calls), np.arange(n_items)]
+        order = np.lexsort((index_of, kind_of, ends))
+        self.kinds, self.indices = kind_of[order].tolist(), index_of[order].tolist()
+
+
+_SWEEP_ORDERS = {}  # id(graph) -> _SweepOrder: the last graph swept
+
+
+def _sweep_order(graph, call_first, item_first, latency):
+    known = _SWEEP_ORDERS.get(id(graph))
+    if known is None or known.graph is not graph:
+        _SWEEP_ORDERS.clear()
+        known = _SWEEP_ORDERS[id(graph)] = _SweepOrder(graph, call_first, item_first, latency)
+    return known
+
+
 def _sweep(graph, item_dur, item_x, latency, call_x, call_own, call_gap, call_wait, call_lag, call_first, item_first,
            launched):
     """The same answer as the rounds, node by node in an order where each node's inputs are known:
     for a trace with many links (thousands of syncs), one pass, not one pass per link."""
     n_calls, n_items = len(call_x), len(item_x)
-    c_first, c_x, c_own, c_gap = call_first.tolist(), call_x.tolist(), call_own.tolist(), call_gap.tolist()
-    c_wait, c_tail, c_after, c_lag = call_wait.tolist(), graph.call_tail.tolist(), graph.call_after.tolist(), \
-        call_lag.tolist()
-    c_ts = graph.call_ts.tolist()
-    i_first, i_x, i_dur = item_first.tolist(), item_x.tolist(), item_dur.tolist()
-    i_launch, i_latency = np.where(launched, graph.item_launch, -1).tolist(), latency.tolist()
-    i_after, i_lag = graph.item_after.tolist(), graph.item_lag.tolist()
+    fixed = _sweep_order(graph, call_first, item_first, latency)
+    c_first, c_ts, c_tail, c_after = fixed.c_first, fixed.c_ts, fixed.c_tail, fixed.c_after
+    i_first, i_latency, i_launch = fixed.i_first, fixed.i_latency, fixed.i_launch
+    i_after, i_lag, i_call, i_clock = fixed.i_after, fixed.i_lag, fixed.i_call, fixed.i_clock
+    kernels_of_call = fixed.kernels_of_call
+    c_x, c_own, c_gap = call_x.tolist(), call_own.tolist(), call_gap.tolist()
+    c_wait, c_lag = call_wait.tolist(), call_lag.tolist()
+    i_x, i_dur = item_x.tolist(), item_dur.tolist()
     never = int(NEVER)
     c_end, c_start, i_end = [None] * n_calls, [None] * n_calls, [None] * n_items
 
@@ -111,12 +150,6 @@ def _sweep(graph, item_dur, item_x, latency, call_x, call_own, call_gap, call_wa
         if c_wait[k] >= 0 and i_end[c_wait[k]] is None:
             needs.append((1, c_wait[k]))
         return needs
-
-    i_call, i_clock = graph.item_collective.tolist(), graph.item_clock.tolist()
-    kernels_of_call = {}
-    for i, call in enumerate(i_call):
-        if call >= 0:
-            kernels_of_call.setdefault(call, []).append(i)
 
     def item_needs(i):
         # a collective's kernels are solved together: each needs what all of them wait for
@@ -181,14 +214,7 @@ def _sweep(graph, item_dur, item_x, latency, call_x, call_own, call_gap, call_wa
         return at if i_first[i] else max(i_end[i - 1] + i_x[i], at)
 
     kinds = ((call_needs, solve_call, c_end), (item_needs, solve_item, i_end), (start_needs, solve_start, c_start))
-    # Observed end order visits nearly every node after its inputs (each ended after what it waited
-    # for; start order would visit a sync before the GPU work it waits for, which the stack must then
-    # solve first, node by node); the stack takes the rest first.
-    ends = np.concatenate([graph.call_ts + graph.call_dur, graph.item_ts + graph.item_dur])
-    kind_of = np.r_[np.zeros(n_calls, dtype=np.int64), np.ones(n_items, dtype=np.int64)]
-    index_of = np.r_[np.arange(n_calls), np.arange(n_items)]
-    order = np.lexsort((index_of, kind_of, ends))
-    for kind, index in zip(kind_of[order].tolist(), index_of[order].tolist()):
+    for kind, index in zip(fixed.kinds, fixed.indices):
         # Most nodes have their inputs solved by now: solve them here, as solve_call and own_end do,
         # without the stack's calls (a third of the sweep's time on a 1 GB trace).
         if kind == 0:
