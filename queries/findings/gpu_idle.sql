@@ -118,21 +118,21 @@ WITH busy AS (
     -- is the latest of that depth to start at or before it: found by a sort of the thread's ops
     -- and probes, as wait_sweep finds waits. Not DuckDB's ASOF JOIN: Spark has none, and over every
     -- trace of a 1 GB database (no $trace) it ran for more than 15 minutes where this takes 1.2 s.
-    SELECT x.*, last_value(x.op IGNORE NULLS) OVER (PARTITION BY x.trace, x.pid, x.tid, x.depth
-                                                    ORDER BY x.ts_us, x.is_probe, x.op.op_id
-                                                    ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS open_op
-    FROM (SELECT c.trace, c.pid, c.tid, c.depth, c.ts_us, 0 AS is_probe,
-                 struct_pack(name := c.name, cat := c.cat, op_id := c.op_id, ts_us := c.ts_us, dur_us := c.dur_us,
-                             parent := c.parent) AS op,
+    SELECT x.*, last_value(x.op_id IGNORE NULLS) OVER (PARTITION BY x.trace, x.pid, x.tid, x.depth
+                                                       ORDER BY x.ts_us, x.is_probe, x.op_id
+                                                       ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS open_op_id
+    FROM (SELECT c.trace, c.pid, c.tid, c.depth, c.ts_us, 0 AS is_probe, c.op_id,
                  CAST(NULL AS INTEGER) AS device, CAST(NULL AS DOUBLE) AS gap_start_us
           FROM cpu_ops c JOIN (SELECT DISTINCT trace, pid, tid FROM probes) t USING (trace, pid, tid)
           UNION ALL
           SELECT trace, pid, tid, depth, probe_us, 1, NULL, device, gap_start_us FROM probe_depths) x
 ), open_ops AS (
-    SELECT s.trace, s.device, s.gap_start_us, s.open_op.name, s.open_op.cat, s.depth, s.open_op.op_id,
-           s.open_op.ts_us, s.open_op.dur_us, s.open_op.parent
+    -- the sweep carries each op's id alone (a sort of every op of the probes' threads); the few
+    -- ops found open are read back whole
+    SELECT s.trace, s.device, s.gap_start_us, c.name, c.cat, s.depth, c.op_id, c.ts_us, c.dur_us, c.parent
     FROM op_sweep s
-    WHERE s.is_probe = 1 AND s.ts_us <= s.open_op.ts_us + s.open_op.dur_us
+    JOIN cpu_ops c ON c.trace = s.trace AND c.op_id = s.open_op_id
+    WHERE s.is_probe = 1 AND s.ts_us <= c.ts_us + c.dur_us
 ), busy_cpu AS (
     -- What the launching thread was doing: the outermost CPU op open (a record_function range where
     -- no op was, ProfilerStep#N aside); data loading where any op open says so.

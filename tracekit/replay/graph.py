@@ -66,25 +66,30 @@ SELECT i.lane, i.kind, i.name, coalesce(i.op_path, '') AS op_path, i.end_ns - i.
                                     i.bytes / (sp.memory_tb_s * 1e3))) AS BIGINT), -1) AS roofline,
        coalesce(w.call_key, '') AS call_key, coalesce(w.transfer_ns, -1) AS transfer
 FROM _replay_items i
-LEFT JOIN _replay_calls c ON c.correlation = i.correlation
+-- each side joined holds one row an item at most, so no item is repeated: the first call of a
+-- correlation id, the trace's one row of specs, the first collective match of a kernel (a
+-- dedup after the joins would carry every item's name and op path through a hash table)
+LEFT JOIN (SELECT correlation, min(n) AS n, arg_min(ts_ns, n) AS ts_ns FROM _replay_calls
+           WHERE correlation IS NOT NULL GROUP BY correlation) c ON c.correlation = i.correlation
 LEFT JOIN _trace_specs sp ON sp.trace_id = i.trace_id
-LEFT JOIN {rank_waits} w ON w.trace_id = i.trace_id AND w.device = i.device AND w.stream = i.stream
-     AND w.correlation = i.correlation
-QUALIFY row_number() OVER (PARTITION BY i.n ORDER BY c.n) = 1
+LEFT JOIN (SELECT * FROM {rank_waits}
+           QUALIFY row_number() OVER (PARTITION BY trace_id, device, stream, correlation ORDER BY call_key) = 1) w
+     ON w.trace_id = i.trace_id AND w.device = i.device AND w.stream = i.stream AND w.correlation = i.correlation
 ORDER BY i.n
 """
 
 _CALLS = """
 SELECT c.lane, c.name, c.ts_ns AS ts, c.dur_ns AS dur,
        CASE WHEN c.prev_end_ns IS NULL THEN 0 ELSE greatest(c.ts_ns - c.prev_end_ns, 0) END AS gap,
-       coalesce(i.n, -1) AS wait, CASE WHEN i.n IS NULL THEN 0 ELSE greatest(w.end_ns - w.item_end_ns, 0) END AS tail,
+       coalesce(w.n, -1) AS wait, CASE WHEN w.n IS NULL THEN 0 ELSE greatest(w.end_ns - w.item_end_ns, 0) END AS tail,
        coalesce(c.cpu_op_id, -1) AS op, coalesce(o.op_path, '') AS op_path
 FROM _replay_calls c
-LEFT JOIN cpu_op_rows o ON o.trace_id = c.trace_id AND o.op_id = c.cpu_op_id
-LEFT JOIN _cp_waits w ON w.trace_id = c.trace_id AND w.pid = c.pid AND w.tid = c.tid AND w.ts_ns = c.ts_ns
-     AND w.end_ns = c.ts_ns + c.dur_ns
-LEFT JOIN _replay_items i ON i.device = w.device AND i.stream = w.stream AND i.place = w.place
-QUALIFY row_number() OVER (PARTITION BY c.n ORDER BY i.n, o.op_path) = 1
+LEFT JOIN cpu_op_rows o ON o.trace_id = c.trace_id AND o.op_id = c.cpu_op_id  -- an op's id is its own
+-- each call's wait, the first item where the view has several: one row a call, so no call is repeated
+LEFT JOIN (SELECT w.trace_id, w.pid, w.tid, w.ts_ns, w.end_ns, w.item_end_ns, i.n
+           FROM _cp_waits w JOIN _replay_items i ON i.device = w.device AND i.stream = w.stream AND i.place = w.place
+           QUALIFY row_number() OVER (PARTITION BY w.trace_id, w.pid, w.tid, w.ts_ns, w.end_ns ORDER BY i.n) = 1) w
+     ON w.trace_id = c.trace_id AND w.pid = c.pid AND w.tid = c.tid AND w.ts_ns = c.ts_ns AND w.end_ns = c.ts_ns + c.dur_ns
 ORDER BY c.n
 """
 

@@ -850,16 +850,17 @@ WITH items AS (
     SELECT *, CASE WHEN prev_end_ns IS NOT NULL AND (launch_end_ns IS NULL OR launch_end_ns <= prev_end_ns) THEN 'stream'
                    WHEN launch_ns IS NOT NULL THEN 'launch' END AS waited_for
     FROM launched
-), runs AS (
-    SELECT *, sum(CASE WHEN waited_for = 'stream' THEN 0 ELSE 1 END)
-                  OVER (PARTITION BY trace_id, device, stream ORDER BY place ROWS UNBOUNDED PRECEDING) AS run
-    FROM waited
 )
+-- a run's first item is the latest at or before an item that was not queued: both in one pass
+-- over the stream's order (a window of their own would sort every item, kernel names and all, again)
 SELECT trace_id, ts_ns, end_ns, device, stream, correlation, step, name, kind, op_path, math_unit, flops, flops_dtype,
        bytes, copy_kind, tid, launch_pid, launch_tid, launch_ns, launch_end_ns, launch_op_id, launch_name, prev_end_ns,
-       place, waited_for, run,
-       min(place) OVER (PARTITION BY trace_id, device, stream, run) AS run_first
-FROM runs;
+       place, waited_for,
+       sum(CASE WHEN waited_for = 'stream' THEN 0 ELSE 1 END)
+           OVER (PARTITION BY trace_id, device, stream ORDER BY place ROWS UNBOUNDED PRECEDING) AS run,
+       max(CASE WHEN waited_for = 'stream' THEN NULL ELSE place END)
+           OVER (PARTITION BY trace_id, device, stream ORDER BY place ROWS UNBOUNDED PRECEDING) AS run_first
+FROM waited;
 
 -- The runtime calls that waited for the GPU: a sync, a blocking copy or fill, a free, which
 -- returned within 50 µs of the end of an item that ended inside the call; the item: the last to
