@@ -369,8 +369,8 @@ def test_prefetching_the_pageable_copy_saves_what_the_replay_says(tmp_path):
 # infer_launch_eager's trace shows the smallest gaps of the host's CPU-bound loops (1.6 µs) while its
 # ops cost the most (9.0 µs against 6.3-8.0), and infer_item is the capture that ran slow throughout.
 OWN_ESTIMATE_ERRORS = {"infer_launch_eager": 76, "train_launch_eager": 24, "infer_item": -42, "train_item": -3,
-                       "infer_stall": 6, "infer_mask_per_call": -7, "train_mask_per_call": -3, "infer_fp32": 1,
-                       "train_fp32": 5, "train_copy_pageable": 17, "infer_sdpa_math": -6, "train_sdpa_math": -9}
+                       "infer_stall": 6, "infer_mask_per_call": -7, "train_mask_per_call": -3, "infer_fp32": -1,
+                       "train_fp32": 3, "train_copy_pageable": 17, "infer_sdpa_math": -6, "train_sdpa_math": -9}
 
 
 @pytest.mark.parametrize("rule, whatif, before, after", UNPROFILED_PAIRS + [MISSED_PAIR])
@@ -455,15 +455,15 @@ H100_ROUNDS = TEST_DATA / "h100" / "fix_rounds"
 # profiler cost 2.5 µs an op on train_launch_eager, where its trace's gaps say 3.5 (its graph's step
 # replays at 809 µs against the captured graph's 723).
 H100_ERRORS = {"infer_launch_eager": -7, "train_launch_eager": -28, "infer_item": -4, "train_item": -3,
-               "infer_stall": 6, "infer_mask_per_call": -5, "train_mask_per_call": -10, "infer_fp32": 3,
-               "train_fp32": 8, "train_copy_pageable": -2, "infer_sdpa_math": -8, "train_sdpa_math": -12}
+               "infer_stall": 6, "infer_mask_per_call": -5, "train_mask_per_call": -10, "infer_fp32": 1,
+               "train_fp32": 5, "train_copy_pageable": -2, "infer_sdpa_math": -8, "train_sdpa_math": -12}
 # A second lease of an H100 (tests/data/h100/fix_rounds_b), captured the same way: again 12 of 13.
 # The miss: train_item, whose own unprofiled rounds ran 7.4-10.7 ms (the first lease's 6.1-6.4), so
 # its measured saving ran from -1,457 to 2,926 µs round by round; the trace's steps held one pace.
 H100_B_ROUNDS = TEST_DATA / "h100" / "fix_rounds_b"
 H100_B_ERRORS = {"infer_launch_eager": -14, "train_launch_eager": -9, "infer_item": 8, "train_item": -43,
-                 "infer_stall": 11, "infer_mask_per_call": -2, "train_mask_per_call": -5, "infer_fp32": 3,
-                 "train_fp32": 6, "train_copy_pageable": -8, "infer_sdpa_math": -8, "train_sdpa_math": -8}
+                 "infer_stall": 11, "infer_mask_per_call": -2, "train_mask_per_call": -5, "infer_fp32": 1,
+                 "train_fp32": 3, "train_copy_pageable": -8, "infer_sdpa_math": -8, "train_sdpa_math": -8}
 
 
 def _rounds_db(tmp_path_factory, folder, afters=True):
@@ -603,7 +603,7 @@ MODEL_PAIRS = [("launch_bound", "llama_infer_eager", "llama_infer_graph", 0),
                ("pageable_copy", "resnet_train_pageable", "resnet_train_pinned", 1),
                ("all_fixes", "resnet_train_cpu_prep", "resnet_train_gpu_prep", -12),
                (SDPA_SWITCH, "gpt2_infer_eager_attn", "gpt2_infer_sdpa", -9),
-               ("simt_gemm", "gpt2_train_fp32", "gpt2_train_tf32", 19),
+               ("simt_gemm", "gpt2_train_fp32", "gpt2_train_tf32", 7),
                (SDPA_SWITCH, "gpt2_train_eager_attn", "gpt2_train_sdpa", -9),
                ("unfused_optimizer", "gpt2_train_adamw_foreach", "gpt2_train_adamw_fused", -3),
                ("gpu_idle", "resnet_train_loader_main", "resnet_train_loader_workers", -18)]
@@ -758,7 +758,7 @@ MODEL_C_ROUNDS = TEST_DATA / "h100" / "model_pairs_c"
 MODEL_C_PAIRS = [("unfused_optimizer", "gpt2_train_sgd_foreach", "gpt2_train_sgd_fused", -9),
                  ("unfused_attention", "baddbmm_infer_eager", "baddbmm_infer_sdpa", -18),
                  ("unfused_attention", "baddbmm_train_eager", "baddbmm_train_sdpa", -10),
-                 ("simt_gemm", "gpt2_train_fp32", "gpt2_train_bf16", -2)]
+                 ("simt_gemm", "gpt2_train_fp32", "gpt2_train_bf16", -4)]
 
 
 @pytest.fixture(scope="module")
@@ -914,3 +914,91 @@ def test_ddps_bucket_copies_are_found_and_their_fix_saves_what_the_cpu_bound_ste
     paired = [b - a for b, a in zip(rounds["ddp_bucket_copy"], rounds["ddp_bucket_view"])]
     measured = statistics.median(rounds["ddp_bucket_copy"]) - statistics.median(rounds["ddp_bucket_view"])
     assert measured == pytest.approx(-140.3, abs=0.1) and min(paired) < row["saving_us_per_step"] < max(paired)
+
+
+MODEL_D_ROUNDS = TEST_DATA / "h100" / "model_pairs_d"
+# The real-model pairs captured again on a third H100 lease, out of sample (five of its eleven
+# pairs kept here). On this host the fp32 GPT-2 loop ran so far ahead of its GPU that the launch
+# queue filled: 100 launches a step were held, 41 ms of its 57 ms CPU span.
+MODEL_D_PAIRS = [("launch_bound", "llama_infer_eager", "llama_infer_graph", -13),
+                 ("pageable_copy", "resnet_train_pageable", "resnet_train_pinned", -4),
+                 (SDPA_SWITCH, "gpt2_infer_eager_attn", "gpt2_infer_sdpa", -9),
+                 ("simt_gemm", "gpt2_train_fp32", "gpt2_train_tf32", 6),
+                 ("unfused_attention", "baddbmm_infer_eager", "baddbmm_infer_sdpa", -18)]
+
+
+@pytest.fixture(scope="module")
+def model_d_db(tmp_path_factory):
+    return cli_loaded(tmp_path_factory, "model_pairs_d", *[MODEL_D_ROUNDS / f"{name}.json.gz"
+                                                           for _, before, after, _ in MODEL_D_PAIRS for name in (before, after)])
+
+
+@pytest.fixture(scope="module")
+def model_d_found(model_d_db):
+    import tracekit
+
+    return tracekit.findings(db=model_d_db)
+
+
+@pytest.mark.parametrize("rule, before, after, error", MODEL_D_PAIRS)
+def test_on_a_third_lease_findings_saving_holds_against_the_captured_fix(model_d_found, model_d_db, rule, before, after,
+                                                                           error):
+    assert _saving_error(model_d_found, MODEL_D_ROUNDS, rule, before, after, model_d_db) == pytest.approx(error, abs=1.5)
+
+
+def test_launches_a_full_queue_held_wait_for_the_gpu(model_d_db):
+    """gpt2_train_fp32 on the third lease: once 1,022 kernels were queued, each launch returned 2-13
+    µs after a kernel ended. Held launches are waits on the GPU in the replay: it still gives the
+    trace back, and TF32's saving comes within 25% of the captured 28.7 ms; with the held launches'
+    time kept as the CPU's own, the replayed CPU would bound the TF32 step and the saving would
+    come out 40% short."""
+    import numpy as np
+
+    from tracekit.replay.graph import read_graph
+    from tracekit.replay.savings import TraceReplay
+    from tracekit.replay.whatif import whatif
+    from tracekit.store.database import connect_for_queries
+
+    con = connect_for_queries(model_d_db)
+    try:
+        graph = read_graph(con, "gpt2_train_fp32")
+        held = graph.call_held
+        per_step = held.sum() / len(graph.steps)
+        assert 80 <= per_step <= 200
+        assert set(np.unique(graph.call_name[held])) <= {"cudaLaunchKernel", "cuLaunchKernel", "cudaMemsetAsync",
+                                                          "cudaLaunchKernelExC"}
+        assert whatif(con, "gpt2_train_fp32", []).fit_pct == pytest.approx(0, abs=0.1)
+        measured = 28_652
+        with_queue = TraceReplay(con, "gpt2_train_fp32").without_profiler(["tensor-cores"], 3.1)["tensor-cores"]
+        assert with_queue.saving_us == pytest.approx(measured, rel=0.25)
+        replayer = TraceReplay(con, "gpt2_train_fp32")
+        replayer.graph.call_wait[held] = -1  # the held launches' time as the CPU's own
+        without_queue = replayer.without_profiler(["tensor-cores"], 3.1)["tensor-cores"]
+        assert without_queue.saving_us < 0.75 * measured
+    finally:
+        con.close()
+
+
+def test_a_gemm_with_an_odd_dimension_runs_on_tensor_cores_at_the_older_kernels_pace(model_d_db):
+    """GPT-2's output layer (a vocabulary of 50,257) cannot use cuBLAS's aligned kernels: the model
+    runs its fp32 GEMMs at 13.5% of the H100's bf16 peak, about 2.4 ms each (its TF32 capture: 2.43
+    ms), where its roofline is 0.64 ms; the aligned GEMMs of the blocks at 59-82% of theirs."""
+    import numpy as np
+
+    from tracekit.replay.graph import read_graph
+    from tracekit.replay.tensor_core_model import tensor_core_ns
+    from tracekit.store.database import connect_for_queries
+
+    con = connect_for_queries(model_d_db)
+    try:
+        graph = read_graph(con, "gpt2_train_fp32")
+    finally:
+        con.close()
+    simt = (graph.item_math_unit == "simt") & (graph.item_roofline >= 0)
+    odd, even = simt & ~graph.item_aligned, simt & graph.item_aligned
+    assert odd.sum() == 3 * len(graph.steps) and even.sum() > 10 * odd.sum()
+    on_tensor_cores = tensor_core_ns(graph.item_roofline, graph.item_flops, graph.item_aligned, graph.item_bf16_peak_ns)
+    assert np.median(on_tensor_cores[odd]) / 1000 == pytest.approx(2_400, rel=0.1)
+    assert np.median(graph.item_roofline[odd]) / 1000 == pytest.approx(640, rel=0.05)
+    shares = graph.item_roofline[even] / on_tensor_cores[even]
+    assert 0.55 <= shares.min() and shares.max() <= 0.85

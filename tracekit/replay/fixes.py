@@ -15,9 +15,11 @@
   moved to DataLoader workers or onto the GPU; ops that launch GPU work keep their time;
 - `drop-cpu:REGEX`: the CPU ops REGEX names (the outermost, where they nest) take no time on their
   thread (`drop-cpu:DataLoader` for loading in workers, a logger, a checkpoint);
-- `tensor-cores[:REGEX]`: GEMMs on the CUDA cores (SIMT) run at their Tensor Core roofline (view
-  gemm_math: their FLOPs at the dense peak or their bytes at the memory's bandwidth); REGEX
-  limits it to the GEMMs whose name or op chain it finds;
+- `tensor-cores[:REGEX]`: GEMMs on the CUDA cores (SIMT) run on Tensor Cores: their roofline (view
+  gemm_math: their FLOPs at the dense peak or their bytes at the memory's bandwidth) over the share
+  of it cuBLAS's GEMMs of their size reach, or, with a dimension not a multiple of 8, at the share
+  of the bf16 peak its older kernels reach (replay.tensor_core_model); REGEX limits it to the
+  GEMMs whose name or op chain it finds;
 - `pin-copies[:REGEX]`: copies between pageable host memory and the GPU run from pinned memory:
   at the bandwidth the trace's own pinned copies that way reach (else the host link's,
   host_links.csv), and their calls return at once (non_blocking=True), so the CPU goes on;
@@ -66,6 +68,7 @@ from tracekit.replay.optimizer_fix import fuse_optimizer
 from tracekit.replay.graph import calls_inside
 from tracekit.replay.profiler_cost import MIN_GAPS, cost_per_op_us
 from tracekit.replay.side_stream import issued_a_step_ahead, on_side_stream
+from tracekit.replay.tensor_core_model import tensor_core_ns
 
 # name -> whether the argument is required (False: optional), and what it is
 FIXES = {"drop-copies": (True, "OP"), "drop": (True, "REGEX"), "drop-sync": (True, "REGEX"),
@@ -310,7 +313,9 @@ def _tensor_cores(graph, argument, changed, con):
     chosen = (graph.item_math_unit == "simt") & (graph.item_roofline >= 0)
     if argument:
         chosen &= _matching(re.compile(argument), graph.item_name, graph.item_op_path)
-    changed["item_dur"][chosen] = np.minimum(changed["item_dur"][chosen], graph.item_roofline[chosen])
+    on_tensor_cores = tensor_core_ns(graph.item_roofline[chosen], graph.item_flops[chosen], graph.item_aligned[chosen],
+                                     graph.item_bf16_peak_ns[chosen])
+    changed["item_dur"][chosen] = np.minimum(changed["item_dur"][chosen], on_tensor_cores)
 
 
 def _pageable(graph, argument):
@@ -408,14 +413,18 @@ def _cuda_graph(graph, argument, changed, con):
         graph_lane = step["lane"] if step["lane"] >= 0 else graph.call_lane[np.flatnonzero(window & launching)[0]]
         for lane in np.unique(graph.call_lane[window & launching]):
             launches = np.flatnonzero(window & launching & (graph.call_lane == lane))
+            # (a launch held by a full queue is a launch: a graph's kernels take no place in it one by one)
             inside = window & (graph.call_lane == lane) & (place > launches[0]) & (place <= launches[-1]) \
-                & (changed["call_wait"] < 0)
+                & ((changed["call_wait"] < 0) | graph.call_held)
             if argument:
                 inside &= own_stretch < float(argument) * 1000  # the trace's own stretches, whatever fixes ran first
             changed["call_dur"][inside] = 0
             changed["call_gap"][inside] = 0
             changed["call_lag"][inside] = 0
+            changed["call_wait"][inside & graph.call_held] = -1
             first = launches[0]
+            if graph.call_held[first]:
+                changed["call_wait"][first] = -1
             changed["call_dur"][first] = cost if lane == graph_lane else 0
             # another thread handed its work by the graph's (autograd's, after backward()): its own
             # start after the handoff is the graph's; a gap of its own without a handoff stays

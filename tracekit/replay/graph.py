@@ -64,8 +64,20 @@ SELECT i.lane, i.kind, i.name, coalesce(i.op_path, '') AS op_path, i.end_ns - i.
                                                                   WHEN 'c10::BFloat16' THEN sp.bf16_tflops
                                                                   WHEN 'c10::Half' THEN sp.fp16_tflops END * 1e3),
                                     i.bytes / (sp.memory_tb_s * 1e3))) AS BIGINT), -1) AS roofline,
-       coalesce(w.call_key, '') AS call_key, coalesce(w.transfer_ns, -1) AS transfer
+       coalesce(w.call_key, '') AS call_key, coalesce(w.transfer_ns, -1) AS transfer,
+       -- what the Tensor Core model takes of a GEMM on the SIMT cores (replay.tensor_core_model)
+       coalesce(CASE WHEN i.math_unit = 'simt' THEN i.flops END, -1) AS flops,
+       coalesce(CASE WHEN i.math_unit = 'simt' THEN CAST(round(i.flops / (sp.bf16_tflops * 1e3)) AS BIGINT) END, -1)
+           AS bf16_peak_ns,
+       coalesce(a.aligned, true) AS aligned
 FROM _replay_items i
+-- a GEMM is aligned where the last two dimensions of each of its op's matrices are multiples of 8
+-- (unknown shapes: taken as aligned, as the roofline takes them)
+LEFT JOIN (SELECT op_id, list_bool_and(list_transform(list_filter(TRY_CAST(input_dims AS BIGINT[][]), lambda x: len(x) >= 2),
+                                                      lambda x: x[-1] % 8 = 0 AND x[-2] % 8 = 0)) AS aligned
+           FROM cpu_op_rows
+           WHERE trace_id = (SELECT any_value(trace_id) FROM _replay_items)
+             AND op_id IN (SELECT launch_op_id FROM _replay_items WHERE math_unit = 'simt')) a ON a.op_id = i.launch_op_id
 -- each side joined holds one row an item at most, so no item is repeated: the first call of a
 -- correlation id, the trace's one row of specs, the first collective match of a kernel (a
 -- dedup after the joins would carry every item's name and op path through a hash table)
@@ -138,6 +150,44 @@ JOIN _replay_items p ON p.device = w.on_device AND p.stream = w.on_stream AND p.
 WHERE w.trace_id = (SELECT trace_id FROM trace_files WHERE trace = $trace)
 """
 
+# A launch the runtime held because its device's queue was full: a GPU-bound loop that does not
+# sync runs ahead of the GPU until the queue holds its fill (1,022 kernels on the H100s of
+# tests/data/h100), and from then on each launch returns just after an item ends and frees a
+# place. Such a call waits for the GPU as a sync does: a faster GPU returns it sooner, which its
+# traced duration, kept as the thread's own time, would hide. A call is taken as held where, as
+# it began, its device's queue held at least QUEUE_FULL_SHARE of the most the trace's queue ever
+# held (that most at least MIN_QUEUE_FILL: a lead of a few launches is no full queue), and it
+# returned within 50 µs of the end of an item that ended inside it, as _cp_waits takes a sync's.
+QUEUE_FULL_SHARE = 0.95
+MIN_QUEUE_FILL = 256
+_QUEUE_WAITS = f"""
+WITH changes AS (  -- each launched item enters its device's queue as its launch returns, leaves as it ends
+    SELECT device, launch_end_ns AS t, 1 AS change FROM _replay_items WHERE launch_end_ns IS NOT NULL
+    UNION ALL
+    SELECT device, end_ns, -1 FROM _replay_items WHERE launch_end_ns IS NOT NULL
+), queue AS (
+    SELECT device, t, sum(change) OVER (PARTITION BY device ORDER BY t, change ROWS UNBOUNDED PRECEDING) AS queued
+    FROM changes
+), fill AS (
+    SELECT device, max(queued) AS most FROM queue GROUP BY device HAVING max(queued) >= {MIN_QUEUE_FILL}
+), launches AS (
+    SELECT c.n, any_value(c.ts_ns) AS ts_ns, any_value(c.ts_ns + c.dur_ns) AS end_ns, min(i.device) AS device
+    FROM _replay_calls c JOIN _replay_items i ON i.correlation = c.correlation
+    WHERE i.device IN (SELECT device FROM fill)
+    GROUP BY c.n
+), held AS (
+    SELECT l.n, l.ts_ns, l.end_ns, l.device
+    FROM launches l
+    ASOF JOIN queue q ON q.device = l.device AND l.ts_ns > q.t
+    JOIN fill f ON f.device = l.device
+    WHERE q.queued >= {QUEUE_FULL_SHARE} * f.most
+)
+SELECT h.n AS call, i.n AS item, h.end_ns - i.end_ns AS tail
+FROM held h
+ASOF JOIN (SELECT n, device, end_ns FROM _replay_items) i ON i.device = h.device AND h.end_ns >= i.end_ns
+WHERE i.end_ns > h.ts_ns AND h.end_ns - i.end_ns <= 50000
+"""
+
 # How many CPU ops (each a profiler record, which costs the thread time) start in each call's gap.
 _OPS_IN_GAPS = """
 WITH events AS (
@@ -185,6 +235,9 @@ class Graph:
     item_idle_before: np.ndarray  # its stream was idle, waiting for its launch (_cp_items.waited_for)
     item_math_unit: np.ndarray  # a GEMM's 'simt' or 'tensor_core' ('' for the rest, or unknown)
     item_roofline: np.ndarray  # a GEMM's least time on Tensor Cores (gemm_math.roofline_us), -1: unknown
+    item_flops: np.ndarray     # a SIMT GEMM's FLOPs (-1: unknown, or not a SIMT GEMM)
+    item_bf16_peak_ns: np.ndarray  # and its time at the GPU's bf16 peak (-1: unknown)
+    item_aligned: np.ndarray   # its matrices' last two dimensions multiples of 8 (unknown: True)
     item_copy_kind: np.ndarray  # a copy's HtoD, DtoH, DtoD ... ('' for the rest)
     item_bytes: np.ndarray     # a copy's or GEMM's bytes, -1: unknown
     item_after: np.ndarray     # a stream wait: the item on another stream it waited for (-1: none)
@@ -199,6 +252,7 @@ class Graph:
     call_dur: np.ndarray
     call_gap: np.ndarray       # the thread's own time before it (0 for the first call)
     call_wait: np.ndarray      # index of the item it waited for, -1: none
+    call_held: np.ndarray      # its wait is a full queue's (a launch held), not a sync's
     call_tail: np.ndarray      # its return after that item's end
     call_op: np.ndarray        # the cpu_ops.op_id that made it (-1: unknown)
     call_op_path: np.ndarray   # that op's chain of ops ('' unknown), e.g. 'aten::item → aten::_local_scalar_dense'
@@ -233,6 +287,14 @@ def read_graph(con, trace, rank_waits="_cp_rank_waits"):
     stream_waits = con.execute(_STREAM_WAITS, {"trace": trace}).fetchnumpy()
     item_after[stream_waits["consumer"].astype(np.int64)] = stream_waits["producer"].astype(np.int64)
     item_lag[stream_waits["consumer"].astype(np.int64)] = stream_waits["lag"].astype(np.int64)
+    call_wait, call_tail = calls["wait"].astype(np.int64), calls["tail"].astype(np.int64)
+    held = con.execute(_QUEUE_WAITS).fetchnumpy()
+    held_call = held["call"].astype(np.int64)
+    unheld = call_wait[held_call] < 0  # a sync's own wait stands
+    call_wait[held_call[unheld]] = held["item"][unheld].astype(np.int64)
+    call_tail[held_call[unheld]] = held["tail"][unheld].astype(np.int64)
+    call_held = np.zeros(len(call_wait), dtype=bool)
+    call_held[held_call[unheld]] = True
     if len(lanes) > 1:
         handoffs = con.execute(_HANDOFFS, {"trace": trace}).fetchnumpy()
         call_after[handoffs["n"].astype(np.int64)] = handoffs["after"].astype(np.int64)
@@ -247,6 +309,8 @@ def read_graph(con, trace, rank_waits="_cp_rank_waits"):
         item_gap=items["gap"].astype(np.int64), item_launch=items["launch"].astype(np.int64),
         item_latency=items["latency"].astype(np.int64), item_idle_before=items["idle_before"].astype(bool),
         item_math_unit=items["math_unit"].astype(object), item_roofline=items["roofline"].astype(np.int64),
+        item_flops=items["flops"].astype(np.float64), item_bf16_peak_ns=items["bf16_peak_ns"].astype(np.int64),
+        item_aligned=items["aligned"].astype(bool),
         item_copy_kind=items["copy_kind"].astype(object), item_bytes=items["bytes"].astype(np.int64),
         item_after=item_after, item_lag=item_lag, item_call_key=items["call_key"].astype(object),
         item_transfer=items["transfer"].astype(np.int64),
@@ -254,8 +318,8 @@ def read_graph(con, trace, rank_waits="_cp_rank_waits"):
         item_clock=np.zeros(len(items["lane"]), dtype=np.int64),
         call_lane=calls["lane"].astype(np.int64), call_name=calls["name"].astype(object),
         call_ts=calls["ts"].astype(np.int64), call_dur=calls["dur"].astype(np.int64),
-        call_gap=calls["gap"].astype(np.int64), call_wait=calls["wait"].astype(np.int64),
-        call_tail=calls["tail"].astype(np.int64), call_op=calls["op"].astype(np.int64),
+        call_gap=calls["gap"].astype(np.int64), call_wait=call_wait, call_held=call_held,
+        call_tail=call_tail, call_op=calls["op"].astype(np.int64),
         call_op_path=calls["op_path"].astype(object),
         call_ops=con.execute(_OPS_IN_GAPS, {"trace": trace}).fetchnumpy()["ops"].astype(np.int64),
         call_after=call_after, call_lag=call_lag, call_lag_ops=call_lag_ops, lanes=lanes,
