@@ -323,4 +323,14 @@ PAIRS = {
     "baddbmm_infer_sdpa": ("baddbmm_infer_sdpa", "after", lambda d: baddbmm_step(d, sdpa=True, train=False)),
     "baddbmm_train_eager": ("baddbmm_train_sdpa", "before", lambda d: baddbmm_step(d, sdpa=False, train=True)),
     "baddbmm_train_sdpa": ("baddbmm_train_sdpa", "after", lambda d: baddbmm_step(d, sdpa=True, train=True)),
+    # GPU-bound in fp32 (TF32 off): a loop that runs ahead until its launch queue fills, fixed as
+    # the bf16 loops above are
+    "gpt2_train_fp32_adamw_foreach": ("gpt2_train_fp32_adamw", "before",
+                                      lambda d: gpt2_train_step(d, False, fp32=True, tf32=False, fused=None)),
+    "gpt2_train_fp32_adamw_fused": ("gpt2_train_fp32_adamw", "after",
+                                    lambda d: gpt2_train_step(d, False, fp32=True, tf32=False, fused=d == "cuda")),
+    "gpt2_train_fp32_eager_attn": ("gpt2_train_fp32_sdpa", "before",
+                                   lambda d: gpt2_train_step(d, False, fp32=True, tf32=False, attention="eager")),
+    "gpt2_train_fp32_sdpa": ("gpt2_train_fp32_sdpa", "after",
+                             lambda d: gpt2_train_step(d, False, fp32=True, tf32=False, attention="sdpa")),
 }
