@@ -7,6 +7,7 @@ profiler (`no-profiler`: each recorded op's cost, measured on the fixed loops, t
 the pairs whose profiled loop the CPU bounds need."""
 
 import csv
+import functools
 import importlib.util
 import statistics
 
@@ -761,23 +762,27 @@ MODEL_C_PAIRS = [("unfused_optimizer", "gpt2_train_sgd_foreach", "gpt2_train_sgd
                  ("simt_gemm", "gpt2_train_fp32", "gpt2_train_bf16", -4)]
 
 
+def _pairs_loaded(tmp_path_factory, folder, pairs):
+    """A database of both loops of each of `pairs` (rule, before, after, error) in `folder`."""
+    return cli_loaded(tmp_path_factory, folder.name, *[folder / f"{name}.json.gz"
+                                                       for _, before, after, _ in pairs for name in (before, after)])
+
+
 @pytest.fixture(scope="module")
 def model_c_db(tmp_path_factory):
-    return cli_loaded(tmp_path_factory, "model_pairs_c", *[MODEL_C_ROUNDS / f"{name}.json.gz"
-                                                           for _, before, after, _ in MODEL_C_PAIRS for name in (before, after)])
+    return _pairs_loaded(tmp_path_factory, MODEL_C_ROUNDS, MODEL_C_PAIRS)
+
+
+@functools.lru_cache(maxsize=None)
+def _findings_of(db):
+    import tracekit
+
+    return tracekit.findings(db=db)
 
 
 @pytest.fixture(scope="module")
 def model_c_found(model_c_db):
-    import tracekit
-
-    return tracekit.findings(db=model_c_db)
-
-
-@pytest.mark.parametrize("rule, before, after, error", MODEL_C_PAIRS)
-def test_on_a_third_call_findings_saving_holds_against_the_captured_fix(model_c_found, model_c_db, rule, before, after,
-                                                                          error):
-    assert _saving_error(model_c_found, MODEL_C_ROUNDS, rule, before, after, model_c_db) == pytest.approx(error, abs=1.5)
+    return _findings_of(model_c_db)
 
 
 def test_attention_whose_scores_come_from_baddbmm_is_found(model_c_db):
@@ -929,21 +934,16 @@ MODEL_D_PAIRS = [("launch_bound", "llama_infer_eager", "llama_infer_graph", -13)
 
 @pytest.fixture(scope="module")
 def model_d_db(tmp_path_factory):
-    return cli_loaded(tmp_path_factory, "model_pairs_d", *[MODEL_D_ROUNDS / f"{name}.json.gz"
-                                                           for _, before, after, _ in MODEL_D_PAIRS for name in (before, after)])
+    return _pairs_loaded(tmp_path_factory, MODEL_D_ROUNDS, MODEL_D_PAIRS)
 
 
-@pytest.fixture(scope="module")
-def model_d_found(model_d_db):
-    import tracekit
-
-    return tracekit.findings(db=model_d_db)
-
-
-@pytest.mark.parametrize("rule, before, after, error", MODEL_D_PAIRS)
-def test_on_a_third_lease_findings_saving_holds_against_the_captured_fix(model_d_found, model_d_db, rule, before, after,
-                                                                           error):
-    assert _saving_error(model_d_found, MODEL_D_ROUNDS, rule, before, after, model_d_db) == pytest.approx(error, abs=1.5)
+@pytest.mark.parametrize("db_name, folder, rule, before, after, error",
+                         [("model_c_db", MODEL_C_ROUNDS, *pair) for pair in MODEL_C_PAIRS]
+                         + [("model_d_db", MODEL_D_ROUNDS, *pair) for pair in MODEL_D_PAIRS])
+def test_on_a_third_call_and_a_third_lease_findings_saving_holds_against_the_captured_fix(request, db_name, folder, rule,
+                                                                                          before, after, error):
+    db = request.getfixturevalue(db_name)
+    assert _saving_error(_findings_of(db), folder, rule, before, after, db) == pytest.approx(error, abs=1.5)
 
 
 def test_launches_a_full_queue_held_wait_for_the_gpu(model_d_db):
