@@ -5,9 +5,9 @@ Every GEMM kernel on Tensor Cores with a work model (FLOPs, bytes) in the GPU ca
 sample_traces, less the captured fixes that the model is checked against (the "after" traces of the
 simt_gemm pairs: TF32 and bf16 runs of loops whose fp32 runs the replay predicts). For each kernel its
 efficiency (roofline time over its time) and its throughput as a share of its GPU's dense bf16 peak;
-aligned: the last two dimensions of each of its op's matrix inputs are multiples of 8 (cuBLAS's
-TMA-based kernels need 16-byte rows; an odd dimension, as GPT-2's vocabulary of 50,257, sends it to
-older mma.sync kernels). Printed: per half decade of FLOPs, the median over traces of each trace's
+aligned: the last two dimensions of each of its op's matrix inputs make rows of a multiple of 16
+bytes, 8 elements of 2 bytes or 4 fp32 ones on TF32 (cuBLAS's TMA-based kernels need them; an odd
+dimension, as GPT-2's vocabulary of 50,257, sends it to older mma.sync kernels). Printed: per half decade of FLOPs, the median over traces of each trace's
 median, for aligned GEMMs; and for unaligned ones, the share of the bf16 peak.
 
     python benchmarks/tensor_core_efficiency.py [--db /tmp/bench/tensor_cores.duckdb]
@@ -30,8 +30,10 @@ CHECKED_AGAINST = ("h200/fixes/infer_tf32", "h200/fixes/train_tf32", "h200/fixes
 
 _KERNELS = """
 SELECT k.trace, k.flops, k.dur_us, k.roofline_us, k.achieved_tflops / sp.bf16_tflops AS bf16_share,
-       list_bool_and(list_transform(list_filter(CAST(o.input_dims AS BIGINT[][]), lambda x: len(x) >= 2),
-                                    lambda x: x[-1] % 8 = 0 AND x[-2] % 8 = 0)) AS aligned
+       list_bool_and(list_transform(list_filter(TRY_CAST(o.input_dims AS BIGINT[][]), lambda x: len(x) >= 2),
+                                    lambda x: x[-1] % (CASE WHEN k.flops_dtype = 'float' THEN 4 ELSE 8 END) = 0
+                                              AND x[-2] % (CASE WHEN k.flops_dtype = 'float' THEN 4 ELSE 8 END) = 0))
+           AS aligned
 FROM kernels k JOIN trace_files t USING (trace) JOIN _trace_specs sp ON sp.trace_id = t.trace_id
 LEFT JOIN cpu_op_rows o ON o.trace_id = t.trace_id AND o.op_id = k.cpu_op_id
 WHERE k.work_family = 'gemm' AND k.math_unit = 'tensor_core' AND k.flops > 0 AND k.roofline_us > 0 AND k.dur_us > 0
@@ -61,7 +63,8 @@ def main():
     frame = con.execute(_KERNELS).df()
     frame["efficiency"] = frame["roofline_us"] / frame["dur_us"]
     frame["bin"] = (np.log10(frame["flops"]) * 2).round() / 2
-    print(f"{len(files)} captures, {len(frame):,} Tensor Core GEMM kernels, {int((frame['aligned'] == True).sum()):,} "  # noqa: E712
+    captured = con.execute("SELECT count(*) FROM traces").fetchone()[0]
+    print(f"{captured} captures, {len(frame):,} Tensor Core GEMM kernels, {int((frame['aligned'] == True).sum()):,} "  # noqa: E712
           f"aligned, {int(frame['aligned'].isna().sum()):,} of unknown shape (left out)\n")
     aligned = frame[frame["aligned"] == True]  # noqa: E712: a NULL (no shapes) is neither
     per_trace = aligned.groupby(["bin", "trace"])["efficiency"].median().reset_index()

@@ -982,7 +982,7 @@ def test_launches_a_full_queue_held_wait_for_the_gpu(model_d_db):
 def test_a_gemm_with_an_odd_dimension_runs_on_tensor_cores_at_the_older_kernels_pace(model_d_db):
     """GPT-2's output layer (a vocabulary of 50,257) cannot use cuBLAS's aligned kernels: the model
     runs its fp32 GEMMs at 13.5% of the H100's bf16 peak, about 2.4 ms each (its TF32 capture: 2.43
-    ms), where its roofline is 0.64 ms; the aligned GEMMs of the blocks at 59-82% of theirs."""
+    ms), where its roofline is 0.64 ms; the aligned GEMMs of the blocks at about 60-82% of theirs."""
     import numpy as np
 
     from tracekit.replay.graph import read_graph

@@ -17,7 +17,7 @@
   thread (`drop-cpu:DataLoader` for loading in workers, a logger, a checkpoint);
 - `tensor-cores[:REGEX]`: GEMMs on the CUDA cores (SIMT) run on Tensor Cores: their roofline (view
   gemm_math: their FLOPs at the dense peak or their bytes at the memory's bandwidth) over the share
-  of it cuBLAS's GEMMs of their size reach, or, with a dimension not a multiple of 8, at the share
+  of it cuBLAS's GEMMs of their size reach, or, with rows not a multiple of 16 bytes, at the share
   of the bf16 peak its older kernels reach (replay.tensor_core_model); REGEX limits it to the
   GEMMs whose name or op chain it finds;
 - `pin-copies[:REGEX]`: copies between pageable host memory and the GPU run from pinned memory:

@@ -69,12 +69,16 @@ SELECT i.lane, i.kind, i.name, coalesce(i.op_path, '') AS op_path, i.end_ns - i.
        coalesce(CASE WHEN i.math_unit = 'simt' THEN i.flops END, -1) AS flops,
        coalesce(CASE WHEN i.math_unit = 'simt' THEN CAST(round(i.flops / (sp.bf16_tflops * 1e3)) AS BIGINT) END, -1)
            AS bf16_peak_ns,
-       coalesce(a.aligned, true) AS aligned
+       coalesce(CASE WHEN i.flops_dtype = 'float' THEN a.aligned_4 ELSE a.aligned_8 END, true) AS aligned
 FROM _replay_items i
--- a GEMM is aligned where the last two dimensions of each of its op's matrices are multiples of 8
--- (unknown shapes: taken as aligned, as the roofline takes them)
+-- a GEMM is aligned where the last two dimensions of each of its op's matrices hold rows of a
+-- multiple of 16 bytes (4 fp32 elements on TF32, 8 of 2 bytes): both, as a matrix passed
+-- transposed keeps its shape in the trace but not its strides (unknown shapes: taken as
+-- aligned, as the roofline takes them)
 LEFT JOIN (SELECT op_id, list_bool_and(list_transform(list_filter(TRY_CAST(input_dims AS BIGINT[][]), lambda x: len(x) >= 2),
-                                                      lambda x: x[-1] % 8 = 0 AND x[-2] % 8 = 0)) AS aligned
+                                                      lambda x: x[-1] % 8 = 0 AND x[-2] % 8 = 0)) AS aligned_8,
+                  list_bool_and(list_transform(list_filter(TRY_CAST(input_dims AS BIGINT[][]), lambda x: len(x) >= 2),
+                                               lambda x: x[-1] % 4 = 0 AND x[-2] % 4 = 0)) AS aligned_4
            FROM cpu_op_rows
            WHERE trace_id = (SELECT any_value(trace_id) FROM _replay_items)
              AND op_id IN (SELECT launch_op_id FROM _replay_items WHERE math_unit = 'simt')) a ON a.op_id = i.launch_op_id
@@ -156,10 +160,13 @@ WHERE w.trace_id = (SELECT trace_id FROM trace_files WHERE trace = $trace)
 # place. Such a call waits for the GPU as a sync does: a faster GPU returns it sooner, which its
 # traced duration, kept as the thread's own time, would hide. A call is taken as held where, as
 # it began, its device's queue held at least QUEUE_FULL_SHARE of the most the trace's queue ever
-# held (that most at least MIN_QUEUE_FILL: a lead of a few launches is no full queue), and it
-# returned within 50 µs of the end of an item that ended inside it, as _cp_waits takes a sync's.
+# held (that most at least MIN_QUEUE_FILL: a lead of a few launches is no full queue), it lasted
+# HELD_OVER_USUAL times as long as the usual call of its name (the trace's first quartile: an
+# unheld launch that an item happened to end inside is not held), and it returned within 50 µs of
+# the end of an item that ended inside it, as _cp_waits takes a sync's.
 QUEUE_FULL_SHARE = 0.95
 MIN_QUEUE_FILL = 256
+HELD_OVER_USUAL = 2
 _QUEUE_WAITS = f"""
 WITH changes AS (  -- each launched item enters its device's queue as its launch returns, leaves as it ends
     SELECT device, launch_end_ns AS t, 1 AS change FROM _replay_items WHERE launch_end_ns IS NOT NULL
@@ -171,16 +178,20 @@ WITH changes AS (  -- each launched item enters its device's queue as its launch
 ), fill AS (
     SELECT device, max(queued) AS most FROM queue GROUP BY device HAVING max(queued) >= {MIN_QUEUE_FILL}
 ), launches AS (
-    SELECT c.n, any_value(c.ts_ns) AS ts_ns, any_value(c.ts_ns + c.dur_ns) AS end_ns, min(i.device) AS device
+    SELECT c.n, any_value(c.name) AS name, any_value(c.ts_ns) AS ts_ns, any_value(c.ts_ns + c.dur_ns) AS end_ns,
+           min(i.device) AS device
     FROM _replay_calls c JOIN _replay_items i ON i.correlation = c.correlation
     WHERE i.device IN (SELECT device FROM fill)
     GROUP BY c.n
+), usual AS (
+    SELECT name, quantile_cont(end_ns - ts_ns, 0.25) AS dur_ns FROM launches GROUP BY name
 ), held AS (
     SELECT l.n, l.ts_ns, l.end_ns, l.device
     FROM launches l
     ASOF JOIN queue q ON q.device = l.device AND l.ts_ns > q.t
     JOIN fill f ON f.device = l.device
-    WHERE q.queued >= {QUEUE_FULL_SHARE} * f.most
+    JOIN usual u ON u.name = l.name
+    WHERE q.queued >= {QUEUE_FULL_SHARE} * f.most AND l.end_ns - l.ts_ns >= {HELD_OVER_USUAL} * u.dur_ns
 )
 SELECT h.n AS call, i.n AS item, h.end_ns - i.end_ns AS tail
 FROM held h
@@ -237,7 +248,7 @@ class Graph:
     item_roofline: np.ndarray  # a GEMM's least time on Tensor Cores (gemm_math.roofline_us), -1: unknown
     item_flops: np.ndarray     # a SIMT GEMM's FLOPs (-1: unknown, or not a SIMT GEMM)
     item_bf16_peak_ns: np.ndarray  # and its time at the GPU's bf16 peak (-1: unknown)
-    item_aligned: np.ndarray   # its matrices' last two dimensions multiples of 8 (unknown: True)
+    item_aligned: np.ndarray   # its matrices' last two dimensions rows of a multiple of 16 bytes (unknown: True)
     item_copy_kind: np.ndarray  # a copy's HtoD, DtoH, DtoD ... ('' for the rest)
     item_bytes: np.ndarray     # a copy's or GEMM's bytes, -1: unknown
     item_after: np.ndarray     # a stream wait: the item on another stream it waited for (-1: none)

@@ -3,10 +3,8 @@ Python over the graph's nodes (a second a replay on a 1 GB trace), and a trace's
 dozen, each independent of the others.
 
 Worker processes are forked, so they share the graph's arrays without copying them; they run only
-the replay (NumPy and Python), never the database. Each set of changes goes to a worker as soon as
-the caller has made it, so the workers replay while the caller plans the next fix (planning a fix
-reads the database). Where fork is not the platform's way (macOS, Windows), the graph is small, or
-there is one core, the replays run here, one after another.
+the replay (NumPy and Python), never the database. Where fork is not the platform's way (macOS,
+Windows), the graph is small, or there is one core, the replays run here, one after another.
 """
 
 import multiprocessing
@@ -18,26 +16,23 @@ from tracekit.errors import TracekitError
 # Below this many nodes (calls and items) a replay takes milliseconds: a worker's start costs more.
 MIN_NODES = 100_000
 
-_replayer = None  # the forked workers' replayer: set before the fork, read in them
+_work = None  # (replayer, [changes]) for the forked workers: set before the fork, read in them
 
 
-def completions_of_each(replayer, changes, count=None):
+def completions_of_each(replayer, changes):
     """[completions, or the TracekitError's text where the replay failed] of `replayer`
-    (whatif.Replayer) with each of `changes` (None: without change), in order. `changes` may be
-    an iterator that makes each set as it is asked for (then `count`: how many it will make, at
-    most), replayed while it makes the next."""
-    global _replayer
+    (whatif.Replayer) with each of `changes` (None: without change), in order."""
+    global _work
     graph = replayer.graph
-    workers = min(len(changes) if count is None else count, _cores())
+    workers = min(len(changes), _cores())
     if workers < 2 or len(graph.item_lane) + len(graph.call_lane) < MIN_NODES or sys.platform != "linux":
         return [_replayed(replayer, changed) for changed in changes]
-    _replayer = replayer
+    _work = (replayer, changes)
     try:
         with multiprocessing.get_context("fork").Pool(workers) as pool:
-            pending = [pool.apply_async(_replayed_here, (changed,)) for changed in changes]
-            return [replay.get() for replay in pending]
+            return pool.map(_replayed_nth, range(len(changes)), chunksize=1)
     finally:
-        _replayer = None
+        _work = None
 
 
 def _cores():
@@ -47,8 +42,9 @@ def _cores():
         return os.cpu_count() or 1
 
 
-def _replayed_here(changed):
-    return _replayed(_replayer, changed)
+def _replayed_nth(n):
+    replayer, changes = _work
+    return _replayed(replayer, changes[n])
 
 
 def _replayed(replayer, changed):

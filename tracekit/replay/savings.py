@@ -63,33 +63,27 @@ class TraceReplay:
         return self.savings([whatif])[whatif]
 
     def savings(self, whatifs):
-        """{whatif: Replayed} of each of `whatifs` on the loop as traced, their replays run together:
-        each fix is planned as the replays of those before it run (replay.parallel)."""
+        """{whatif: Replayed} of each of `whatifs` on the loop as traced, their replays run together."""
         if self.problem:
             return {whatif: Replayed(why=self._why_not(whatif)) for whatif in whatifs}
-        done = {whatif: self._replayed_before[whatif] for whatif in whatifs if whatif in self._replayed_before}
-        fresh = [whatif for whatif in dict.fromkeys(whatifs) if whatif not in self._replayed_before]
+        done, changes = {}, {}
+        for whatif in dict.fromkeys(whatifs):
+            if whatif in self._replayed_before:
+                done[whatif] = self._replayed_before[whatif]
+                continue
+            planned = self._plan(whatif)
+            if isinstance(planned, Replayed):
+                done[whatif] = planned
+            else:
+                changes[whatif] = planned
         first = self.replayer.known_as_is() is None
-        handed = []  # the whatifs whose changes went to the replays, in order
-
-        def changes():
-            if first:
-                yield None
-            for whatif in fresh:
-                planned = self._plan(whatif)
-                if isinstance(planned, Replayed):
-                    done[whatif] = planned
-                else:
-                    handed.append(whatif)
-                    yield planned
-
-        runs = completions_of_each(self.replayer, changes(), count=first + len(fresh))
+        runs = completions_of_each(self.replayer, [None] * first + list(changes.values()))
         if first:
             if isinstance(runs[0], str):
                 self.problem = runs[0]
                 return {whatif: Replayed(why=self.problem) for whatif in whatifs}
             self.replayer.keep_as_is(runs.pop(0))
-        for whatif, with_fix in zip(handed, runs):
+        for whatif, with_fix in zip(changes, runs):
             done[whatif] = Replayed(why=with_fix) if isinstance(with_fix, str) else \
                 self._replayed(self.replayer.times_with(with_fix))
             self._planned.pop(whatif, None)  # its arrays are not needed again

@@ -13,6 +13,8 @@ end together: each its own time (the transfer) after the last rank's kernel was 
 a clock the ranks share.
 """
 
+import weakref
+
 import numpy as np
 import pandas as pd
 
@@ -97,7 +99,7 @@ class _SweepOrder:
 
     def __init__(self, graph, call_first, item_first, latency):
         n_calls, n_items = len(graph.call_ts), len(graph.item_ts)
-        self.graph = graph  # held, so that id(graph) stays this graph's while cached
+        self.graph = weakref.ref(graph)  # whose id(graph) this is, while it lives
         self.c_first, self.c_ts = call_first.tolist(), graph.call_ts.tolist()
         self.c_tail, self.c_after = graph.call_tail.tolist(), graph.call_after.tolist()
         self.i_first, self.i_latency = item_first.tolist(), latency.tolist()
@@ -123,7 +125,7 @@ _SWEEP_ORDERS = {}  # id(graph) -> _SweepOrder: the last graph swept
 
 def _sweep_order(graph, call_first, item_first, latency):
     known = _SWEEP_ORDERS.get(id(graph))
-    if known is None or known.graph is not graph:
+    if known is None or known.graph() is not graph:
         _SWEEP_ORDERS.clear()
         known = _SWEEP_ORDERS[id(graph)] = _SweepOrder(graph, call_first, item_first, latency)
     return known
