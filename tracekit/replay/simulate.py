@@ -61,7 +61,7 @@ def replay(graph, item_dur=None, item_gap=None, call_dur=None, call_gap=None, ca
     links = int(waits.sum()) + int(handoff.sum()) + int(stream_wait.sum()) + int(collective.sum())
     if links > MAX_WAITS:
         return _sweep(graph, item_dur, item_x, latency, call_x, call_own, call_gap, call_wait, call_lag, call_first,
-                      item_first, launched)
+                      item_first)
     item_end = np.full(len(item_dur), NEVER, dtype=np.int64)
     call_end = None
     for _ in range(links + 3):
@@ -131,8 +131,7 @@ def _sweep_order(graph, call_first, item_first, latency):
     return known
 
 
-def _sweep(graph, item_dur, item_x, latency, call_x, call_own, call_gap, call_wait, call_lag, call_first, item_first,
-           launched):
+def _sweep(graph, item_dur, item_x, latency, call_x, call_own, call_gap, call_wait, call_lag, call_first, item_first):
     """The same answer as the rounds, node by node in an order where each node's inputs are known:
     for a trace with many links (thousands of syncs), one pass, not one pass per link."""
     n_calls, n_items = len(call_x), len(item_x)
