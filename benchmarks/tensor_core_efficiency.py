@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from tracekit.ingest.loader import load_file
+from tracekit.replay.tensor_core_model import rows_aligned_sql
 from tracekit.store.database import connect
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,10 +31,8 @@ CHECKED_AGAINST = ("h200/fixes/infer_tf32", "h200/fixes/train_tf32", "h200/fixes
 
 _KERNELS = """
 SELECT k.trace, k.flops, k.dur_us, k.roofline_us, k.achieved_tflops / sp.bf16_tflops AS bf16_share,
-       list_bool_and(list_transform(list_filter(TRY_CAST(o.input_dims AS BIGINT[][]), lambda x: len(x) >= 2),
-                                    lambda x: x[-1] % (CASE WHEN k.flops_dtype = 'float' THEN 4 ELSE 8 END) = 0
-                                              AND x[-2] % (CASE WHEN k.flops_dtype = 'float' THEN 4 ELSE 8 END) = 0))
-           AS aligned
+       CASE WHEN k.flops_dtype = 'float' THEN """ + rows_aligned_sql("o.input_dims", 4) + """
+            ELSE """ + rows_aligned_sql("o.input_dims", 2) + """ END AS aligned
 FROM kernels k JOIN trace_files t USING (trace) JOIN _trace_specs sp ON sp.trace_id = t.trace_id
 LEFT JOIN cpu_op_rows o ON o.trace_id = t.trace_id AND o.op_id = k.cpu_op_id
 WHERE k.work_family = 'gemm' AND k.math_unit = 'tensor_core' AND k.flops > 0 AND k.roofline_us > 0 AND k.dur_us > 0

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tracekit.replay.tensor_core_model import rows_aligned_sql
+
 # Items and calls numbered in their lanes' order; every link is an index (-1: none), computed here.
 _NODES = """
 CREATE OR REPLACE TEMP TABLE _replay_items AS
@@ -71,14 +73,11 @@ SELECT i.lane, i.kind, i.name, coalesce(i.op_path, '') AS op_path, i.end_ns - i.
            AS bf16_peak_ns,
        coalesce(CASE WHEN i.flops_dtype = 'float' THEN a.aligned_4 ELSE a.aligned_8 END, true) AS aligned
 FROM _replay_items i
--- a GEMM is aligned where the last two dimensions of each of its op's matrices hold rows of a
--- multiple of 16 bytes (4 fp32 elements on TF32, 8 of 2 bytes): both, as a matrix passed
--- transposed keeps its shape in the trace but not its strides (unknown shapes: taken as
--- aligned, as the roofline takes them)
-LEFT JOIN (SELECT op_id, list_bool_and(list_transform(list_filter(TRY_CAST(input_dims AS BIGINT[][]), lambda x: len(x) >= 2),
-                                                      lambda x: x[-1] % 8 = 0 AND x[-2] % 8 = 0)) AS aligned_8,
-                  list_bool_and(list_transform(list_filter(TRY_CAST(input_dims AS BIGINT[][]), lambda x: len(x) >= 2),
-                                               lambda x: x[-1] % 4 = 0 AND x[-2] % 4 = 0)) AS aligned_4
+-- a GEMM is aligned where its op's matrices make rows cuBLAS's aligned kernels take (fp32 on TF32:
+-- 4-byte elements; else 2), replay.tensor_core_model (unknown shapes: taken as aligned, as the
+-- roofline takes them)
+LEFT JOIN (SELECT op_id, """ + rows_aligned_sql("input_dims", 2) + """ AS aligned_8,
+                  """ + rows_aligned_sql("input_dims", 4) + """ AS aligned_4
            FROM cpu_op_rows
            WHERE trace_id = (SELECT any_value(trace_id) FROM _replay_items)
              AND op_id IN (SELECT launch_op_id FROM _replay_items WHERE math_unit = 'simt')) a ON a.op_id = i.launch_op_id

@@ -20,6 +20,16 @@ import numpy as np
 # beyond them, the nearest.
 EFFICIENCY_BY_SIZE = ((7.0, 0.06), (8.0, 0.11), (8.5, 0.22), (9.5, 0.72), (10.0, 0.58), (10.5, 0.70), (11.0, 0.82))
 UNALIGNED_SHARE_OF_BF16_PEAK = 0.135
+ROW_BYTES = 16  # the row alignment cuBLAS's TMA-based kernels need
+
+
+def rows_aligned_sql(dims, element_bytes):
+    """SQL: whether the last two dimensions of each matrix of `dims` (an op's Input Dims, JSON) make
+    rows of a multiple of ROW_BYTES at `element_bytes` an element (both: a matrix passed transposed
+    keeps its shape in the trace but not its strides); NULL where the shapes are unknown."""
+    elements = ROW_BYTES // element_bytes
+    return (f"list_bool_and(list_transform(list_filter(TRY_CAST({dims} AS BIGINT[][]), lambda x: len(x) >= 2), "
+            f"lambda x: x[-1] % {elements} = 0 AND x[-2] % {elements} = 0))")
 
 
 def efficiency(flops):
