@@ -112,6 +112,11 @@ MODEL_FIX_PAIRS = [
     ("unfused_attention", "model_pairs_c/baddbmm_infer_eager", "model_pairs_c/baddbmm_infer_sdpa"),
     ("unfused_attention", "model_pairs_c/baddbmm_train_eager", "model_pairs_c/baddbmm_train_sdpa"),
     ("simt_gemm", "model_pairs_c/gpt2_train_fp32", "model_pairs_c/gpt2_train_bf16"),
+    # GPU-bound fp32 training whose launches fill the queue (tests/data/h200/model_pairs_e): AdamW's
+    # fused step, and eager attention to SDPA, whose fp32 kernel is the memory-efficient one
+    ("unfused_optimizer", "model_pairs_e/gpt2_train_fp32_adamw_foreach", "model_pairs_e/gpt2_train_fp32_adamw_fused"),
+    ("unfused_attention+host_sync+per_call_setup", "model_pairs_e/gpt2_train_fp32_eager_attn",
+     "model_pairs_e/gpt2_train_fp32_sdpa"),
     # DDP's bucket copies and gradient_as_bucket_view=True (tests/data/h200/ddp_pairs, one rank):
     # fix_rounds.py times the job's loop once for its ranks' traces
     ("hidden_copy", "ddp_pairs/ddp_bucket_copy_rank0", "ddp_pairs/ddp_bucket_view_rank0"),

@@ -937,11 +937,24 @@ def model_d_db(tmp_path_factory):
     return _pairs_loaded(tmp_path_factory, MODEL_D_ROUNDS, MODEL_D_PAIRS)
 
 
+MODEL_E_ROUNDS = TEST_DATA / "h200" / "model_pairs_e"
+# GPT-2 trained in fp32 on an H200, its launch queue full: two fixes other than TF32 on such a loop.
+# The SDPA switch keeps fp32, so its fused kernel is the memory-efficient one.
+MODEL_E_PAIRS = [("unfused_optimizer", "gpt2_train_fp32_adamw_foreach", "gpt2_train_fp32_adamw_fused", 5),
+                 (SDPA_SWITCH, "gpt2_train_fp32_eager_attn", "gpt2_train_fp32_sdpa", -9)]
+
+
+@pytest.fixture(scope="module")
+def model_e_db(tmp_path_factory):
+    return _pairs_loaded(tmp_path_factory, MODEL_E_ROUNDS, MODEL_E_PAIRS)
+
+
 @pytest.mark.parametrize("db_name, folder, rule, before, after, error",
                          [("model_c_db", MODEL_C_ROUNDS, *pair) for pair in MODEL_C_PAIRS]
-                         + [("model_d_db", MODEL_D_ROUNDS, *pair) for pair in MODEL_D_PAIRS])
-def test_on_a_third_call_and_a_third_lease_findings_saving_holds_against_the_captured_fix(request, db_name, folder, rule,
-                                                                                          before, after, error):
+                         + [("model_d_db", MODEL_D_ROUNDS, *pair) for pair in MODEL_D_PAIRS]
+                         + [("model_e_db", MODEL_E_ROUNDS, *pair) for pair in MODEL_E_PAIRS])
+def test_on_later_calls_and_leases_findings_saving_holds_against_the_captured_fix(request, db_name, folder, rule,
+                                                                                  before, after, error):
     db = request.getfixturevalue(db_name)
     assert _saving_error(_findings_of(db), folder, rule, before, after, db) == pytest.approx(error, abs=1.5)
 
@@ -1002,3 +1015,44 @@ def test_a_gemm_with_an_odd_dimension_runs_on_tensor_cores_at_the_older_kernels_
     assert np.median(graph.item_roofline[odd]) / 1000 == pytest.approx(640, rel=0.05)
     shares = graph.item_roofline[even] / on_tensor_cores[even]
     assert 0.55 <= shares.min() and shares.max() <= 0.85
+
+
+def test_fp32_attention_fuses_at_the_pace_of_its_simt_gemms(model_e_db):
+    """GPT-2's eager attention in fp32: SDPA in its place runs the memory-efficient kernel (flash and
+    cuDNN take no fp32), 3.6 ms a step, about the time of the chains' SIMT GEMMs (3.4 ms), not their
+    Tensor Core roofline (0.9 ms); replayed at that roofline, the chains' fusing alone would save
+    more than the whole switch saved (4.4 ms, which took a host sync and the mask's ops too)."""
+    import numpy as np
+
+    from tracekit.replay import attention_fix
+    from tracekit.replay.graph import read_graph
+    from tracekit.replay.profiler_cost import cost_per_op_us
+    from tracekit.replay.savings import TraceReplay
+    from tracekit.store.database import connect_for_queries
+
+    con = connect_for_queries(model_e_db)
+    try:
+        graph = read_graph(con, "gpt2_train_fp32_eager_attn")
+        steps = len(graph.steps)
+        group, fp32 = attention_fix._attention_groups(con, graph, attention_fix._CHAIN_CALLS, {})
+        _, fused_ns, _, _ = attention_fix._fused(graph, attention_fix._CHAIN_CALLS, {}, con)
+        fused_kernels_us = con.execute(
+            "SELECT sum(k.dur_us) / count(DISTINCT k.step) FROM kernels k JOIN steady_steps USING (trace, step) "
+            "WHERE k.trace = 'gpt2_train_fp32_sdpa' AND k.name LIKE 'fmha_cutlass%_f32_%'").fetchone()[0]
+        cost = cost_per_op_us(con, "gpt2_train_fp32_eager_attn")
+        own_pace = TraceReplay(con, "gpt2_train_fp32_eager_attn").without_profiler(["fuse-attention-chains"], cost)
+        replayer = TraceReplay(con, "gpt2_train_fp32_eager_attn")
+        replayer.graph.item_math_unit[replayer.graph.item_math_unit == "simt"] = "tensor_core"
+        at_roofline = replayer.without_profiler(["fuse-attention-chains"], cost)
+    finally:
+        con.close()
+    assert fp32.all() and len(fp32) == 2 * 6 * steps  # 6 layers, forward and backward
+    members = group >= 0
+    gemms = members & (graph.item_math_unit == "simt") & (graph.item_roofline >= 0)
+    assert fused_ns.sum() == graph.item_dur[gemms].sum()
+    assert fused_ns.sum() / steps / 1000 == pytest.approx(fused_kernels_us, rel=0.1)
+    assert graph.item_roofline[gemms].sum() < 0.3 * graph.item_dur[gemms].sum()
+    assert np.median(graph.item_dur[gemms]) > 80_000
+    measured = 4_407  # the whole switch, unprofiled
+    assert 0.6 * measured < own_pace["fuse-attention-chains"].saving_us < measured
+    assert at_roofline["fuse-attention-chains"].saving_us > 1.25 * measured

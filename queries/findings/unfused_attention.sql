@@ -1,7 +1,7 @@
 -- unfused_attention: attention computed op by op (view attention_chains: softmax(Q·Kᵀ)·V as a matmul, the scaling, a mask, the softmax and another matmul, each its own kernels), as eager attention code does
 -- why: each kernel between the two matmuls reads and writes the whole S×T score matrix in GPU memory (the scaling, the mask, the softmax, casts to fp32 and back, dropout), and each is a launch of its own; a fused attention kernel keeps the scores on chip and runs the chain as one
 -- fix: call torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, or attn_mask=...) in place of the chain, which runs a fused backend (flash, memory-efficient or cuDNN); in transformers, load the model with attn_implementation="sdpa" (or "flash_attention_2")
--- saving: estimate: per steady step, the GPU time of the kernels the chains' forward launched other than their matmuls (what a fused kernel leaves out; its matmuls' time stays); the replay (whatif fuse-attention-chains) runs each chain, and its backward, as one kernel at its matmuls' Tensor Core roofline
+-- saving: estimate: per steady step, the GPU time of the kernels the chains' forward launched other than their matmuls (what a fused kernel leaves out; its matmuls' time stays); the replay (whatif fuse-attention-chains) runs each chain, and its backward, as one kernel at its matmuls' Tensor Core roofline (a chain on fp32 inputs, whose SDPA is the memory-efficient kernel: its SIMT matmuls at their own pace)
 -- params:
 --   trace = NULL: only this trace
 --   min_us_per_step = 5: ignore chains whose kernels take less GPU time per step than this

@@ -1,9 +1,10 @@
 """The fixes `fuse-attention[:REGEX]` and `fuse-attention-chains`: each call of an attention op (SDPA's
 math backend by default), or each chain of ops that computes attention in the model's own code (view
 attention_chains), and its backward replayed as one fused kernel, as flash, memory-efficient or cuDNN
-attention runs it: the call's GEMMs at their Tensor Core roofline, the rest (softmax, masks, scaling,
-copies) fused away, one launch. A call's backward is autograd's evaluate_function spans whose
-sequence numbers the call's forward ops carry.
+attention runs it: the call's GEMMs at their Tensor Core roofline (on the SIMT cores, fp32 without
+TF32: at their own pace), the rest (softmax, masks, scaling, copies) fused away, one launch. A
+call's backward is autograd's evaluate_function spans whose sequence numbers the call's forward ops
+carry.
 """
 
 import re
@@ -58,11 +59,16 @@ def apply_fused(changed, fused):
 def _fused(graph, calls_sql, params, con):
     """(the items that run each call's fused kernel, its ns, the call's other items, the calls that
     launched only those) of the calls, or None where the graph has none."""
-    group = _attention_groups(con, graph, calls_sql, params)
+    group, fp32_group = _attention_groups(con, graph, calls_sql, params)
     members = np.flatnonzero(group >= 0)
     if not len(members):
         return None
-    gemm_ns = np.where(graph.item_roofline >= 0, graph.item_roofline, 0)
+    # A chain on fp32 inputs fuses into the memory-efficient kernel alone (flash and cuDNN take fp16
+    # and bf16), which ran at the pace of the cuBLAS SIMT GEMMs it replaced (1.05x their time in
+    # GPT-2's training, 1.3x in a 4-layer model's: tests/data/h200/model_pairs_e, train_fp32), not
+    # at their Tensor Core roofline: such a GEMM keeps its own time.
+    own_pace = fp32_group[np.maximum(group, 0)] & (group >= 0) & (graph.item_math_unit == "simt")
+    gemm_ns = np.where(graph.item_roofline < 0, 0, np.where(own_pace, graph.item_dur, graph.item_roofline))
     fused_ns = np.bincount(group[members], weights=gemm_ns[members]).astype(np.int64)
     if not fused_ns.any():
         raise TracekitError("fuse-attention: the attention's GEMMs have no roofline (no input shapes recorded, "
@@ -81,14 +87,17 @@ def fused_in_groups(graph, group, members, fused_ns):
     return firsts, fused_ns[group[firsts]], rest, gone_calls
 
 
-# Each call's (pid, tid, ts_ns, end_ns): the op's own spans, or a chain's from its first op to its last.
+# Each call's (pid, tid, ts_ns, end_ns, fp32): the op's own spans, or a chain's from its first op to
+# its last. fp32: a chain on fp32 inputs, which SDPA in its place runs in fp32 (NULL: shapes not
+# recorded); an op's calls are the math backend's, whose fix (simt_gemm's) is flash or cuDNN, in
+# bf16 or fp16 (the samples' fp32 math → bf16 flash): their GEMMs go to the roofline.
 _OP_CALLS = """
-SELECT o.pid, o.tid, o.ts_ns, o.ts_ns + o.dur_ns AS end_ns
+SELECT o.pid, o.tid, o.ts_ns, o.ts_ns + o.dur_ns AS end_ns, false AS fp32
 FROM cpu_op_rows o JOIN trace_files t ON t.trace_id = o.trace_id
 WHERE t.trace = $trace AND regexp_matches(o.name, $op)
 """
 _CHAIN_CALLS = """
-SELECT q.pid, q.tid, q.ts_ns, v.ts_ns + v.dur_ns AS end_ns
+SELECT q.pid, q.tid, q.ts_ns, v.ts_ns + v.dur_ns AS end_ns, TRY_CAST(q.input_types AS VARCHAR[])[1] = 'float' AS fp32
 FROM attention_chains c JOIN trace_files t ON t.trace = c.trace
 JOIN cpu_op_rows q ON q.trace_id = t.trace_id AND q.op_id = c.qk_op_id
 JOIN cpu_op_rows v ON v.trace_id = t.trace_id AND v.op_id = c.av_op_id
@@ -97,7 +106,7 @@ WHERE c.trace = $trace AND coalesce(q.parent, '') NOT LIKE '%scaled_dot_product%
 """
 
 _CALL_SPANS = """
-SELECT 2 * (row_number() OVER (ORDER BY pid, tid, ts_ns) - 1) AS grp, pid, tid, ts_ns, end_ns FROM ({calls})
+SELECT 2 * (row_number() OVER (ORDER BY pid, tid, ts_ns) - 1) AS grp, pid, tid, ts_ns, end_ns, fp32 FROM ({calls})
 """
 
 _HAS_BACKWARD = """
@@ -114,25 +123,27 @@ WITH ops AS (
          AND TRY_CAST(e.args->>'External id' AS BIGINT) = o.external_id AND e.ts_ns = o.ts_ns
     WHERE t.trace = $trace
 ), calls AS (
-    SELECT row_number() OVER (ORDER BY pid, tid, ts_ns) - 1 AS k, pid, tid, ts_ns, end_ns FROM ({calls})
+    SELECT row_number() OVER (ORDER BY pid, tid, ts_ns) - 1 AS k, pid, tid, ts_ns, end_ns, fp32 FROM ({calls})
 ), forward_seqs AS (
     -- the sequence numbers autograd gave the ops inside each call: its backward nodes carry them
     SELECT DISTINCT c.k, o.seq FROM calls c
     JOIN ops o ON o.pid = c.pid AND o.tid = c.tid AND o.ts_ns >= c.ts_ns AND o.ts_ns < c.end_ns
     WHERE o.seq IS NOT NULL AND o.name NOT LIKE 'autograd::engine::evaluate_function:%'
 ), backward AS (
-    SELECT f.k, b.pid, b.tid, b.ts_ns, b.end_ns FROM ops b JOIN forward_seqs f ON f.seq = b.seq
+    SELECT f.k, b.pid, b.tid, b.ts_ns, b.end_ns, c.fp32 FROM ops b JOIN forward_seqs f ON f.seq = b.seq
+    JOIN calls c ON c.k = f.k
     WHERE b.name LIKE 'autograd::engine::evaluate_function:%'
     QUALIFY row_number() OVER (PARTITION BY b.pid, b.tid, b.ts_ns ORDER BY f.k) = 1
 )
-SELECT 2 * k AS grp, pid, tid, ts_ns, end_ns FROM calls
-UNION ALL SELECT 2 * k + 1, pid, tid, ts_ns, end_ns FROM backward
+SELECT 2 * k AS grp, pid, tid, ts_ns, end_ns, fp32 FROM calls
+UNION ALL SELECT 2 * k + 1, pid, tid, ts_ns, end_ns, fp32 FROM backward
 """
 
 
 def _attention_groups(con, graph, calls_sql, params):
-    """Each item's group (-1: none): 2k for the items the k-th call (calls_sql's rows) launched, 2k + 1
-    for those its backward launched (autograd's evaluate_function spans with its sequence numbers)."""
+    """(each item's group (-1: none): 2k for the items the k-th call (calls_sql's rows) launched, 2k + 1
+    for those its backward launched (autograd's evaluate_function spans with its sequence numbers);
+    each group's call on fp32 inputs, by group)."""
     if con is None:
         raise TracekitError("fuse-attention needs the trace's database")
     # a trace without autograd's nodes (inference) has no backward: its ops' sequence numbers,
@@ -140,9 +151,13 @@ def _attention_groups(con, graph, calls_sql, params):
     backward = con.execute(_HAS_BACKWARD, {"trace": graph.trace}).fetchone()[0]
     spans = con.execute((_ATTENTION_SPANS if backward else _CALL_SPANS).format(calls=calls_sql),
                         {"trace": graph.trace, **params}).fetchall()
+    fp32_group = np.zeros(max((row[0] for row in spans), default=-1) + 1, dtype=bool)
+    for grp, *_, fp32 in spans:
+        fp32_group[grp] = bool(fp32)
     call_group = np.full(len(graph.call_lane), -1, dtype=np.int64)
     # the outermost span wins where spans nest: written last
-    for grp, on_lane, lo, hi in calls_inside(graph, sorted(spans, key=lambda row: row[0], reverse=True)):
+    for grp, on_lane, lo, hi in calls_inside(graph, sorted((row[:5] for row in spans), key=lambda row: row[0],
+                                                              reverse=True)):
         call_group[on_lane[lo:hi]] = grp
     launched = graph.item_launch >= 0
-    return np.where(launched, call_group[np.maximum(graph.item_launch, 0)], -1)
+    return np.where(launched, call_group[np.maximum(graph.item_launch, 0)], -1), fp32_group
