@@ -141,6 +141,15 @@ def test_simt_gemm_says_the_math_backend_upcasts(found):
     assert row["saving_us_per_step"] > 0
 
 
+def test_simt_gemm_on_fp32_attention_says_to_run_it_in_bf16_for_flash(found):
+    """fp32 inputs to SDPA's math backend: flash and cuDNN take none, so "a fused backend" would be
+    the memory-efficient kernel at the SIMT GEMMs' pace; the fix the replay runs (fuse-attention, at
+    the roofline) is flash's, in bf16."""
+    row = _one(found, "fp32_sdpa_math", "simt_gemm")
+    assert row["fix"].startswith("run attention in bf16") and "flash or cuDNN" in row["fix"]
+    assert row["whatif"] == "fuse-attention" and row["saving_us_per_step"] > 0
+
+
 def test_simt_gemm_finds_fp32_training_and_not_bf16_training(found):
     """The fp32 loop launches 2.8 ms of kernels in a 17.9 ms step: replayed, Tensor Cores save its
     GPU time but not its step, which the CPU bounds, so the finding is low and says why."""

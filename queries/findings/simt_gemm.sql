@@ -1,6 +1,6 @@
 -- simt_gemm: GEMMs and convolutions running on CUDA cores (SIMT FMAs) that Tensor Cores could run
 -- why: an fp32 matmul with TF32 off, or the math SDPA backend's upcast to fp32, runs as FFMA on the CUDA cores at a fraction of the Tensor Cores' rate: on an H200, 67 TFLOP/s of fp32 against 495 of TF32
--- fix: torch.backends.cuda.matmul.allow_tf32 = True (or torch.set_float32_matmul_precision('high')), or bf16 under torch.autocast; on a GPU whose Tensor Cores have no TF32 or BF16 (Volta, Turing), fp16 under torch.autocast with a GradScaler; for SDPA, let it pick a fused backend (flash, memory-efficient, cuDNN) rather than math
+-- fix: torch.backends.cuda.matmul.allow_tf32 = True (or torch.set_float32_matmul_precision('high')), or bf16 under torch.autocast; on a GPU whose Tensor Cores have no TF32 or BF16 (Volta, Turing), fp16 under torch.autocast with a GradScaler; for SDPA, let it pick a fused backend (flash, memory-efficient, cuDNN) rather than math, in bf16 where its inputs are fp32 (flash and cuDNN take fp16 and bf16 alone)
 -- saving: estimate: per steady step, each SIMT GEMM's time less the least time Tensor Cores could take for it (view gemm_math's roofline: its FLOPs at the device's dense TF32 peak, or for fp32 on a GPU without TF32 the BF16 or FP16 peak autocast would reach, or its bytes at the memory's bandwidth, whichever is slower); NULL when the trace lacks input shapes or tracekit has no figures for the GPU; the replay (whatif tensor-cores) runs them at the share of that roofline cuBLAS's Tensor Core GEMMs of their size reach (tracekit/replay/tensor_core_model.py)
 -- params:
 --   trace = NULL: only this trace
@@ -55,6 +55,9 @@ SELECT p.trace, 'simt_gemm' AS rule,
        CASE WHEN a.no_tf32_or_bf16 THEN 'run under torch.autocast(dtype=torch.float16), with torch.amp.GradScaler in training: this GPU''s Tensor Cores have no TF32 or BF16 (Volta, Turing)'
                  || CASE WHEN p.in_sdpa_math THEN '; for attention, a fused SDPA backend (memory-efficient) instead of math' ELSE '' END
             WHEN a.no_tf32 THEN 'run under torch.autocast(dtype=torch.bfloat16): this GPU''s matrix cores have no TF32'
+            -- flash and cuDNN take fp16 and bf16 alone: on fp32 inputs SDPA's fused backend is the
+            -- memory-efficient one, at about the SIMT GEMMs' pace (tracekit/replay/attention_fix.py)
+            WHEN p.in_sdpa_math AND m.fp32_inputs THEN 'run attention in bf16 (torch.autocast(dtype=torch.bfloat16), or q, k and v cast to bf16) so that scaled_dot_product_attention can use flash or cuDNN instead of the math backend: its inputs are fp32, which flash and cuDNN do not take; or allow TF32: torch.backends.cuda.matmul.allow_tf32 = True'
             WHEN p.in_sdpa_math THEN 'let scaled_dot_product_attention use a fused backend (flash, memory-efficient or cuDNN) instead of the math one, which upcasts to fp32; or allow TF32: torch.backends.cuda.matmul.allow_tf32 = True'
             WHEN p.convolutions > 0 THEN 'torch.backends.cudnn.allow_tf32 = True and torch.backends.cuda.matmul.allow_tf32 = True, or run under torch.autocast(dtype=torch.bfloat16)'
             ELSE 'torch.backends.cuda.matmul.allow_tf32 = True (or torch.set_float32_matmul_precision(''high'')), or run under torch.autocast(dtype=torch.bfloat16)' END AS fix,
@@ -65,6 +68,8 @@ SELECT p.trace, 'simt_gemm' AS rule,
 FROM per_trace p
 JOIN step_totals t USING (trace)
 LEFT JOIN estimates e USING (trace)
+LEFT JOIN (SELECT trace, bool_or(TRY_CAST(input_types AS VARCHAR[])[1] = 'float') AS fp32_inputs
+           FROM cpu_ops WHERE name = 'aten::_scaled_dot_product_attention_math' GROUP BY trace) m USING (trace)
 LEFT JOIN (SELECT f.trace, (sp.tf32_tflops IS NULL AND sp.bf16_tflops IS NULL AND sp.fp16_tflops IS NOT NULL)
                            OR f.gpu_arch IN ('sm_70', 'sm_72', 'sm_75') AS no_tf32_or_bf16,
                   sp.tf32_tflops IS NULL AND sp.bf16_tflops IS NOT NULL AS no_tf32

@@ -89,8 +89,8 @@ def fused_in_groups(graph, group, members, fused_ns):
 
 # Each call's (pid, tid, ts_ns, end_ns, fp32): the op's own spans, or a chain's from its first op to
 # its last. fp32: a chain on fp32 inputs, which SDPA in its place runs in fp32 (NULL: shapes not
-# recorded); an op's calls are the math backend's, whose fix (simt_gemm's) is flash or cuDNN, in
-# bf16 or fp16 (the samples' fp32 math → bf16 flash): their GEMMs go to the roofline.
+# recorded); never an op's calls: they are the math backend's, whose fix (simt_gemm's) is flash or
+# cuDNN, on fp32 inputs with attention run in bf16 for them: their GEMMs go to the roofline.
 _OP_CALLS = """
 SELECT o.pid, o.tid, o.ts_ns, o.ts_ns + o.dur_ns AS end_ns, false AS fp32
 FROM cpu_op_rows o JOIN trace_files t ON t.trace_id = o.trace_id
