@@ -9,7 +9,8 @@ bf16 one as the job's ranks) and fp32 captures, the finding rules' built traces
 needs escaping. The tests of a way in (the
 CLI, the Python API, a lake's folder read by its path and its URI) and of damaged lakes read a
 lake of two of those traces (small_lake): each of them opens a SparkLake of its own, and opening
-one over the 43 traces' 480 files costs seconds that the rows compared on it do not need.
+one over the 43 traces' 480 files costs seconds that the rows compared on it do not need. The
+finding rules compare on a lake of the traces each finds something on (rules_lakes).
 """
 
 import gzip
@@ -189,7 +190,7 @@ def _rules_traces(duck):
 
 
 @pytest.fixture(scope="module")
-def rules_lakes(lake_db, duck, spark_session, tmp_path_factory):
+def rules_lakes(lake_db, duck, spark_session, tmp_path_factory):  # spark_session: SparkLake finds it running
     """(Spark, DuckDB) on a lake of the traces _rules_traces picks: a rule's query on Spark costs
     seconds for each table's files it plans over, whatever their rows (the whole lake's 43 traces:
     8-25 s a rule), and the rows of the traces a rule finds nothing on prove nothing."""

@@ -27,7 +27,7 @@ def fuse_attention(graph, argument, changed, con):
 
 def fuse_attention_chains(graph, argument, changed, con):
     """fuse_attention for the chains of view attention_chains: each, from its Q·Kᵀ matmul to its ·V
-    matmul, is the call."""
+    matmul, is the call; on fp32 inputs its SIMT GEMMs keep their own time (_fused)."""
     _fuse(graph, ("fuse-attention-chains", argument), _CHAIN_CALLS, {}, changed, con)
 
 
@@ -65,10 +65,11 @@ def _fused(graph, calls_sql, params, con):
         return None
     # A chain on fp32 inputs fuses into the memory-efficient kernel alone (flash and cuDNN take fp16
     # and bf16), which ran at the pace of the cuBLAS SIMT GEMMs it replaced (1.05x their time in
-    # GPT-2's training, 1.3x in a 4-layer model's: tests/data/h200/model_pairs_e, train_fp32), not
-    # at their Tensor Core roofline: such a GEMM keeps its own time.
+    # GPT-2's training, 1.4x in a 4-layer model's: tests/data/h200/model_pairs_e, train_fp32; in
+    # training both: no fp32 inference pair was captured), not at their Tensor Core roofline: such a
+    # GEMM keeps its own time.
     own_pace = fp32_group[np.maximum(group, 0)] & (group >= 0) & (graph.item_math_unit == "simt")
-    gemm_ns = np.where(graph.item_roofline < 0, 0, np.where(own_pace, graph.item_dur, graph.item_roofline))
+    gemm_ns = np.where(own_pace, graph.item_dur, np.maximum(graph.item_roofline, 0))
     fused_ns = np.bincount(group[members], weights=gemm_ns[members]).astype(np.int64)
     if not fused_ns.any():
         raise TracekitError("fuse-attention: the attention's GEMMs have no roofline (no input shapes recorded, "
