@@ -34,6 +34,9 @@ The pairs (transformers and torchvision needed; bf16 autocast unless said):
                                             (foreach), then SGD(fused=True)
   gpt2_train_bf16                           gpt2_train_fp32's model trained under bf16 autocast:
                                             the other fix for fp32 GEMMs, beside TF32
+  gpt2_infer_fp32_eager_attn, gpt2_infer_fp32_sdpa  fused attention on fp32 inputs (TF32 off), which
+                                            SDPA runs on its memory-efficient kernel: GPT-2's forward
+  baddbmm_train_fp32_eager, baddbmm_train_fp32_sdpa  and the baddbmm decoder trained, in fp32
   baddbmm_infer_eager, baddbmm_infer_sdpa   fused attention where the scores come from baddbmm, as
   baddbmm_train_eager, baddbmm_train_sdpa   Bloom's and the first GPT-NeoX's eager attention made
                                             them (the causal mask added as a bias in the same op):
@@ -102,13 +105,16 @@ def gpt2_train_step(device, read_loss, fp32=False, tf32=False, attention="sdpa",
     return step
 
 
-def gpt2_infer_step(device, attention):
-    """GPT-2's forward, no grad, with transformers' `eager` or `sdpa` attention."""
+def gpt2_infer_step(device, attention, fp32=False):
+    """GPT-2's forward, no grad, with transformers' `eager` or `sdpa` attention; `fp32`: no autocast,
+    TF32 off."""
     model = _gpt2(device, attention).eval()
     tokens = torch.randint(0, model.config.vocab_size, (8, 1024) if device == "cuda" else (1, 128), device=device)
 
     def forward():
-        with torch.no_grad(), torch.autocast(device, dtype=torch.bfloat16):
+        if fp32:
+            torch.backends.cuda.matmul.allow_tf32 = False
+        with torch.no_grad(), torch.autocast(device, dtype=torch.bfloat16, enabled=not fp32):
             return model(tokens).logits
     return forward
 
@@ -270,9 +276,13 @@ class _BaddbmmDecoder(torch.nn.Module):
         return self.head(x)
 
 
-def baddbmm_step(device, sdpa, train):
+def baddbmm_step(device, sdpa, train, fp32=False):
     """_BaddbmmDecoder's forward (no grad) or training step (AdamW fused: the optimizer is not the
-    pair's question), bf16 autocast, batch 8 x 1024 tokens (8 x 512 in training)."""
+    pair's question), bf16 autocast (`fp32`: none, TF32 off), batch 8 x 1024 tokens (8 x 512 in
+    training)."""
+    autocast = device == "cuda" and not fp32
+    if fp32:
+        torch.backends.cuda.matmul.allow_tf32 = False
     model = _BaddbmmDecoder(sdpa=sdpa).to(device)
     shape = ((8, 512) if train else (8, 1024)) if device == "cuda" else (1, 128)
     tokens = torch.randint(0, 50257, shape, device=device)
@@ -280,13 +290,13 @@ def baddbmm_step(device, sdpa, train):
         model.eval()
 
         def forward():
-            with torch.no_grad(), torch.autocast(device, dtype=torch.bfloat16, enabled=device == "cuda"):
+            with torch.no_grad(), torch.autocast(device, dtype=torch.bfloat16, enabled=autocast):
                 return model(tokens)
         return forward
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device == "cuda")
 
     def step():
-        with torch.autocast(device, dtype=torch.bfloat16, enabled=device == "cuda"):
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=autocast):
             logits = model(tokens)
             loss = torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1))
         loss.backward()
@@ -325,6 +335,13 @@ PAIRS = {
     "baddbmm_train_sdpa": ("baddbmm_train_sdpa", "after", lambda d: baddbmm_step(d, sdpa=True, train=True)),
     # GPU-bound in fp32 (TF32 off): a loop that runs ahead until its launch queue fills, fixed as
     # the bf16 loops above are
+    # fused attention on fp32 inputs, out of the sample its pace was read from (gpt2_train_fp32_sdpa)
+    "gpt2_infer_fp32_eager_attn": ("gpt2_infer_fp32_sdpa", "before", lambda d: gpt2_infer_step(d, "eager", fp32=True)),
+    "gpt2_infer_fp32_sdpa": ("gpt2_infer_fp32_sdpa", "after", lambda d: gpt2_infer_step(d, "sdpa", fp32=True)),
+    "baddbmm_train_fp32_eager": ("baddbmm_train_fp32_sdpa", "before",
+                                 lambda d: baddbmm_step(d, sdpa=False, train=True, fp32=True)),
+    "baddbmm_train_fp32_sdpa": ("baddbmm_train_fp32_sdpa", "after",
+                                lambda d: baddbmm_step(d, sdpa=True, train=True, fp32=True)),
     "gpt2_train_fp32_adamw_foreach": ("gpt2_train_fp32_adamw", "before",
                                       lambda d: gpt2_train_step(d, False, fp32=True, tf32=False, fused=None)),
     "gpt2_train_fp32_adamw_fused": ("gpt2_train_fp32_adamw", "after",
