@@ -69,7 +69,9 @@ def _fused(graph, calls_sql, params, con):
     # training both: no fp32 inference pair was captured), not at their Tensor Core roofline: such a
     # GEMM keeps its own time.
     own_pace = fp32_group[np.maximum(group, 0)] & (group >= 0) & (graph.item_math_unit == "simt")
-    gemm_ns = np.where(own_pace, graph.item_dur, np.maximum(graph.item_roofline, 0))
+    # a copy's roofline is its bytes at the memory's bandwidth: the fused kernel makes no copy
+    gemm_ns = np.where(graph.item_kind != "kernel", 0,
+                       np.where(own_pace, graph.item_dur, np.maximum(graph.item_roofline, 0)))
     fused_ns = np.bincount(group[members], weights=gemm_ns[members]).astype(np.int64)
     if not fused_ns.any():
         raise TracekitError("fuse-attention: the attention's GEMMs have no roofline (no input shapes recorded, "
