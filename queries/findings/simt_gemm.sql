@@ -69,7 +69,7 @@ FROM per_trace p
 JOIN step_totals t USING (trace)
 LEFT JOIN estimates e USING (trace)
 -- (the input types' JSON text, read as text: the same on Spark)
-LEFT JOIN (SELECT trace, bool_or(CAST(input_types AS VARCHAR) LIKE '["float",%') AS fp32_inputs
+LEFT JOIN (SELECT trace, bool_or(CAST(input_types AS VARCHAR) LIKE '["float"%') AS fp32_inputs
            FROM cpu_ops WHERE name = 'aten::_scaled_dot_product_attention_math' GROUP BY trace) m USING (trace)
 LEFT JOIN (SELECT f.trace, (sp.tf32_tflops IS NULL AND sp.bf16_tflops IS NULL AND sp.fp16_tflops IS NOT NULL)
                            OR f.gpu_arch IN ('sm_70', 'sm_72', 'sm_75') AS no_tf32_or_bf16,

@@ -100,7 +100,7 @@ FROM cpu_op_rows o JOIN trace_files t ON t.trace_id = o.trace_id
 WHERE t.trace = $trace AND regexp_matches(o.name, $op)
 """
 _CHAIN_CALLS = """
-SELECT q.pid, q.tid, q.ts_ns, v.ts_ns + v.dur_ns AS end_ns, TRY_CAST(q.input_types AS VARCHAR[])[1] = 'float' AS fp32
+SELECT q.pid, q.tid, q.ts_ns, v.ts_ns + v.dur_ns AS end_ns, CAST(q.input_types AS VARCHAR) LIKE '["float"%' AS fp32
 FROM attention_chains c JOIN trace_files t ON t.trace = c.trace
 JOIN cpu_op_rows q ON q.trace_id = t.trace_id AND q.op_id = c.qk_op_id
 JOIN cpu_op_rows v ON v.trace_id = t.trace_id AND v.op_id = c.av_op_id
