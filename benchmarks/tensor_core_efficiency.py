@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CHECKED_AGAINST = ("h200/fixes/infer_tf32", "h200/fixes/train_tf32", "h200/fixes/infer_sdpa_flash",
                    "h200/fixes/train_sdpa_flash", "h200/fp32_tf32/", "h100/model_pairs/gpt2_train_tf32",
                    "h100/model_pairs_b/gpt2_train_tf32", "h100/model_pairs_c/gpt2_train_bf16",
-                   "h100/model_pairs_d/gpt2_train_tf32")
+                   "h100/model_pairs_d/gpt2_train_tf32", "h200/model_pairs_e/gpt2_train_tf32")
 
 _KERNELS = """
 SELECT k.trace, k.flops, k.dur_us, k.roofline_us, k.achieved_tflops / sp.bf16_tflops AS bf16_share,
