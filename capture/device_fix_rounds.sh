@@ -5,7 +5,7 @@
 # loop of the ops the other loops do not reach (capture/work_model_loops.py train_more_ops).
 # Usage (repo root, OUT set): bash capture/device_fix_rounds.sh
 # FIX_GROUPS (groups separated by spaces, loops in a group by commas), GRAPH_LOOPS (graph_in_trace's
-# --only) and MORE_OPS=0 (no work-model loop) narrow it to a second call's captures.
+# --only), GRAPH=0 (no graph loops) and MORE_OPS=0 (no work-model loop) narrow it to a second call's captures.
 # Writes $OUT/fix_rounds.tar, $OUT/graph_in_trace.tar, $OUT/more_ops.tar, $OUT/capture.log,
 # $OUT/environment.txt.
 set -uo pipefail
@@ -27,15 +27,18 @@ if [ -n "${FIX_GROUPS:-}" ]; then read -r -a groups <<< "$FIX_GROUPS"; fi
   for group in "${groups[@]}"; do
     echo "+ fix_rounds $group"
     python3 -m tracekit.capture.fix_rounds --out /tmp/fix_rounds --only "$group" --rounds "${ROUNDS:-7}"
+    tar cf "$OUT/fix_rounds.tar" -C /tmp fix_rounds  # after each group: a call cut short keeps what it has
   done
-  echo "+ graph_in_trace"
-  python3 -m tracekit.capture.graph_in_trace --out /tmp/graph_in_trace ${GRAPH_LOOPS:+--only "$GRAPH_LOOPS"}
+  if [ "${GRAPH:-1}" != 0 ]; then
+    echo "+ graph_in_trace"
+    python3 -m tracekit.capture.graph_in_trace --out /tmp/graph_in_trace ${GRAPH_LOOPS:+--only "$GRAPH_LOOPS"}
+  fi
   if [ "${MORE_OPS:-1}" != 0 ]; then
     echo "+ work_model_loops train_more_ops"
     python3 -m tracekit.capture.work_model_loops --out /tmp/more_ops --only train_more_ops
   fi
 } 2>&1 | grep -v '^USDT:' | tee "$OUT/capture.log"
 tar cf "$OUT/fix_rounds.tar" -C /tmp fix_rounds
-tar cf "$OUT/graph_in_trace.tar" -C /tmp graph_in_trace
+[ -d /tmp/graph_in_trace ] && tar cf "$OUT/graph_in_trace.tar" -C /tmp graph_in_trace
 [ -d /tmp/more_ops ] && tar cf "$OUT/more_ops.tar" -C /tmp more_ops
-ls -la /tmp/fix_rounds /tmp/graph_in_trace
+ls -la /tmp/fix_rounds
