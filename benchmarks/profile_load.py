@@ -25,7 +25,7 @@ from pathlib import Path
 
 import duckdb
 
-from tracekit.ingest import loader
+from tracekit.ingest import event_read, loader
 from tracekit.store.database import connect
 from tracekit.ingest.tracefile import stream_events
 
@@ -158,7 +158,7 @@ def ndjson_file(path):
     target = WORK / (Path(path).name.split(".")[0] + ".ndjson")
     if not target.exists():
         duckdb.connect().execute(f"COPY (SELECT * FROM read_json('{array_file(path)}', format='array', "
-                                 f"columns={loader.EVENT_COLUMNS})) TO '{target}' (FORMAT json)")
+                                 f"columns={event_read.EVENT_COLUMNS})) TO '{target}' (FORMAT json)")
     return target
 
 
@@ -204,13 +204,13 @@ def insert(path, source, max_object, settings, typed=None):
     con = connect(db)
     for setting in settings:
         con.execute(f"SET {setting}")
-    # The loader's own strict statement (its private helper's name has changed once already).
-    sql = loader._strict_sql() if hasattr(loader, "_strict_sql") else loader._read_sql(False)
+    # The loader's exact read, with its per-event checks (the fast read is `--typed args` from a file).
+    sql = event_read._strict_sql()
     if typed:
         sql = TYPED_INSERT.replace("@ARGS", "args" if typed == "args" else "NULL").replace(
             "@FORMAT", "newline_delimited" if source.startswith("ndjson") else "array")
     if max_object:
-        sql = sql.replace(f"maximum_object_size = {loader.MAX_EVENT_BYTES}", f"maximum_object_size = {max_object}")
+        sql = sql.replace(f"maximum_object_size = {event_read.MAX_EVENT_BYTES}", f"maximum_object_size = {max_object}")
     con.execute("BEGIN")
     started = time.perf_counter()
     run = lambda target: con.execute(sql, {"fifo": str(target), "trace_id": 1})  # noqa: E731
@@ -228,7 +228,7 @@ def insert(path, source, max_object, settings, typed=None):
     finally:
         con.close()
         db.unlink()
-    print(f"| {seconds:.2f} | {_rss_mb():,.0f} | {source} | {max_object or loader.MAX_EVENT_BYTES} "
+    print(f"| {seconds:.2f} | {_rss_mb():,.0f} | {source} | {max_object or event_read.MAX_EVENT_BYTES} "
           f"| {', '.join(settings + ([f'typed columns, args {typed}'] if typed else [])) or 'defaults'} |", flush=True)
 
 
@@ -281,7 +281,7 @@ def _scans(path, array, ndjson):
 
         def scan(source, fmt="array"):
             return lambda: con.execute(f"SELECT {ALL_COLUMNS} FROM read_json('{source}', format='{fmt}', "
-                                       f"columns={loader.EVENT_COLUMNS})").fetchone()
+                                       f"columns={event_read.EVENT_COLUMNS})").fetchone()
         _timed(f"array, from a file, {threads} thread(s)", scan(array))
         _timed(f"array, FIFO fed by stream_events, {threads} thread(s)",
                lambda: with_fifo(python_feed(path), lambda fifo: scan(fifo)()))
