@@ -117,6 +117,11 @@ MODEL_FIX_PAIRS = [
     ("unfused_optimizer", "model_pairs_e/gpt2_train_fp32_adamw_foreach", "model_pairs_e/gpt2_train_fp32_adamw_fused"),
     ("unfused_attention+host_sync+per_call_setup", "model_pairs_e/gpt2_train_fp32_eager_attn",
      "model_pairs_e/gpt2_train_fp32_sdpa"),
+    # fp32 attention to SDPA on a fifth H100 lease (tests/data/h100/model_pairs_f), out of sample for
+    # the memory-efficient kernel's pace: GPT-2 inference, and the baddbmm decoder trained
+    ("unfused_attention+host_sync+per_call_setup", "model_pairs_f/gpt2_infer_fp32_eager_attn",
+     "model_pairs_f/gpt2_infer_fp32_sdpa"),
+    ("unfused_attention", "model_pairs_f/baddbmm_train_fp32_eager", "model_pairs_f/baddbmm_train_fp32_sdpa"),
     # DDP's bucket copies and gradient_as_bucket_view=True (tests/data/h200/ddp_pairs, one rank):
     # fix_rounds.py times the job's loop once for its ranks' traces
     ("hidden_copy", "ddp_pairs/ddp_bucket_copy_rank0", "ddp_pairs/ddp_bucket_view_rank0"),

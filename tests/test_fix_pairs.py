@@ -466,6 +466,14 @@ H100_B_ERRORS = {"infer_launch_eager": -14, "train_launch_eager": -9, "infer_ite
                  "infer_stall": 11, "infer_mask_per_call": -2, "train_mask_per_call": -5, "infer_fp32": 1,
                  "train_fp32": 3, "train_copy_pageable": -8, "infer_sdpa_math": -8, "train_sdpa_math": -8}
 
+# A fifth H100 lease (tests/data/h100/fix_rounds_d), the whole set captured with the code of this
+# model, out of sample: all 12 within 25% (train_launch_eager's -22% the same profiler cost as on the
+# first lease: 2.5-3.3 µs an op in training where the trace's gaps say 3.5-4.0).
+H100_D_ROUNDS = TEST_DATA / "h100" / "fix_rounds_d"
+H100_D_ERRORS = {"infer_launch_eager": -4, "train_launch_eager": -22, "infer_item": -8, "train_item": -9,
+                 "infer_stall": 1, "infer_mask_per_call": -5, "train_mask_per_call": -6, "infer_fp32": 1,
+                 "train_fp32": 4, "train_copy_pageable": -1, "infer_sdpa_math": -8, "train_sdpa_math": -12}
+
 
 def _rounds_db(tmp_path_factory, folder, afters=True):
     """The pairs' loops of `folder` loaded: the "before" loops (whose findings predict), and with
@@ -507,6 +515,19 @@ def test_on_another_host_findings_saving_holds_against_the_recaptured_fix(h100_f
 @pytest.mark.parametrize("rule, whatif, before, after", UNPROFILED_PAIRS + [MISSED_PAIR])
 def test_on_a_second_lease_findings_saving_holds_against_the_recaptured_fix(h100_b_found, rule, whatif, before, after):
     assert _saving_error(h100_b_found, H100_B_ROUNDS, rule, before, after) == pytest.approx(H100_B_ERRORS[before], abs=1.5)
+
+
+@pytest.fixture(scope="module")
+def h100_d_found(tmp_path_factory):
+    import tracekit
+
+    return tracekit.findings(db=_rounds_db(tmp_path_factory, H100_D_ROUNDS, afters=False))
+
+
+@pytest.mark.parametrize("rule, whatif, before, after", UNPROFILED_PAIRS + [MISSED_PAIR])
+def test_on_a_fifth_lease_every_pair_is_within_a_quarter_of_its_fix(h100_d_found, rule, whatif, before, after):
+    error = _saving_error(h100_d_found, H100_D_ROUNDS, rule, before, after)
+    assert error == pytest.approx(H100_D_ERRORS[before], abs=1.5) and abs(error) < 25
 
 
 def _saving_error(found, folder, rule, before, after, db=None):
@@ -949,10 +970,24 @@ def model_e_db(tmp_path_factory):
     return _pairs_loaded(tmp_path_factory, MODEL_E_ROUNDS, MODEL_E_PAIRS)
 
 
+MODEL_F_ROUNDS = TEST_DATA / "h100" / "model_pairs_f"
+# fp32 attention to SDPA on an H100, out of sample for the memory-efficient kernel's pace (the chains'
+# SIMT GEMMs' own time): there the fused kernels ran at 0.69x the GEMMs' time in GPT-2's inference and
+# 0.82x in the baddbmm decoder's training, so the replay saves less than the switch did.
+MODEL_F_PAIRS = [(SDPA_SWITCH, "gpt2_infer_fp32_eager_attn", "gpt2_infer_fp32_sdpa", -18),
+                 ("unfused_attention", "baddbmm_train_fp32_eager", "baddbmm_train_fp32_sdpa", -28)]
+
+
+@pytest.fixture(scope="module")
+def model_f_db(tmp_path_factory):
+    return _pairs_loaded(tmp_path_factory, MODEL_F_ROUNDS, MODEL_F_PAIRS)
+
+
 @pytest.mark.parametrize("db_name, folder, rule, before, after, error",
                          [("model_c_db", MODEL_C_ROUNDS, *pair) for pair in MODEL_C_PAIRS]
                          + [("model_d_db", MODEL_D_ROUNDS, *pair) for pair in MODEL_D_PAIRS]
-                         + [("model_e_db", MODEL_E_ROUNDS, *pair) for pair in MODEL_E_PAIRS])
+                         + [("model_e_db", MODEL_E_ROUNDS, *pair) for pair in MODEL_E_PAIRS]
+                         + [("model_f_db", MODEL_F_ROUNDS, *pair) for pair in MODEL_F_PAIRS])
 def test_on_later_calls_and_leases_findings_saving_holds_against_the_captured_fix(request, db_name, folder, rule,
                                                                                   before, after, error):
     db = request.getfixturevalue(db_name)

@@ -64,10 +64,11 @@ def _fused(graph, calls_sql, params, con):
     if not len(members):
         return None
     # A chain on fp32 inputs fuses into the memory-efficient kernel alone (flash and cuDNN take fp16
-    # and bf16), which ran at the pace of the cuBLAS SIMT GEMMs it replaced (1.05x their time in
-    # GPT-2's training, 1.4x in a 4-layer model's: tests/data/h200/model_pairs_e, train_fp32; in
-    # training both: no fp32 inference pair was captured), not at their Tensor Core roofline: such a
-    # GEMM keeps its own time.
+    # and bf16), which ran at about the pace of the cuBLAS SIMT GEMMs it replaced, not at their
+    # Tensor Core roofline: 1.05x their time in GPT-2's training and 1.4x in a 4-layer model's on an
+    # H200 (tests/data/h200/model_pairs_e, train_fp32), 0.69x in GPT-2's inference and 0.82x in the
+    # baddbmm decoder's training on an H100 (tests/data/h100/model_pairs_f). Such a GEMM keeps its own
+    # time, the middle of that spread.
     own_pace = fp32_group[np.maximum(group, 0)] & (group >= 0) & (graph.item_math_unit == "simt")
     # a copy's roofline is its bytes at the memory's bandwidth: the fused kernel makes no copy
     gemm_ns = np.where(graph.item_kind != "kernel", 0,
