@@ -42,6 +42,11 @@ The pairs (transformers and torchvision needed; bf16 autocast unless said):
                                             them (the causal mask added as a bias in the same op):
                                             a 6-layer decoder (768 wide, 12 heads, batch 8 x 1024)
                                             in bf16, then the same weights through SDPA (is_causal)
+  baddbmm_infer_fp32_eager, baddbmm_infer_fp32_sdpa  that decoder's forward in fp32 (TF32 off)
+  encoder_infer_eager, encoder_infer_sdpa   the same model as an encoder (no causal mask: a zero
+  encoder_infer_fp32_eager, encoder_infer_fp32_sdpa  bias, SDPA without is_causal), whose fused
+  encoder_train_fp32_eager, encoder_train_fp32_sdpa  kernel does all of the scores' work: in bf16,
+                                            and in fp32 forward and trained
 """
 
 import torch
@@ -241,11 +246,12 @@ def resnet_loader_step(device, workers):
 class _BaddbmmDecoder(torch.nn.Module):
     """A decoder whose eager attention computes its scores as Bloom's and the first GPT-NeoX's did:
     torch.baddbmm(causal bias, Q, Kᵀ, alpha=1/√D), softmax, bmm with V; or through
-    scaled_dot_product_attention (is_causal) with the same weights."""
+    scaled_dot_product_attention (is_causal) with the same weights. `causal=False`: an encoder's
+    attention, every token seeing every other (a zero bias; SDPA without is_causal)."""
 
-    def __init__(self, layers=6, width=768, heads=12, vocab=50257, tokens=1024, sdpa=False):
+    def __init__(self, layers=6, width=768, heads=12, vocab=50257, tokens=1024, sdpa=False, causal=True):
         super().__init__()
-        self.heads, self.sdpa = heads, sdpa
+        self.heads, self.sdpa, self.causal = heads, sdpa, causal
         self.embed = torch.nn.Embedding(vocab, width)
         self.qkv = torch.nn.ModuleList(torch.nn.Linear(width, 3 * width) for _ in range(layers))
         self.out = torch.nn.ModuleList(torch.nn.Linear(width, width) for _ in range(layers))
@@ -253,14 +259,15 @@ class _BaddbmmDecoder(torch.nn.Module):
                                                            torch.nn.Linear(4 * width, width)) for _ in range(layers))
         self.norms = torch.nn.ModuleList(torch.nn.LayerNorm(width) for _ in range(2 * layers))
         self.head = torch.nn.Linear(width, vocab, bias=False)
-        self.register_buffer("bias", torch.full((tokens, tokens), float("-inf")).triu(1), persistent=False)
+        bias = torch.full((tokens, tokens), float("-inf")).triu(1) if causal else torch.zeros(tokens, tokens)
+        self.register_buffer("bias", bias, persistent=False)
 
     def attend(self, x, layer):
         batch, tokens, width = x.shape
         head_dim = width // self.heads
         q, k, v = self.qkv[layer](x).view(batch, tokens, 3, self.heads, head_dim).permute(2, 0, 3, 1, 4)
         if self.sdpa:
-            mixed = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+            mixed = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=self.causal)
         else:
             q, k, v = (t.reshape(batch * self.heads, tokens, head_dim) for t in (q, k, v))
             bias = self.bias[:tokens, :tokens].to(q.dtype).expand(batch * self.heads, tokens, tokens)
@@ -276,14 +283,14 @@ class _BaddbmmDecoder(torch.nn.Module):
         return self.head(x)
 
 
-def baddbmm_step(device, sdpa, train, fp32=False):
+def baddbmm_step(device, sdpa, train, fp32=False, causal=True):
     """_BaddbmmDecoder's forward (no grad) or training step (AdamW fused: the optimizer is not the
     pair's question), bf16 autocast (`fp32`: none, TF32 off), batch 8 x 1024 tokens (8 x 512 in
-    training)."""
+    training); `causal=False`: its attention an encoder's."""
     autocast = device == "cuda" and not fp32
     if fp32:
         torch.backends.cuda.matmul.allow_tf32 = False
-    model = _BaddbmmDecoder(sdpa=sdpa).to(device)
+    model = _BaddbmmDecoder(sdpa=sdpa, causal=causal).to(device)
     shape = ((8, 512) if train else (8, 1024)) if device == "cuda" else (1, 128)
     tokens = torch.randint(0, 50257, shape, device=device)
     if not train:
@@ -342,6 +349,21 @@ PAIRS = {
                                  lambda d: baddbmm_step(d, sdpa=False, train=True, fp32=True)),
     "baddbmm_train_fp32_sdpa": ("baddbmm_train_fp32_sdpa", "after",
                                 lambda d: baddbmm_step(d, sdpa=True, train=True, fp32=True)),
+    "baddbmm_infer_fp32_eager": ("baddbmm_infer_fp32_sdpa", "before",
+                                 lambda d: baddbmm_step(d, sdpa=False, train=False, fp32=True)),
+    "baddbmm_infer_fp32_sdpa": ("baddbmm_infer_fp32_sdpa", "after",
+                                lambda d: baddbmm_step(d, sdpa=True, train=False, fp32=True)),
+    # attention without a causal mask (an encoder's): the fused kernel does all of the scores' work
+    "encoder_infer_eager": ("encoder_infer_sdpa", "before", lambda d: baddbmm_step(d, sdpa=False, train=False, causal=False)),
+    "encoder_infer_sdpa": ("encoder_infer_sdpa", "after", lambda d: baddbmm_step(d, sdpa=True, train=False, causal=False)),
+    "encoder_infer_fp32_eager": ("encoder_infer_fp32_sdpa", "before",
+                                 lambda d: baddbmm_step(d, sdpa=False, train=False, fp32=True, causal=False)),
+    "encoder_infer_fp32_sdpa": ("encoder_infer_fp32_sdpa", "after",
+                                lambda d: baddbmm_step(d, sdpa=True, train=False, fp32=True, causal=False)),
+    "encoder_train_fp32_eager": ("encoder_train_fp32_sdpa", "before",
+                                 lambda d: baddbmm_step(d, sdpa=False, train=True, fp32=True, causal=False)),
+    "encoder_train_fp32_sdpa": ("encoder_train_fp32_sdpa", "after",
+                                lambda d: baddbmm_step(d, sdpa=True, train=True, fp32=True, causal=False)),
     "gpt2_train_fp32_adamw_foreach": ("gpt2_train_fp32_adamw", "before",
                                       lambda d: gpt2_train_step(d, False, fp32=True, tf32=False, fused=None)),
     "gpt2_train_fp32_adamw_fused": ("gpt2_train_fp32_adamw", "after",
