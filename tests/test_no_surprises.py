@@ -226,6 +226,23 @@ def test_open_refuses_a_file_that_is_not_a_trace(name, problem):
     assert_error(invoke("open", ROOT / name, "--no-browser"), f"{ROOT / name}: {problem}")
 
 
+def test_open_refuses_a_trace_cut_short_with_the_error_load_gives(tmp_path):
+    """A truncated trace (its array never closed, or its gzip ended early) is refused before the
+    UI is sent to it, in the line `load` says for the same file."""
+    import gzip
+
+    text = gzip.decompress((SAMPLE_TRACES / "naive.json.gz").read_bytes())
+    cut_json, cut_gz = tmp_path / "cut.json", tmp_path / "cut.json.gz"
+    cut_json.write_bytes(text[: len(text) // 2])
+    cut_gz.write_bytes((SAMPLE_TRACES / "naive.json.gz").read_bytes()[:-100])
+    for cut in (cut_json, cut_gz):
+        loaded = invoke("load", cut, "--db", tmp_path / "t.duckdb")
+        opened = invoke("open", cut, "--no-browser")
+        assert loaded.exit_code == opened.exit_code == 1 and "Serving" not in opened.output
+        assert opened.output.splitlines() == [line for line in loaded.output.splitlines() if line.startswith("Error:")]
+        assert opened.output.startswith(f"Error: {cut}: ") and len(opened.output.splitlines()) == 1
+
+
 def test_open_refuses_a_database_and_a_json_that_is_not_a_trace(sample_db, tmp_path):
     config = tmp_path / "config.json"
     config.write_text('{"name": "not a trace", "steps": [1, 2]}')

@@ -339,7 +339,7 @@ def _lenient_cut(path, held, lenient, flushed):
                                " --lenient loads the events before the cut)")
 
 
-def stream_events(path, sink, *, lenient=False, progress=None):
+def stream_events(path, sink, *, lenient=False, progress=None, handle=None):
     """Writes the trace's event array, as one JSON array, to `sink` (a binary file object).
 
     Returns a TraceStream with the header keys, the content's sha256 and whether the
@@ -347,8 +347,14 @@ def stream_events(path, sink, *, lenient=False, progress=None):
     leniently). Raises TraceFileError for anything that is not a readable trace.
     `progress(bytes of the file read)` is called after every block read; what it raises
     ends the read (a stop: gigabytes of whitespace give the sink nothing to refuse).
+    `handle`: `path` already open, read from its start and left open (the bytes checked are
+    those the caller goes on to use).
     """
-    stream, compressed, raw_handle = open_raw(path, salvage=lenient)
+    if handle is None:
+        stream, compressed, raw_handle = open_raw(path, salvage=lenient)
+    else:
+        handle.seek(0)
+        (stream, compressed), raw_handle = gunzipped(handle, path, salvage=lenient), handle
     info = TraceStream(path=str(path), compressed=compressed)
     try:
         text = _TraceText(stream, path, None if progress is None else lambda: progress(raw_handle.tell()))
@@ -380,7 +386,8 @@ def stream_events(path, sink, *, lenient=False, progress=None):
         info.bytes_read = raw_handle.tell()
         return info
     finally:
-        raw_handle.close()
+        if handle is None:
+            raw_handle.close()
 
 
 def _may_flush(watch, blocks, held_bytes, path):

@@ -19,7 +19,7 @@ from pathlib import Path
 from tracekit.analysis.trace_lookup import trace_row
 from tracekit.errors import TraceFileError
 from tracekit.ingest.raw_file import open_regular
-from tracekit.ingest.tracefile import check_first_event, read_header
+from tracekit.ingest.tracefile import check_first_event, read_header, stream_events
 from tracekit.ingest.scratch import scratch_prefix
 
 _BLOCK = 1 << 20
@@ -45,15 +45,25 @@ class ServedTrace:
 
 
 def open_trace_file(path):
-    """`path` opened once and checked to be a Chrome/Kineto trace on that same handle."""
+    """`path` opened once and checked to be a Chrome/Kineto trace on that same handle, to its end:
+    a trace cut short (a truncated array, a gzip that ends early) is refused as `load` refuses it,
+    not handed to the UI to fail there."""
     handle = open_regular(path)
     try:
         if read_header(path, handle) == {}:  # a bare array of events: are they events?
             check_first_event(path, handle)
+        stream_events(path, _Discarded(), handle=handle)
         return ServedTrace(handle, Path(path).name, str(path), os.fstat(handle.fileno()).st_size)
     except BaseException:
         handle.close()
         raise
+
+
+class _Discarded:
+    """A sink for the events that keeps none: the read is the check."""
+
+    def write(self, data):
+        return len(data)
 
 
 def open_loaded_trace(name, db):
