@@ -73,7 +73,7 @@ def diff(con, a, b, *, by="class", fail_on=(), top=10, findings=True, labels=Non
     result = DiffResult(label_a, label_b, steps, figures, attribution, by, appeared, gone, runs=runs,
                         untrusted_because=run_noise.untrusted_because(
                             runs, [[len(run) for run in side] for side in series], devices),
-                        unlike_because=_unlike_because(con, runs))
+                        unlike_because=_unlike_because(con, runs), gated=bool(conditions))
     for condition in conditions:
         outcome = check(condition, result)
         if outcome is not None:

@@ -27,6 +27,7 @@ class DiffResult:
     runs: tuple = ((), ())  # the trace names of each side's runs
     untrusted_because: list = field(default_factory=list)  # why the intervals cannot be fully trusted
     unlike_because: list = field(default_factory=list)  # how the sides differ besides the code: device, shape
+    gated: bool = False  # whether --fail-on conditions were given: without, the verdict gates nothing
 
     @property
     def verdict(self):

@@ -57,6 +57,8 @@ def _findings_lines(result):
 
 
 def _verdict_lines(result):
+    if not result.gated:
+        return ["nothing gated: --fail-on METRIC>+N% (or finding:RULE) makes this a gate"]
     lines = [f"FAIL: {text}: {why}" for text, why in result.failed]
     lines += [f"CANNOT TELL: {text}: {why}" for text, why in result.undecided]
     if result.verdict == "undecided":
@@ -78,8 +80,8 @@ def as_text(result, width=None):
 
 
 def as_markdown_summary(result):
-    verdict = {"fail": "❌ **fail**", "undecided": "⚠️ **undecided**", "pass": "✅ **pass**"}[result.verdict]
-    parts = [f"### tracekit diff: {markdown_code(result.a)} → {markdown_code(result.b)}: {verdict}", "",
+    verdict = {"fail": ": ❌ **fail**", "undecided": ": ⚠️ **undecided**", "pass": ": ✅ **pass**"}[result.verdict]
+    parts = [f"### tracekit diff: {markdown_code(result.a)} → {markdown_code(result.b)}{verdict if result.gated else ''}", "",
              *[f"- {markdown_text(line)}" for line in _verdict_lines(result) + _trust_lines(result)],
              "", as_markdown(_figures_rows(result)).rstrip(), "", f"**Top causes (by {result.by})**", "",
              as_markdown(Rows(*_top(_attribution_rows(result), 5))).rstrip(), "", "**Findings**", "",
@@ -93,7 +95,7 @@ def _top(rows, n):
 
 def as_json(result):
     payload = {"a": result.a, "b": result.b, "runs": {"a": list(result.runs[0]), "b": list(result.runs[1])},
-               "steps": list(result.steps), "verdict": result.verdict,
+               "steps": list(result.steps), "gated": result.gated, "verdict": result.verdict,
                "failed": [{"condition": text, "why": why} for text, why in result.failed],
                "undecided": [{"condition": text, "why": why} for text, why in result.undecided],
                "interval_trusted": result.interval_trusted, "untrusted_because": result.untrusted_because,
