@@ -19,6 +19,24 @@ def test_the_readme_shows_what_its_commands_print(sample_db):
     assert not differences, "\n".join(differences)
 
 
+def test_the_readme_s_three_step_figures_of_naive_are_the_tools(sample_db):
+    """The sentence after the findings example: the replayed step, the traced one and the GPU's busy
+    time in it, each as the tool prints it."""
+    import tracekit
+
+    text = README.read_text(encoding="utf-8")
+    said = re.search(r"the (\S+) µs step \(84%\)[^`]*```\nThat step is the steady step replayed without the "
+                     r"profiler's cost: traced it is (\S+) µs \(`tracekit whatif naive`\), and `summary`'s (\S+) µs",
+                     text)
+    assert said, "the sentence after the findings example has changed: change this test with it"
+    replayed, traced, busy = (float(x.replace(",", "")) for x in said.groups())
+    found = tracekit.findings(db=sample_db, trace="naive")
+    assert f"of the {replayed:,.1f} µs step" in found[found["rule"] == "all_fixes"]["title"].iloc[0]
+    assert tracekit.whatif("naive", db=sample_db).mean("trace_us") == pytest.approx(traced, abs=0.05)
+    summary = tracekit.query("summary", db=sample_db)
+    assert summary[summary["trace"] == "naive"]["gpu_us_per_step"].iloc[0] == pytest.approx(busy, abs=0.05)
+
+
 def test_the_readme_is_the_front_door():
     text = README.read_text(encoding="utf-8")
     assert len(text.split("\n")) < 400
