@@ -122,6 +122,13 @@ MODEL_FIX_PAIRS = [
     ("unfused_attention+host_sync+per_call_setup", "model_pairs_f/gpt2_infer_fp32_eager_attn",
      "model_pairs_f/gpt2_infer_fp32_sdpa"),
     ("unfused_attention", "model_pairs_f/baddbmm_train_fp32_eager", "model_pairs_f/baddbmm_train_fp32_sdpa"),
+    # the same on a sixth lease (tests/data/h100/model_pairs_g): the decoder's fp32 forward, and the
+    # model as an encoder (no causal mask: the fused kernel does all of the scores' work) in bf16
+    # and fp32, forward and trained
+    ("unfused_attention", "model_pairs_g/baddbmm_infer_fp32_eager", "model_pairs_g/baddbmm_infer_fp32_sdpa"),
+    ("unfused_attention", "model_pairs_g/encoder_infer_eager", "model_pairs_g/encoder_infer_sdpa"),
+    ("unfused_attention", "model_pairs_g/encoder_infer_fp32_eager", "model_pairs_g/encoder_infer_fp32_sdpa"),
+    ("unfused_attention", "model_pairs_g/encoder_train_fp32_eager", "model_pairs_g/encoder_train_fp32_sdpa"),
     # DDP's bucket copies and gradient_as_bucket_view=True (tests/data/h200/ddp_pairs, one rank):
     # fix_rounds.py times the job's loop once for its ranks' traces
     ("hidden_copy", "ddp_pairs/ddp_bucket_copy_rank0", "ddp_pairs/ddp_bucket_view_rank0"),

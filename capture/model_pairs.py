@@ -283,13 +283,17 @@ class _BaddbmmDecoder(torch.nn.Module):
         return self.head(x)
 
 
+def _fp32_matmuls(fp32):
+    """TF32 off for an fp32 loop, set each step: a TF32 loop run in the same rounds turns it on."""
+    if fp32:
+        torch.backends.cuda.matmul.allow_tf32 = False
+
+
 def baddbmm_step(device, sdpa, train, fp32=False, causal=True):
     """_BaddbmmDecoder's forward (no grad) or training step (AdamW fused: the optimizer is not the
     pair's question), bf16 autocast (`fp32`: none, TF32 off), batch 8 x 1024 tokens (8 x 512 in
     training); `causal=False`: its attention an encoder's."""
     autocast = device == "cuda" and not fp32
-    if fp32:
-        torch.backends.cuda.matmul.allow_tf32 = False
     model = _BaddbmmDecoder(sdpa=sdpa, causal=causal).to(device)
     shape = ((8, 512) if train else (8, 1024)) if device == "cuda" else (1, 128)
     tokens = torch.randint(0, 50257, shape, device=device)
@@ -297,12 +301,14 @@ def baddbmm_step(device, sdpa, train, fp32=False, causal=True):
         model.eval()
 
         def forward():
+            _fp32_matmuls(fp32)
             with torch.no_grad(), torch.autocast(device, dtype=torch.bfloat16, enabled=autocast):
                 return model(tokens)
         return forward
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device == "cuda")
 
     def step():
+        _fp32_matmuls(fp32)
         with torch.autocast(device, dtype=torch.bfloat16, enabled=autocast):
             logits = model(tokens)
             loss = torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1))

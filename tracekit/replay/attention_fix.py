@@ -15,6 +15,13 @@ from tracekit.errors import TracekitError
 from tracekit.replay.graph import calls_inside
 
 UNFUSED_ATTENTION = "aten::_scaled_dot_product_attention_math"  # the op by default
+# The memory-efficient kernel's forward against the SIMT GEMMs of the chain it replaces, on fp32:
+# it writes no scores and, causal, skips the blocks above the diagonal (0.57x and 0.68x their time
+# in two causal decoders' inference, 0.84x in an encoder's, on an H100: tests/data/h100/model_pairs_f,
+# model_pairs_g). Its backward recomputes the scores, an extra GEMM: about the GEMMs' own time (0.77x
+# and 1.07x in two causal decoders' training, on an H100 and an H200, 1.03x in the encoder's, the
+# forward in them too), so a backward's GEMMs keep theirs.
+FUSED_FP32_FORWARD = 0.7
 FUSED = "fused_items"  # in the changed arrays while fixes apply: the items a fusing fix took
 
 
@@ -64,15 +71,13 @@ def _fused(graph, calls_sql, params, con):
     if not len(members):
         return None
     # A chain on fp32 inputs fuses into the memory-efficient kernel alone (flash and cuDNN take fp16
-    # and bf16), which ran at about the pace of the cuBLAS SIMT GEMMs it replaced, not at their
-    # Tensor Core roofline: 1.05x their time in GPT-2's training and 1.4x in a 4-layer model's on an
-    # H200 (tests/data/h200/model_pairs_e, train_fp32), 0.69x in GPT-2's inference and 0.82x in the
-    # baddbmm decoder's training on an H100 (tests/data/h100/model_pairs_f). Such a GEMM keeps its own
-    # time, the middle of that spread.
+    # and bf16), which runs at the pace of the cuBLAS SIMT GEMMs it replaces, not at their Tensor
+    # Core roofline: such a GEMM keeps its own time, a forward's at FUSED_FP32_FORWARD of it.
     own_pace = fp32_group[np.maximum(group, 0)] & (group >= 0) & (graph.item_math_unit == "simt")
+    pace = np.where(group % 2 == 0, FUSED_FP32_FORWARD, 1.0)  # a call's forward group is even, its backward odd
     # a copy's roofline is its bytes at the memory's bandwidth: the fused kernel makes no copy
     gemm_ns = np.where(graph.item_kind != "kernel", 0,
-                       np.where(own_pace, graph.item_dur, np.maximum(graph.item_roofline, 0)))
+                       np.where(own_pace, graph.item_dur * pace, np.maximum(graph.item_roofline, 0)))
     fused_ns = np.bincount(group[members], weights=gemm_ns[members]).astype(np.int64)
     if not fused_ns.any():
         raise TracekitError("fuse-attention: the attention's GEMMs have no roofline (no input shapes recorded, "
