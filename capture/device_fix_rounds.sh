@@ -6,8 +6,8 @@
 # Usage (repo root, OUT set): bash capture/device_fix_rounds.sh
 # FIX_GROUPS (groups separated by spaces, loops in a group by commas), GRAPH_LOOPS (graph_in_trace's
 # --only), GRAPH=0 (no graph loops) and MORE_OPS=0 (no work-model loop) narrow it to a second call's captures.
-# Writes $OUT/fix_rounds.tar, $OUT/graph_in_trace.tar, $OUT/more_ops.tar, $OUT/capture.log,
-# $OUT/environment.txt.
+# Writes $OUT/fix_rounds.tar, $OUT/graph_in_trace.tar (not with GRAPH=0), $OUT/more_ops.tar (not with
+# MORE_OPS=0), $OUT/capture.log, $OUT/environment.txt.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 export PYTHONUNBUFFERED=1
@@ -20,6 +20,7 @@ export PYTHONPATH=/tmp/site
 } > "$OUT/environment.txt" 2>&1
 cat "$OUT/environment.txt"
 cd /tmp
+rm -rf /tmp/fix_rounds /tmp/graph_in_trace /tmp/more_ops  # a warm machine's earlier call left its own
 # the pair kinds of capture/fix_pairs.py, a process each (the copy kind with its prefetching fix too)
 mapfile -t groups < <(sed "s/^train_copy_pageable,train_copy_pinned$/&,train_copy_prefetch/" "$here/fix_groups.txt")
 if [ -n "${FIX_GROUPS:-}" ]; then read -r -a groups <<< "$FIX_GROUPS"; fi

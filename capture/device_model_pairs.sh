@@ -18,6 +18,7 @@ export PYTHONPATH=/tmp/site
 } > "$OUT/environment.txt" 2>&1
 cat "$OUT/environment.txt"
 cd /tmp
+rm -rf /tmp/model_pairs  # a warm machine's earlier call left its own
 default_groups="llama_infer_eager,llama_infer_graph gpt2_train_item,gpt2_train_no_item
 resnet_train_pageable,resnet_train_pinned resnet_train_cpu_prep,resnet_train_gpu_prep
 gpt2_infer_eager_attn,gpt2_infer_sdpa gpt2_train_fp32,gpt2_train_tf32

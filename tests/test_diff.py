@@ -233,3 +233,14 @@ def test_diff_by_kernel_keeps_forward_and_backward_softmax_apart():
     assert "(anonymous namespace)::softmax_warp_backward" in keys
     assert "Memcpy HtoD" in keys and all(key and key == key.strip() for key in keys)
     assert len(keys) == len(set(keys))
+
+
+def test_diff_without_fail_on_gates_nothing_and_says_so(sample_db):
+    """No --fail-on: no PASS the user never asked for; JSON says gated false beside its verdict."""
+    text = invoke_cli("diff", "naive", "naive_inplace", "--db", sample_db)
+    assert text.exit_code == 0 and "PASS" not in text.output
+    assert text.output.splitlines()[-1] == "nothing gated: --fail-on METRIC>+N% (or finding:RULE) makes this a gate"
+    ungated = json.loads(invoke_cli("diff", "naive", "naive_inplace", "--db", sample_db, "-f", "json").output)
+    gated = json.loads(invoke_cli("diff", "naive", "naive_inplace", "--db", sample_db, "-f", "json",
+                                  "--fail-on", "gpu_us_per_step>+50%").output)
+    assert (ungated["gated"], gated["gated"]) == (False, True) and gated["verdict"] == "pass"

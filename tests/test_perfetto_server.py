@@ -319,6 +319,27 @@ def test_what_is_served_is_what_was_checked_whatever_the_path_names_afterwards(r
     assert run.stopped() and run.result is True
 
 
+def test_a_trace_loaded_with_lenient_is_served_as_it_was_kept_not_as_its_cut_file(running, tmp_path):
+    """A truncated file loaded with --lenient: the UI gets the events the load kept, rebuilt from the
+    database, not the file that `open FILE` refuses."""
+    text = gzip.decompress(NAIVE.read_bytes())
+    cut = tmp_path / "cut.json"
+    cut.write_bytes(text[: len(text) // 2])
+    db = tmp_path / "t.duckdb"
+    con = connect(db)
+    try:
+        result = load_file(con, cut, lenient=True)
+        kept = con.execute("SELECT count(*) FROM events WHERE trace = 'cut' AND ph <> 'M'").fetchone()[0]
+    finally:
+        con.close()
+    assert result.status == "loaded" and result.dropped == {"cut off by truncation": 1}
+    with pytest.raises(TraceFileError, match="never ends .*tracekit load --lenient .*open --trace NAME serves"):
+        open_in_perfetto(cut, browser=False, echo=lambda line: None, timeout=1)
+    run = running(open_loaded_trace("cut", db))
+    assert run.server.trace.note == f"{cut} was loaded with --lenient (1 event dropped): serving trace 'cut' rebuilt from {db}"
+    assert len(_event_names(_fetch(run.server))) == kept > 0
+
+
 @pytest.fixture
 def loaded_flash(tmp_path):
     """A database holding a copy of the sdpa_flash sample, loaded from tmp_path/sdpa_flash.json.gz."""

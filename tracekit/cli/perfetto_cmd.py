@@ -21,8 +21,8 @@ def open_command(trace_file, trace_name, db, port, no_browser):
     Only that file is served, to the Perfetto UI's origin, until the UI has fetched
     it (or Ctrl-C); then it says what it served. A file that is not a trace is refused.
     The file is opened once and the bytes checked are the bytes served. --trace serves the
-    trace as it was loaded: its file while that holds the same bytes (SHA-256), else, saying
-    so, the trace rebuilt from the database.
+    trace as it was loaded: its file while that holds the same bytes (SHA-256) and the load
+    dropped none of its events (--lenient), else, saying so, the trace rebuilt from the database.
     """
     from tracekit.outputs.perfetto_server import open_in_perfetto
 

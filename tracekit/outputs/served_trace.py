@@ -52,11 +52,30 @@ def open_trace_file(path):
     try:
         if read_header(path, handle) == {}:  # a bare array of events: are they events?
             check_first_event(path, handle)
-        stream_events(path, _Discarded(), handle=handle)
-        return ServedTrace(handle, Path(path).name, str(path), os.fstat(handle.fileno()).st_size)
+        try:
+            checked = stream_events(path, _Discarded(), handle=handle)
+        except TraceFileError as exc:
+            raise TraceFileError(path, _open_advice(exc.problem)) from None
+        size = os.fstat(handle.fileno()).st_size
+        if checked.bytes_read != size:  # still being written: the bytes served would not be those checked
+            raise TraceFileError(path, f"changed while it was read ({checked.bytes_read:,} bytes read of {size:,}): "
+                                       "open it once its writer is done")
+        return ServedTrace(handle, Path(path).name, str(path), size)
     except BaseException:
         handle.close()
         raise
+
+
+def _open_advice(problem):
+    """A load's problem as `open` says it: `open` has no --lenient, `load` has, and `open --trace`
+    serves what that load kept."""
+    if "--lenient" not in problem:
+        return problem
+    problem = problem.replace("--lenient", "tracekit load --lenient", 1)
+    close = problem.rfind(")")
+    if close < problem.find("tracekit load --lenient"):
+        return problem + " (then tracekit open --trace NAME serves what it loaded)"
+    return problem[:close] + "; then tracekit open --trace NAME serves what it loaded" + problem[close:]
 
 
 class _Discarded:
@@ -80,9 +99,14 @@ def open_loaded_trace(name, db):
 
 def _open_loaded(con, name, db):
     _, path = trace_row(con, name)
-    (stored,) = con.execute("SELECT file_sha256 FROM trace_files WHERE trace = ?", [name]).fetchone()
+    stored, dropped = con.execute("SELECT file_sha256, dropped_events FROM trace_files WHERE trace = ?",
+                                  [name]).fetchone()
     if not path:
         why = f"trace {name!r} has no file"
+    elif dropped:
+        # loaded with --lenient: its file holds what the load dropped (a cut, broken events), which the
+        # UI would fail on; the database holds what was kept
+        why = f"{path} was loaded with --lenient ({dropped:,} event{'s' if dropped != 1 else ''} dropped)"
     else:
         try:
             handle = open_regular(path)
