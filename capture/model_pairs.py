@@ -43,6 +43,8 @@ The pairs (transformers and torchvision needed; bf16 autocast unless said):
                                             a 6-layer decoder (768 wide, 12 heads, batch 8 x 1024)
                                             in bf16, then the same weights through SDPA (is_causal)
   baddbmm_infer_fp32_eager, baddbmm_infer_fp32_sdpa  that decoder's forward in fp32 (TF32 off)
+  llama_infer_fp32_eager_attn, llama_infer_fp32_sdpa  a Llama's forward in fp32 (8 layers 1024 wide,
+                                            batch 4 x 1024), transformers' eager attention or SDPA
   encoder_infer_eager, encoder_infer_sdpa   the same model as an encoder (no causal mask: a zero
   encoder_infer_fp32_eager, encoder_infer_fp32_sdpa  bias, SDPA without is_causal), whose fused
   encoder_train_fp32_eager, encoder_train_fp32_sdpa  kernel does all of the scores' work: in bf16,
@@ -108,6 +110,22 @@ def gpt2_train_step(device, read_loss, fp32=False, tf32=False, attention="sdpa",
         losses.append(loss.item() if read_loss else loss.detach())
         del losses[:-10]
     return step
+
+
+def llama_attention_step(device, attention):
+    """A Llama's forward in fp32 (TF32 off), no grad, long enough that its attention matters: 8 layers
+    1024 wide, 16 heads of 64, batch 4 x 1024 tokens, with transformers' `eager` or `sdpa` attention
+    (causal, its mask built by the model)."""
+    model = _causal_lm("llama", device, attention, hidden_size=1024, intermediate_size=2816, num_hidden_layers=8,
+                       num_attention_heads=16, num_key_value_heads=16, vocab_size=32000,
+                       max_position_embeddings=2048).eval()
+    tokens = torch.randint(0, 32000, (4, 1024) if device == "cuda" else (1, 64), device=device)
+
+    def forward():
+        _fp32_matmuls(True)
+        with torch.no_grad():
+            return model(input_ids=tokens, use_cache=False).logits
+    return forward
 
 
 def gpt2_infer_step(device, attention, fp32=False):
@@ -355,6 +373,8 @@ PAIRS = {
                                  lambda d: baddbmm_step(d, sdpa=False, train=True, fp32=True)),
     "baddbmm_train_fp32_sdpa": ("baddbmm_train_fp32_sdpa", "after",
                                 lambda d: baddbmm_step(d, sdpa=True, train=True, fp32=True)),
+    "llama_infer_fp32_eager_attn": ("llama_infer_fp32_sdpa", "before", lambda d: llama_attention_step(d, "eager")),
+    "llama_infer_fp32_sdpa": ("llama_infer_fp32_sdpa", "after", lambda d: llama_attention_step(d, "sdpa")),
     "baddbmm_infer_fp32_eager": ("baddbmm_infer_fp32_sdpa", "before",
                                  lambda d: baddbmm_step(d, sdpa=False, train=False, fp32=True)),
     "baddbmm_infer_fp32_sdpa": ("baddbmm_infer_fp32_sdpa", "after",
