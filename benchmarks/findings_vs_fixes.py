@@ -129,6 +129,12 @@ MODEL_FIX_PAIRS = [
     ("unfused_attention", "model_pairs_g/encoder_infer_eager", "model_pairs_g/encoder_infer_sdpa"),
     ("unfused_attention", "model_pairs_g/encoder_infer_fp32_eager", "model_pairs_g/encoder_infer_fp32_sdpa"),
     ("unfused_attention", "model_pairs_g/encoder_train_fp32_eager", "model_pairs_g/encoder_train_fp32_sdpa"),
+    # a seventh lease (tests/data/h100/model_pairs_h), out of sample for the fused fp32 forward's
+    # pace: a Llama's fp32 forward, and GPT-2 trained in fp32 (on the H200 in model_pairs_e)
+    ("unfused_attention+host_sync+per_call_setup", "model_pairs_h/llama_infer_fp32_eager_attn",
+     "model_pairs_h/llama_infer_fp32_sdpa"),
+    ("unfused_attention+host_sync+per_call_setup", "model_pairs_h/gpt2_train_fp32_eager_attn",
+     "model_pairs_h/gpt2_train_fp32_sdpa"),
     # DDP's bucket copies and gradient_as_bucket_view=True (tests/data/h200/ddp_pairs, one rank):
     # fix_rounds.py times the job's loop once for its ranks' traces
     ("hidden_copy", "ddp_pairs/ddp_bucket_copy_rank0", "ddp_pairs/ddp_bucket_view_rank0"),

@@ -85,8 +85,12 @@ def main(argv=None):
           "the host's pace: before's rounds, after's rounds, before's traced steps (longest ÷ shortest) |")
     print("|---|---|---:|---:|---:|---|---:|---:|---|")
     errors, steady_errors, nothing = [], [], []
+    seen = set()  # a pair listed for two captures (GPT-2's fp32 training on two leases) is one here
     for rule, before, after, *fix in FIX_PAIRS + MODEL_FIX_PAIRS:
         before, after = before.split("/")[1], after.split("/")[1]
+        if (rule, before, after) in seen:
+            continue
+        seen.add((rule, before, after))
         if loop_of(before) not in rounds or loop_of(after) not in rounds:
             continue
         rows = found[(found["trace"] == before) & (found["rule"] == rule)]

@@ -1002,12 +1002,26 @@ def model_g_db(tmp_path_factory):
     return _pairs_loaded(tmp_path_factory, MODEL_G_ROUNDS, MODEL_G_PAIRS)
 
 
+MODEL_H_ROUNDS = TEST_DATA / "h100" / "model_pairs_h"
+# A seventh lease, captured after the fused fp32 forward's pace was set: a Llama's fp32 forward (its
+# fused forward ran 0.75x its chains' GEMMs' time) and GPT-2 trained in fp32 on an H100 (1.05x, as
+# on the H200).
+MODEL_H_PAIRS = [(SDPA_SWITCH, "llama_infer_fp32_eager_attn", "llama_infer_fp32_sdpa", 12),
+                 (SDPA_SWITCH, "gpt2_train_fp32_eager_attn", "gpt2_train_fp32_sdpa", 10)]
+
+
+@pytest.fixture(scope="module")
+def model_h_db(tmp_path_factory):
+    return _pairs_loaded(tmp_path_factory, MODEL_H_ROUNDS, MODEL_H_PAIRS)
+
+
 @pytest.mark.parametrize("db_name, folder, rule, before, after, error",
                          [("model_c_db", MODEL_C_ROUNDS, *pair) for pair in MODEL_C_PAIRS]
                          + [("model_d_db", MODEL_D_ROUNDS, *pair) for pair in MODEL_D_PAIRS]
                          + [("model_e_db", MODEL_E_ROUNDS, *pair) for pair in MODEL_E_PAIRS]
                          + [("model_f_db", MODEL_F_ROUNDS, *pair) for pair in MODEL_F_PAIRS]
-                         + [("model_g_db", MODEL_G_ROUNDS, *pair) for pair in MODEL_G_PAIRS])
+                         + [("model_g_db", MODEL_G_ROUNDS, *pair) for pair in MODEL_G_PAIRS]
+                         + [("model_h_db", MODEL_H_ROUNDS, *pair) for pair in MODEL_H_PAIRS])
 def test_on_later_calls_and_leases_findings_saving_holds_against_the_captured_fix(request, db_name, folder, rule,
                                                                                   before, after, error):
     db = request.getfixturevalue(db_name)
