@@ -146,30 +146,34 @@ CREATE OR REPLACE TEMP MACRO wm_scalar_type_bytes(code, otherwise) AS
 CREATE OR REPLACE TEMP TABLE _op_rules AS
 WITH rules(rule, pattern, family, dtype_of) AS (
     VALUES /*work_rules*/
+), named AS (
+    -- The first rule whose pattern matches, for each op name of the trace: constant patterns in a
+    -- CASE, compiled once (a join on the patterns compiled one per name and pattern: 8 s for a
+    -- trace of 5,000 op names).
+    SELECT n.name, n.rule, r.family
+    FROM (SELECT name, /*work_match*/ AS rule FROM (SELECT DISTINCT name FROM _tree)) n
+    JOIN rules r ON r.rule = n.rule
 ), launchers AS (
     SELECT DISTINCT cpu_op_id AS op_id FROM _gpu_ops WHERE op = 'kernel' AND cpu_op_id IS NOT NULL
     UNION SELECT op_id FROM _captured WHERE op_id IS NOT NULL
-), chain AS (
-    SELECT l.op_id AS launcher, l.op_id, 0 AS level FROM launchers l
-    UNION ALL SELECT l.op_id, t.parent_id, 1 FROM launchers l JOIN _tree t ON t.op_id = l.op_id
-    UNION ALL SELECT l.op_id, p.parent_id, 2 FROM launchers l JOIN _tree t ON t.op_id = l.op_id
-                                                              JOIN _tree p ON p.op_id = t.parent_id
-), named AS (
-    -- The first rule whose pattern matches, for each name in the chains: constant patterns in a
-    -- CASE, compiled once (a join on the patterns compiled one per name and pattern: 8 s for a
-    -- trace of 5,000 op names).
-    SELECT name, /*work_match*/ AS rule
-    FROM (SELECT DISTINCT t.name FROM chain c JOIN _tree t ON t.op_id = c.op_id)
+), attention AS (
+    SELECT t.op_id, n.rule FROM _tree t JOIN named n ON n.name = t.name WHERE n.family = 'attention'
+), below_attention AS (
+    -- the ops one and two levels under an attention call: up the tree only to such a call, as
+    -- elsewhere an ancestor's formula would claim kernels its work does not cover (aten::embedding's
+    -- arange, a composite's fills); walked down from the few attention calls, not up from every launcher
+    SELECT c.op_id, a.op_id AS ancestor, a.rule, 1 AS level FROM attention a JOIN _tree c ON c.parent_id = a.op_id
+    UNION ALL
+    SELECT g.op_id, a.op_id, a.rule, 2
+    FROM attention a JOIN _tree c ON c.parent_id = a.op_id JOIN _tree g ON g.parent_id = c.op_id
 ), chosen AS (
-    -- Up the tree only to an attention call: elsewhere an ancestor's formula would claim kernels
-    -- its work does not cover (aten::embedding's arange, a composite's fills).
-    SELECT c.launcher, c.op_id, n.rule
-    FROM chain c JOIN _tree t ON t.op_id = c.op_id JOIN named n ON n.name = t.name
-    JOIN rules r ON r.rule = n.rule
-    WHERE c.level = 0 OR r.family = 'attention'
-    QUALIFY row_number() OVER (PARTITION BY c.launcher ORDER BY c.level) = 1
+    SELECT l.op_id AS launcher, l.op_id, n.rule, 0 AS level
+    FROM launchers l JOIN _tree t ON t.op_id = l.op_id JOIN named n ON n.name = t.name
+    UNION ALL
+    SELECT l.op_id, b.ancestor, b.rule, b.level FROM launchers l JOIN below_attention b ON b.op_id = l.op_id
 )
-SELECT launcher, op_id, rule FROM chosen;
+SELECT launcher, op_id, rule FROM chosen
+QUALIFY row_number() OVER (PARTITION BY launcher ORDER BY level) = 1;
 -- @else
 CREATE OR REPLACE TEMP TABLE _op_rules (launcher BIGINT, op_id BIGINT, rule INTEGER);
 -- @end
