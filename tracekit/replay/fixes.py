@@ -47,7 +47,9 @@
   (autograd's nodes of the same sequence numbers), runs as one fused kernel: its GEMMs at their
   Tensor Core roofline, the rest (softmax, masks, scaling, copies) fused away, one launch;
 - `fuse-attention-chains`: the same for each chain of ops that computes attention in the model's own
-  code (view attention_chains: from its Q·Kᵀ matmul to its ·V matmul), as eager attention does;
+  code (view attention_chains: from its Q·Kᵀ matmul to its ·V matmul), as eager attention does; on
+  fp32 inputs, which SDPA runs on its memory-efficient kernel, the GEMMs at their own SIMT pace (a
+  forward's at 0.7x of it: replay.attention_fix.FUSED_FP32_FORWARD);
 - `fuse-optimizer`: each Adam, AdamW or SGD step of the foreach implementation (view optimizer_steps) as
   its fused one: its foreach kernels one kernel of their time at a fused step's bytes, one launch.
 """
