@@ -217,6 +217,19 @@ def test_a_load_says_which_database_it_wrote_to(tmp_path, monkeypatch):
     assert same.output.splitlines()[-1] == f"nothing new for {tmp_path / 'tracekit.duckdb'}: 1 skipped; it holds 2 traces"
 
 
+@pytest.mark.parametrize("text", ["[]", '{"traceEvents": []}', '{"traceEvents": [], "deviceProperties": []}'])
+def test_a_trace_of_no_events_loads_and_says_it_holds_none(tmp_path, text):
+    trace = tmp_path / "nothing.json"
+    trace.write_text(text)
+    result = invoke("load", trace, "--db", tmp_path / "t.duckdb")
+    assert result.exit_code == 0, result.output
+    first = result.output.splitlines()[0]
+    assert first.startswith(f"loaded nothing: 0 events, 0 kernels from {trace} in ")
+    assert first.endswith(" s; it holds no events: every query of it returns no rows"), first
+    full = invoke("load", SAMPLE_TRACES / "naive.json.gz", "--db", tmp_path / "t.duckdb")
+    assert "holds no events" not in full.output
+
+
 @pytest.mark.parametrize("name, problem", [
     ("README.md", "not JSON: a trace starts with { or ["),
     ("pyproject.toml", "not a trace: a JSON array of events holds objects, [{...}, ...]"),

@@ -265,7 +265,13 @@ def _report(path, outcome):
         echo_line(f"skipped {path}: {outcome.message}")
     else:
         echo_line(f"loaded {outcome.trace}: {outcome.events} events, {outcome.kernels} kernels "
-                  f"from {path} in {outcome.seconds:.2f} s{_dropped_note(outcome)}")
+                  f"from {path} in {outcome.seconds:.2f} s{_dropped_note(outcome)}{_empty_note(outcome)}")
+
+
+def _empty_note(result):
+    # A profiler whose schedule never reached an active step writes a valid trace of nothing: loaded
+    # (it is no error), but said, so that no one queries it for rows it cannot hold.
+    return "; it holds no events: every query of it returns no rows" if result.events == 0 else ""
 
 
 def _dropped_note(result):

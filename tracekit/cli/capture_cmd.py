@@ -122,7 +122,7 @@ def capture(out_dir, variants, device, batch, heads, seq_lens, head_dim, dtype, 
     ran = [v for v in manifest["variants"] if v["status"] == "ran"]
     if not ran:
         raise TracekitError(f"{out_dir}: nothing could be captured (see manifest.json for why)")
-    click.echo(f"wrote {len(ran)} trace(s) and manifest.json to {out_dir}")
+    click.echo(f"wrote {len(ran)} trace(s) and manifest.json to {out_dir}", err=True)
 
 
 def _check_ranks(ranks, slow_rank, seq_lens, device, torch):

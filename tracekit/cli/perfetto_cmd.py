@@ -95,7 +95,8 @@ def export_command(db, trace_name, sql, findings, allow_files, output, force, la
     finally:
         con.close()
     note = f"; {moved} partially overlapping slice(s) moved to extra tracks" if moved else ""
-    click.echo(f"wrote {count} events to {written}{note}")
+    # on stderr, as every command says what it wrote to a file: stdout is for what a command answers
+    click.echo(f"wrote {count} events to {written}{note}", err=True)
 
 
 def _export_to_lake(db, lake, trace_name, replace):
