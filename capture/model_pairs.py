@@ -49,6 +49,10 @@ The pairs (transformers and torchvision needed; bf16 autocast unless said):
   encoder_infer_fp32_eager, encoder_infer_fp32_sdpa  bias, SDPA without is_causal), whose fused
   encoder_train_fp32_eager, encoder_train_fp32_sdpa  kernel does all of the scores' work: in bf16,
                                             and in fp32 forward and trained
+  llama_train_item, llama_train_no_item     gpt2_train's pairs on a Llama trained with AdamW (8
+  llama_train_eager_attn, llama_train_sdpa  layers 768 wide, SwiGLU, rotary; batch 8 x 512): the
+  llama_train_adamw_foreach, llama_train_adamw_fused  loss read each step, eager attention, the
+  llama_train_fp32, llama_train_tf32        foreach AdamW, fp32 GEMMs with TF32 off; and each fix
 """
 
 import torch
@@ -104,6 +108,29 @@ def gpt2_train_step(device, read_loss, fp32=False, tf32=False, attention="sdpa",
         torch.backends.cuda.matmul.allow_tf32 = tf32  # read by each matmul
         with torch.autocast(device, dtype=torch.bfloat16, enabled=not fp32):
             loss = model(tokens, labels=tokens).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        losses.append(loss.item() if read_loss else loss.detach())
+        del losses[:-10]
+    return step
+
+
+def llama_train_step(device, read_loss, fp32=False, tf32=False, attention="sdpa", fused=None):
+    """A Llama trained with AdamW (8 layers 768 wide, 12 heads, SwiGLU 2048, batch 8 x 512 tokens):
+    gpt2_train_step's problems and fixes on another architecture (RMSNorm, rotary embeddings, gated
+    MLP), captured after the models they were fitted on."""
+    model = _causal_lm("llama", device, attention, hidden_size=768, intermediate_size=2048, num_hidden_layers=8,
+                       num_attention_heads=12, num_key_value_heads=12, vocab_size=32000,
+                       max_position_embeddings=1024)
+    tokens = torch.randint(0, 32000, (8, 512) if device == "cuda" else (1, 64), device=device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=fused)
+    losses = []
+
+    def step():
+        torch.backends.cuda.matmul.allow_tf32 = tf32  # read by each matmul
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=not fp32):
+            loss = model(input_ids=tokens, labels=tokens, use_cache=False).loss
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
@@ -390,6 +417,15 @@ PAIRS = {
                                  lambda d: baddbmm_step(d, sdpa=False, train=True, fp32=True, causal=False)),
     "encoder_train_fp32_sdpa": ("encoder_train_fp32_sdpa", "after",
                                 lambda d: baddbmm_step(d, sdpa=True, train=True, fp32=True, causal=False)),
+    # gpt2_train's pairs on a Llama, out of the sample the models were fitted on
+    "llama_train_item": ("llama_train_item", "before", lambda d: llama_train_step(d, read_loss=True)),
+    "llama_train_no_item": ("llama_train_item", "after", lambda d: llama_train_step(d, read_loss=False)),
+    "llama_train_eager_attn": ("llama_train_sdpa", "before", lambda d: llama_train_step(d, False, attention="eager")),
+    "llama_train_sdpa": ("llama_train_sdpa", "after", lambda d: llama_train_step(d, False, attention="sdpa")),
+    "llama_train_adamw_foreach": ("llama_train_adamw", "before", lambda d: llama_train_step(d, False)),
+    "llama_train_adamw_fused": ("llama_train_adamw", "after", lambda d: llama_train_step(d, False, fused=d == "cuda")),
+    "llama_train_fp32": ("llama_train_tf32", "before", lambda d: llama_train_step(d, False, fp32=True, tf32=False)),
+    "llama_train_tf32": ("llama_train_tf32", "after", lambda d: llama_train_step(d, False, fp32=True, tf32=True)),
     "gpt2_train_fp32_adamw_foreach": ("gpt2_train_fp32_adamw", "before",
                                       lambda d: gpt2_train_step(d, False, fp32=True, tf32=False, fused=None)),
     "gpt2_train_fp32_adamw_fused": ("gpt2_train_fp32_adamw", "after",
