@@ -209,3 +209,25 @@ def test_the_database_itself_and_the_named_queries_still_work(place):
     assert result.exit_code == 0 and result.output.splitlines()[1].startswith("naive,")
     result = invoke("query", "--db", "t.duckdb", "-f", "csv", "--sql", "DESCRIBE kernels")
     assert result.exit_code == 0 and "\nkernel_class," in result.output
+
+
+def test_a_small_database_is_queried_on_one_thread_and_a_big_one_on_duckdbs(place):
+    """A database of fewer than SMALL_DATABASE_EVENTS events (the naive sample's 500) is queried on
+    one thread, where a second only coordinates; a ResNet-18 training capture (22,559 events) keeps
+    DuckDB's own count, the machine's cores."""
+    from conftest import TEST_DATA
+    from tracekit.store.database import SMALL_DATABASE_EVENTS
+
+    assert invoke("load", TEST_DATA / "h100" / "model_pairs" / "resnet_train_pageable.json.gz",
+                  "--db", "big.duckdb").exit_code == 0
+    small = connect_for_queries(place / "t.duckdb")
+    big = connect_for_queries(place / "big.duckdb")
+    try:
+        assert small.execute("SELECT count(*) FROM event_rows").fetchone()[0] < SMALL_DATABASE_EVENTS
+        assert small.execute("SELECT current_setting('threads')").fetchone() == (1,)
+        assert big.execute("SELECT count(*) FROM event_rows").fetchone()[0] >= SMALL_DATABASE_EVENTS
+        assert big.execute("SELECT current_setting('threads')").fetchone() == (duckdb.connect().execute(
+            "SELECT current_setting('threads')").fetchone()[0],)
+    finally:
+        small.close()
+        big.close()

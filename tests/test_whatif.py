@@ -307,3 +307,27 @@ def test_findings_on_a_trace_without_steps_point_to_its_whole_replay(foreign_db)
     assert stall["detail"].endswith("replayed saving unknown: the trace has no steps, so no saving per step; "
                                     "`tracekit whatif rtx4090_tp2_rank0_nccl_allreduce --apply "
                                     "drop-cpu-gaps:4999-5002` replays it whole")
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_lanes_scan_is_its_recurrence_whatever_order_its_lanes_come_in(seed):
+    """simulate._lane_scan: E[k] = max(E[k-1] + x[k], b[k]) along each lane (b NEVER: no bound), the
+    first of a lane b there (or x, unbounded), checked against the recurrence written out node by node,
+    on lanes in order and interleaved."""
+    import numpy as np
+
+    from tracekit.replay.simulate import NEVER, _lane_scan
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 200))
+    lane = rng.integers(0, 6, n)
+    if seed % 2:
+        lane = np.sort(lane)
+    x = rng.integers(0, 5_000, n).astype(np.int64)
+    b = np.where(rng.random(n) < 0.4, NEVER, rng.integers(0, 400_000, n)).astype(np.int64)
+    expected, last = np.zeros(n, dtype=np.int64), {}
+    for k in range(n):
+        carried = last[lane[k]] + x[k] if lane[k] in last else x[k] + (NEVER if b[k] == NEVER else 0)
+        expected[k] = carried if b[k] == NEVER else max(carried, b[k]) if lane[k] in last else b[k]
+        last[lane[k]] = expected[k]
+    assert (_lane_scan(lane, x, b) == expected).all()
