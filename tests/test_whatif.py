@@ -331,3 +331,29 @@ def test_a_lanes_scan_is_its_recurrence_whatever_order_its_lanes_come_in(seed):
         expected[k] = carried if b[k] == NEVER else max(carried, b[k]) if lane[k] in last else b[k]
         last[lane[k]] = expected[k]
     assert (_lane_scan(lane, x, b) == expected).all()
+
+
+@pytest.fixture(scope="module")
+def sync_copies_db(tmp_path_factory):
+    """A trace of runtime calls without GPU activity (an RTX 4060's: aten::to's 85-87 ms
+    cudaMemcpyAsync, then a 278-296 µs cudaStreamSynchronize, each step) and ResNet-18 trained on a
+    batch prepared on the CPU and copied as fp32 from pageable memory (aten::to's copy, then a sync)."""
+    from conftest import cli_loaded
+
+    return cli_loaded(tmp_path_factory, "sync_copies", TEST_DATA / "foreign" / "rtx4060_runtime_without_gpu_events.json.gz",
+                      TEST_DATA / "h100" / "model_pairs" / "resnet_train_cpu_prep.json.gz")
+
+
+def test_dropping_a_sync_keeps_the_copys_own_transfer(sync_copies_db):
+    """`drop-sync:aten::to` removes the waits under aten::to, not the data they move: where the trace
+    recorded no GPU copy, the copy call keeps its time, and the finding's replayed saving is the
+    sync's own 296.3 µs a step (it was the copy's 87 ms too); where it did, the call keeps its copy's
+    time, and the 77 MB pageable copy stays pageable_copy's to save (9,678.6 µs a step claimed
+    before, 655.8 now, of the pin's 10,329.5)."""
+    import tracekit
+
+    found = tracekit.findings(db=sync_copies_db)
+    saving = found.set_index(["trace", "rule", "whatif"])["saving_us_per_step"]
+    assert saving[("rtx4060_runtime_without_gpu_events", "host_sync", "drop-sync:aten::to")] == pytest.approx(296.3, abs=0.1)
+    assert saving[("resnet_train_cpu_prep", "host_sync", "drop-sync:aten::to")] == pytest.approx(655.8, abs=1)
+    assert saving[("resnet_train_cpu_prep", "pageable_copy", "pin-copies")] == pytest.approx(10_329.5, abs=1)

@@ -5,7 +5,9 @@
   OP removes (`drop-copies:aten::masked_fill`);
 - `drop:REGEX`: the GPU items (kernels, copies, fills) whose name or op chain REGEX finds;
 - `drop-sync:REGEX`: the runtime calls whose name or op chain REGEX finds stop waiting for the GPU
-  and cost nothing (`drop-sync:cudaDeviceSynchronize`, `drop-sync:aten::item` for `.item()`);
+  and cost nothing (`drop-sync:cudaDeviceSynchronize`, `drop-sync:aten::item` for `.item()`) but a
+  copy's own transfer: a copy call keeps its GPU copy's time (or all its time where the trace
+  recorded no GPU copy to tell the two apart), as dropping a wait moves no data;
 - `drop-cpu-gaps:US[-US]`: a thread's own time of at least US microseconds (and at most the
   second US) between two of its calls goes (a stall: a sleep, data loading, host-side work the GPU
   waited on); a finding's stalls name their range, so that its fix takes those stalls, not every
@@ -163,7 +165,21 @@ def _drop_items(graph, argument, changed, con, copies_only=False):
 def _drop_sync(graph, argument, changed, con):
     hit = _matching(re.compile(argument), graph.call_name, graph.call_op_path)
     changed["call_wait"][hit] = -1
-    changed["call_dur"][hit] = 0
+    changed["call_dur"][hit] = np.minimum(changed["call_dur"][hit], _own_transfer(graph)[hit])
+
+
+def _own_transfer(graph):
+    """ns of each call that are a copy's own transfer, not a wait: its GPU copy's duration; a copy
+    call whose copy the trace did not record (no GPU activity), all of it, as nothing there tells
+    its wait from its transfer; 0 for the other calls."""
+    transfer = np.zeros(len(graph.call_lane), dtype=np.int64)
+    copies = (graph.item_launch >= 0) & (graph.item_kind == "memcpy")
+    np.maximum.at(transfer, graph.item_launch[copies], graph.item_dur[copies])
+    launched = np.zeros(len(transfer), dtype=bool)
+    launched[graph.item_launch[graph.item_launch >= 0]] = True
+    unrecorded = _found_in(lambda name: "memcpy" in name.lower(), graph.call_name) & ~launched
+    transfer[unrecorded] = graph.call_dur[unrecorded]
+    return transfer
 
 
 def _no_profiler(graph, argument, changed, con):
