@@ -113,6 +113,7 @@ def test_export_writes_what_the_command_writes(sample_db, tmp_path):
     assert cli.output.strip() == (f"wrote {exported.events} events to {exported.path}; "
                                   f"{exported.moved_slices} partially overlapping slice(s) moved to extra tracks"
                                   ).replace("api.json", "cli.json")
+    assert cli.stdout == "" and cli.stderr == cli.output  # what a command wrote to a file, on stderr
     assert (tmp_path / "api.json").read_bytes() == (tmp_path / "cli.json").read_bytes()
     assert len(json.loads(exported.path.read_text())["traceEvents"]) == exported.events
     picked = tracekit.export(tmp_path / "k.json", sql="SELECT * FROM events WHERE trace = 'naive' AND cat = 'kernel'",

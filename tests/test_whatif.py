@@ -319,11 +319,13 @@ def test_a_lanes_scan_is_its_recurrence_whatever_order_its_lanes_come_in(seed):
     from tracekit.replay.simulate import NEVER, _lane_scan
 
     rng = np.random.default_rng(seed)
-    n = int(rng.integers(1, 200))
+    n = int(rng.integers(0, 200)) if seed else 0
     lane = rng.integers(0, 6, n)
     if seed % 2:
         lane = np.sort(lane)
     x = rng.integers(0, 5_000, n).astype(np.int64)
+    if seed % 3 == 0:  # each lane starts 2^61 in: the running total over all lanes wraps past int64, each lane's stays exact
+        x[np.unique(lane, return_index=True)[1]] += np.int64(2 ** 61)
     b = np.where(rng.random(n) < 0.4, NEVER, rng.integers(0, 400_000, n)).astype(np.int64)
     expected, last = np.zeros(n, dtype=np.int64), {}
     for k in range(n):
@@ -357,3 +359,35 @@ def test_dropping_a_sync_keeps_the_copys_own_transfer(sync_copies_db):
     assert saving[("rtx4060_runtime_without_gpu_events", "host_sync", "drop-sync:aten::to")] == pytest.approx(296.3, abs=0.1)
     assert saving[("resnet_train_cpu_prep", "host_sync", "drop-sync:aten::to")] == pytest.approx(655.8, abs=1)
     assert saving[("resnet_train_cpu_prep", "pageable_copy", "pin-copies")] == pytest.approx(10_329.5, abs=1)
+
+
+def test_a_dropped_item_keeps_its_copys_microseconds_in_any_order_of_fixes(tmp_path_factory):
+    """.item() on an H100 (tests/data/h100/fix_rounds/infer_item): under drop-sync:aten::item each
+    cudaMemcpyAsync keeps its 4-byte copy's own time (a few µs of what were mostly waits) and each
+    cudaStreamSynchronize costs nothing; a fix that drops the copies too leaves the calls nothing to
+    keep, whichever of the two fixes comes first."""
+    import numpy as np
+
+    from conftest import cli_loaded
+    from tracekit.replay.fixes import apply, parse_fix
+    from tracekit.replay.graph import read_graph
+    from tracekit.store.database import connect_for_queries
+
+    db = cli_loaded(tmp_path_factory, "item", TEST_DATA / "h100" / "fix_rounds" / "infer_item.json.gz")
+    con = connect_for_queries(db)
+    try:
+        graph = read_graph(con, "infer_item")
+        changed = apply(graph, [parse_fix("drop-sync:aten::item")], con)
+        under = np.array(["aten::item" in path for path in graph.call_op_path])
+        copies = under & np.array(["Memcpy" in name for name in graph.call_name])
+        syncs = under & np.array(["Synchronize" in name for name in graph.call_name])
+        assert copies.sum() == syncs.sum() >= 5
+        own = {call: dur for call, dur, kind in zip(graph.item_launch, graph.item_dur, graph.item_kind) if kind == "memcpy"}
+        assert list(changed["call_dur"][copies]) == [own[call] for call in np.flatnonzero(copies)]
+        assert changed["call_dur"][copies].sum() < 0.2 * graph.call_dur[copies].sum()
+        assert (changed["call_dur"][syncs] == 0).all() and (changed["call_wait"][under] == -1).all()
+        both = [parse_fix("drop-sync:aten::item"), parse_fix("drop:Memcpy DtoH")]
+        for fixes in (both, both[::-1]):
+            assert (apply(graph, fixes, con)["call_dur"][under] == 0).all()
+    finally:
+        con.close()

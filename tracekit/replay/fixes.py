@@ -6,8 +6,9 @@
 - `drop:REGEX`: the GPU items (kernels, copies, fills) whose name or op chain REGEX finds;
 - `drop-sync:REGEX`: the runtime calls whose name or op chain REGEX finds stop waiting for the GPU
   and cost nothing (`drop-sync:cudaDeviceSynchronize`, `drop-sync:aten::item` for `.item()`) but a
-  copy's own transfer: a copy call keeps its GPU copy's time (or all its time where the trace
-  recorded no GPU copy to tell the two apart), as dropping a wait moves no data;
+  copy's own transfer: a copy call keeps its GPU copies' time (in a trace that recorded no GPU
+  copy, all its time, as nothing there tells its wait from its transfer, but a scalar read's:
+  `.item()` moves one element), as dropping a wait moves no data;
 - `drop-cpu-gaps:US[-US]`: a thread's own time of at least US microseconds (and at most the
   second US) between two of its calls goes (a stall: a sleep, data loading, host-side work the GPU
   waited on); a finding's stalls name their range, so that its fix takes those stalls, not every
@@ -143,6 +144,7 @@ def apply(graph, fixes, con=None):
     for name, argument in fixes:
         _APPLY[name](graph, argument, changed, con)
     changed.pop(_DROPPED)
+    _keep_transfers(graph, changed)
     changed.pop(FUSED, None)
     for lane in side_lanes:
         graph = issued_a_step_ahead(graph, lane)
@@ -162,23 +164,40 @@ def _drop_items(graph, argument, changed, con, copies_only=False):
     changed["item_gap"][gone] = 0
 
 
+_SYNCS_DROPPED = "syncs_dropped"
+_SCALAR_READ = "aten::_local_scalar_dense"  # .item() and a tensor's bool: one element copied, its time the wait
+
+
 def _drop_sync(graph, argument, changed, con):
     hit = _matching(re.compile(argument), graph.call_name, graph.call_op_path)
     changed["call_wait"][hit] = -1
-    changed["call_dur"][hit] = np.minimum(changed["call_dur"][hit], _own_transfer(graph)[hit])
+    changed.setdefault(_SYNCS_DROPPED, np.zeros(len(hit), dtype=bool))[hit] = True
 
 
-def _own_transfer(graph):
-    """ns of each call that are a copy's own transfer, not a wait: its GPU copy's duration; a copy
-    call whose copy the trace did not record (no GPU activity), all of it, as nothing there tells
-    its wait from its transfer; 0 for the other calls."""
+def _keep_transfers(graph, changed):
+    """The calls drop-sync hit, once every fix has run, cost no more than their copies' own
+    transfers as the fixes left those copies (one another fix dropped moves nothing; one pinned
+    moves at the pinned pace): dropping a wait moves no data. In any order of the fixes."""
+    hit = changed.pop(_SYNCS_DROPPED, None)
+    if hit is not None:
+        transfer = _own_transfer(graph, changed["item_dur"])
+        changed["call_dur"][hit] = np.minimum(changed["call_dur"][hit], transfer[hit])
+
+
+def _own_transfer(graph, item_dur):
+    """ns of each copy call that are its copies' own transfer, not a wait: its GPU copies'
+    durations; in a trace with no GPU copy recorded, all of a copy call's time (nothing there tells
+    its wait from its transfer) but a scalar read's, which moves one element; 0 for other calls."""
     transfer = np.zeros(len(graph.call_lane), dtype=np.int64)
-    copies = (graph.item_launch >= 0) & (graph.item_kind == "memcpy")
-    np.maximum.at(transfer, graph.item_launch[copies], graph.item_dur[copies])
-    launched = np.zeros(len(transfer), dtype=bool)
-    launched[graph.item_launch[graph.item_launch >= 0]] = True
-    unrecorded = _found_in(lambda name: "memcpy" in name.lower(), graph.call_name) & ~launched
-    transfer[unrecorded] = graph.call_dur[unrecorded]
+    copy_call = _found_in(lambda name: "memcpy" in name.lower(), graph.call_name)
+    launched = graph.item_launch >= 0
+    copies = launched & (graph.item_kind == "memcpy")
+    copies[copies] = copy_call[graph.item_launch[copies]]  # a graph launch's copy nodes are no call's copy
+    np.add.at(transfer, graph.item_launch[copies], item_dur[copies])
+    if not (graph.item_kind == "memcpy").any():
+        scalar = _found_in(lambda path: _SCALAR_READ in path, graph.call_op_path)
+        kept = copy_call & ~scalar
+        transfer[kept] = graph.call_dur[kept]
     return transfer
 
 

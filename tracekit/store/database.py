@@ -223,7 +223,8 @@ def _attach_for_queries(path, allow_files):
         # tables added since: temporary ones stand in).
         if not _views_are_current(con):
             _make_own_views(con)
-        if _holds_few_events(con):
+        # (not where the user's own files may be read: those may be big whatever the traces are)
+        if not allow_files and _holds_few_events(con):
             con.execute("SET threads = 1")  # before the lock, which freezes every setting
         lock_down(con, allow_files=allow_files)
 
