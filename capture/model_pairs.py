@@ -102,12 +102,18 @@ def gpt2_train_step(device, read_loss, fp32=False, tf32=False, attention="sdpa",
         optimizer = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9, fused=fused)
     else:
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=fused)
+    return _training_step(device, lambda: model(tokens, labels=tokens).loss, optimizer, read_loss, fp32, tf32)
+
+
+def _training_step(device, loss_of, optimizer, read_loss, fp32, tf32):
+    """A step: the loss (`loss_of()`) under bf16 autocast unless `fp32` (then TF32 as `tf32`), its
+    backward and the optimizer's step; `read_loss`: loss.item() each step, else kept on the GPU."""
     losses = []
 
     def step():
         torch.backends.cuda.matmul.allow_tf32 = tf32  # read by each matmul
         with torch.autocast(device, dtype=torch.bfloat16, enabled=not fp32):
-            loss = model(tokens, labels=tokens).loss
+            loss = loss_of()
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
@@ -125,18 +131,8 @@ def llama_train_step(device, read_loss, fp32=False, tf32=False, attention="sdpa"
                        max_position_embeddings=1024)
     tokens = torch.randint(0, 32000, (8, 512) if device == "cuda" else (1, 64), device=device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=fused)
-    losses = []
-
-    def step():
-        torch.backends.cuda.matmul.allow_tf32 = tf32  # read by each matmul
-        with torch.autocast(device, dtype=torch.bfloat16, enabled=not fp32):
-            loss = model(input_ids=tokens, labels=tokens, use_cache=False).loss
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        losses.append(loss.item() if read_loss else loss.detach())
-        del losses[:-10]
-    return step
+    return _training_step(device, lambda: model(input_ids=tokens, labels=tokens, use_cache=False).loss, optimizer,
+                          read_loss, fp32, tf32)
 
 
 def llama_attention_step(device, attention):
