@@ -16,13 +16,13 @@ consumer (the CLI, the Python API, the report, the Perfetto track) reads these r
 rule is a new file, nothing else.
 """
 
-import math
 import re
 from dataclasses import dataclass, field
 
 from tracekit.errors import QueryError
 from tracekit.analysis.named_queries import header_lines, parse_param, run_sql
 from tracekit.analysis.param_values import as_sql_text, checked
+from tracekit.analysis.saving_words import unprofiled, unsteady, why_less, why_more
 from tracekit.analysis.trace_lookup import trace_row
 from tracekit.store.findings_view import rule_texts
 
@@ -145,9 +145,12 @@ def _replayed(con, found, together=True, prefetch=None):
     wanted = [(t, w) for t, w in zip(found["trace"], found["whatif"]) if isinstance(w, str) and w]
     jobs = prefetch.jobs_for({t for t, _ in wanted}) if prefetch else None
     each, all_fixes = replay_savings(con, wanted, jobs)
+    rules_by_fix = {}  # (trace, whatif) -> the rules whose findings name it
+    for t, w, r in zip(found["trace"], found["whatif"], found["rule"]):
+        rules_by_fix.setdefault((t, w), []).append(r)
     savings, traced, details, severities = [], [], [], []
-    for t, w, detail, estimate, severity in zip(found["trace"], found["whatif"], found["detail"],
-                                                found["estimate_us_per_step"], found["severity"]):
+    for t, w, r, detail, estimate, severity in zip(found["trace"], found["whatif"], found["rule"], found["detail"],
+                                                   found["estimate_us_per_step"], found["severity"]):
         replayed = each.get((t, w)) if isinstance(w, str) else None
         severities.append(_graded(severity, replayed))
         savings.append(_us(replayed.saving_us) if replayed else None)
@@ -155,7 +158,9 @@ def _replayed(con, found, together=True, prefetch=None):
         if replayed is not None and replayed.why is not None:
             detail = f"{detail}; replayed saving unknown: {replayed.why}"
         elif replayed is not None:
-            detail += _why_less(replayed, estimate)
+            others = list(rules_by_fix[(t, w)])
+            others.remove(r)  # the finding itself
+            detail += why_less(replayed, estimate) + why_more(replayed, estimate, w, others)
         details.append(detail)
     found = found.assign(saving_us_per_step=pd.array(savings, dtype="Float64").astype("float64"),
                          traced_saving_us_per_step=pd.array(traced, dtype="Float64").astype("float64"), detail=details,
@@ -179,51 +184,9 @@ def _graded(severity, replayed):
     return next((name for name, floor in SEVERITY_BY_SAVING if share >= floor), "low")
 
 
-# A replayed saving under this share of the rule's own figure says why, lest the two read as a contradiction.
-SAVING_BELOW_ESTIMATE = 0.5
-
-
-def _why_less(replayed, estimate):
-    """Where the replay saves much less than the rule counts (its estimate), why (for a detail)."""
-    saving, traced = replayed.saving_us, replayed.traced_saving_us
-    if saving is None or math.isnan(estimate) or estimate <= 0 or saving >= SAVING_BELOW_ESTIMATE * estimate:
-        return ""
-    if replayed.profiler_us_per_op is not None and traced is not None and traced >= SAVING_BELOW_ESTIMATE * estimate:
-        return (f"; as traced the fix saves {traced:,.1f} µs a step, but without the profiler's cost "
-                f"({replayed.profiler_us_per_op:.1f} µs a recorded op) the CPU runs that much faster and the fix "
-                f"saves {saving:,.1f}: much of what the rule counts here is the profiler's own cost")
-    saved = f"saves {saving:,.1f}" if saving >= 0 else f"saves nothing ({-saving:,.1f} µs longer)"
-    return (f"; replayed, the fix {saved} of the {estimate:,.1f} µs a step the rule counts: the step's "
-            "time is held by other work (a CPU slower than the GPU, or work on another stream), so the rest is "
-            "off its critical path")
-
-
 def _us(value):
     """To the 0.1 µs a person reads (the replay counts whole nanoseconds; the rest is float noise)."""
     return None if value is None else round(value, 1)
-
-
-def _unprofiled(replayed):
-    """Where the replay took the profiler's cost out, how much (for a detail)."""
-    if replayed.profiler_us_per_op is None:
-        return "; replayed as traced (too few ops back to back to estimate the profiler's cost)"
-    return (f"; replayed without the profiler's cost, {replayed.profiler_us_per_op:.1f} µs a recorded op as the "
-            f"trace's gaps between ops show (as traced, the fixes save {replayed.traced_saving_us:,.1f} µs)")
-
-
-# Steady steps whose traced times differ more than this (longest over shortest) did not run at one
-# pace: a loop still warming up, a host that stalled the process mid-trace, or work that changed; a
-# step's mean then stands for none of them.
-UNSTEADY_SPREAD = 1.5
-
-
-def _unsteady(replayed):
-    """Where the steady steps ran at unlike paces, saying so (for a detail)."""
-    if replayed.steady_us is None or not replayed.steady_us[0] or replayed.steady_us[1] < UNSTEADY_SPREAD * replayed.steady_us[0]:
-        return ""
-    low, high = replayed.steady_us
-    return (f"; its steady steps took {low:,.0f} to {high:,.0f} µs as traced, not one pace (still warming up, a "
-            f"host that stalled the process, or work that changed between steps): these figures are their mean")
 
 
 def _all_fixes_row(trace, whatif, replayed, found):
@@ -238,7 +201,7 @@ def _all_fixes_row(trace, whatif, replayed, found):
                  f"{replayed.step_us:,.1f} µs step ({100 * replayed.saving_us / replayed.step_us:.0f}%)")
         detail = (f"the steady step replayed as it is takes {replayed.step_us:,.1f} µs, with "
                   f"{'every fix' if count > 1 else 'the fix'} {replayed.fixed_us:,.1f} µs")
-        detail += _unprofiled(replayed) + _unsteady(replayed)
+        detail += unprofiled(replayed) + unsteady(replayed)
         if count > 1:
             detail += (f"; the findings' own savings add up to {summed:,.1f} µs, as each is replayed alone "
                        "and fixes that relieve the same wait share their saving")
