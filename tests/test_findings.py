@@ -120,6 +120,20 @@ def test_hidden_copy_in_training_tells_the_forward_copy_from_the_backward_formul
     assert backward["severity"] == "info" and backward["saving_us_per_step"] != backward["saving_us_per_step"]
     assert not isinstance(backward["whatif"], str)  # no fix to replay
     assert backward["fix"].startswith("none in the module: PyTorch's backward formula (MaskedFillBackward0)")
+    assert backward["detail"].endswith("; no fix replayed: a copy PyTorch's own backward formula makes: no change to "
+                                       "the model's code removes it")
+
+
+def test_every_finding_without_a_saving_says_why(found):
+    """A NULL saving is never left unexplained: a fix that could not be replayed says why, and a
+    finding that names no fix says so, in its rule's words (occupancy is not time, a one-time cost)."""
+    unsaved = found[found["saving_us_per_step"].isna()]
+    assert set(unsaved["rule"]) >= {"low_occupancy", "cold_start", "hidden_copy"}
+    assert unsaved["detail"].str.contains("; no fix replayed: |replayed saving unknown: ").all()
+    occupancy = unsaved[unsaved["rule"] == "low_occupancy"]["detail"]
+    assert occupancy.str.endswith("; no fix replayed: occupancy is not time: a low figure is by design in many fast "
+                                  "kernels (Tensor Core GEMMs among them); time the kernel against another configuration").all()
+    assert not found[found["saving_us_per_step"].notna()]["detail"].str.contains("no fix replayed").any()
 
 
 def test_hidden_copy_in_a_training_loop_predicts_the_in_place_fix_and_is_gone_after_it(loops_db):

@@ -211,7 +211,9 @@ def test_peak_copy_finds_the_copy_held_beside_its_original_and_only_there(memory
         ("held_scores", "high", "The CPU memory peak holds a 0.5 MiB copy from aten::masked_fill beside the tensor it copied")]
     finding = found[0]
     assert finding["detail"] == ("In 3 of 3 steady step(s) the peak (1.5 MiB) holds 0.5 MiB (33%) made by aten::masked_fill"
-                                 " → aten::clone → aten::empty_like → aten::empty, and a block of the same size allocated before it")
+                                 " → aten::clone → aten::empty_like → aten::empty, and a block of the same size allocated before it"
+                                 "; no fix replayed: the copy costs memory, not time: it raises the step's peak, which a "
+                                 "replay of time does not measure")
     assert finding["fix"] == "use masked_fill_ (in place) instead of masked_fill"
     assert finding["saving_us_per_step"] is None and finding["whatif"] is None
     ops = db_rows(memory_db, "SELECT op_id, name FROM cpu_ops WHERE trace = 'held_scores' AND step > 0 AND name = 'aten::empty'"

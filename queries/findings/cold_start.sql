@@ -2,6 +2,7 @@
 -- why: the first call pays one-time costs (cuDNN building its execution plan, torch.compile tracing and compiling, Triton autotuning, cuBLAS and cuDNN handles, the allocator's first allocations); they distort a benchmark that times it, and come back whenever shapes change
 -- fix: warm up before measuring; keep shapes static so plans and compiled graphs are reused (torch.compile(dynamic=False), cuDNN caches a plan per shape); cache compiled artifacts across runs (Inductor's FX graph cache)
 -- saving: not per step (NULL): a one-time cost; the detail says how much the first step costs over a steady one and which op spent it
+-- unsaved: a one-time cost, paid by the first step and not by the steps after it: no saving per step
 -- params:
 --   trace = NULL: only this trace
 --   min_ms = 5: report a first step that costs at least this many milliseconds more than the median steady step

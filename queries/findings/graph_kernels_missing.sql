@@ -2,6 +2,7 @@
 -- why: a graph replay is one runtime call on the CPU; its kernels, copies and fills reach the trace only when the profiler records the graph's GPU activity. When they are missing, the steps' GPU time, busy share and kernel counts leave the graph's work out, and every per-step figure (and every other rule's share of the step) is computed without it
 -- fix: profile with a PyTorch and CUPTI that record the kernels of graph replays (recent Kineto does: the RTX 5080 replay trace in tests/data/foreign shows all 36 ops of each replay), or profile one step eagerly, without the graph, to see its kernels; time the replay itself with CUDA events
 -- saving: NULL: nothing runs slower; the finding says that the trace undercounts the GPU's work
+-- unsaved: nothing runs slower: the trace leaves kernels out, so the figures per step count less GPU work than ran
 -- params:
 --   trace = NULL: only this trace
 --   max_evidence = 20: at most this many launches named in the evidence

@@ -2,6 +2,7 @@
 -- why: an out-of-place op (masked_fill, or a clone, contiguous or to called inside another op) copies a whole tensor on the GPU before it does its work: a Memcpy the code never asked for, paid on every step
 -- fix: use the in-place form (masked_fill_ for masked_fill, add_ for add, ...), or keep the tensor in the layout and dtype the next op wants, so no clone, contiguous or to copies it
 -- saving: the copies' GPU time per steady step, which the fix removes; none for copies PyTorch's backward formula makes (no change to the module removes them: they are reported apart, as info)
+-- unsaved: a copy PyTorch's own backward formula makes: no change to the model's code removes it
 -- params:
 --   trace = NULL: only this trace
 --   min_bytes = 1048576: ignore copies smaller than this many bytes each

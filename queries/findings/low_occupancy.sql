@@ -2,6 +2,7 @@
 -- why: an SM hides memory and instruction latency by switching between resident warps; a launch whose registers per thread, shared memory per block or block size let few warps in (theoretical occupancy, view kernels) leaves it stalled unless the kernel makes up with instruction-level parallelism, as Tensor Core kernels (flash, cuDNN, nvjet) are built to; Kineto writes an achieved occupancy of 0 for blocks over 48 KiB of shared memory, so its own figure cannot be relied on
 -- fix: for registers, cap them (__launch_bounds__, -maxrregcount) or choose smaller tiles; for shared memory, fewer pipeline stages or smaller tiles; for threads or blocks, launch bigger blocks; for a library kernel, another backend or configuration (check the time, not only the occupancy)
 -- saving: not estimated (NULL): occupancy is not time, and a low figure is by design in many fast kernels; the finding says what limits the launch so it can be measured against another configuration
+-- unsaved: occupancy is not time: a low figure is by design in many fast kernels (Tensor Core GEMMs among them); time the kernel against another configuration
 -- params:
 --   trace = NULL: only this trace
 --   max_pct = 25: report kernels whose theoretical occupancy is below this percent

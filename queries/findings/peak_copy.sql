@@ -2,6 +2,7 @@
 -- why: an out-of-place op (masked_fill, or a clone, contiguous or to inside another op) allocates a whole copy; where the code still holds the original (a variable kept while the copy goes on to softmax), both are live at the step's peak, and the copy is memory the step need not have held
 -- fix: use the in-place form (masked_fill_ for masked_fill, ...), or drop the reference to the original before the next op, so the copy is not made or the original is freed first
 -- saving: no time: up to the copy's bytes off the step's peak (memory_steps), as much as the peak falls when the copy goes, which the trace cannot replay; needs memory events (capture with --profile-memory)
+-- unsaved: the copy costs memory, not time: it raises the step's peak, which a replay of time does not measure
 -- params:
 --   trace = NULL: only this trace
 --   min_peak_pct = 5: ignore copies smaller than this share of the step's peak, percent

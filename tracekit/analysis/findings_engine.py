@@ -2,7 +2,8 @@
 what they find.
 
 A rule is one SQL file whose rows are findings (RULE_COLUMNS). Its header says what it detects
-(first line, `rule_id: what`), then `why:`, `fix:` and `saving:` lines, then `params:`
+(first line, `rule_id: what`), then `why:`, `fix:` and `saving:` lines, an `unsaved:` line where a
+row may name no fix (why it has no saving: a finding's detail says it), then `params:`
 (`name = default: meaning`) as named queries have. A finding names the fix it implies as the
 replay takes it (`whatif`, tracekit.replay.fixes), and its `estimate_us_per_step` is the rule's own
 figure from its slice of the step (the copies' GPU time, the idle gaps, ...). The engine replays
@@ -32,8 +33,9 @@ FINDING_COLUMNS = ("trace", "rule", "severity", "title", "detail", "fix", "whati
 # What a reader needs to read a finding: a table fitted to the terminal keeps these first.
 FINDING_KEYS = ("trace", "rule", "title", "saving_us_per_step")
 ALL_FIXES = "all_fixes"  # the rule of each trace's last row: its fixes replayed together
+NO_FIX = "; no fix replayed: "  # in a detail, before why its finding names no fix (so no saving)
 SEVERITIES = ("high", "medium", "low", "info")
-_PART = re.compile(r"^(why|fix|saving):\s*(.*)$")
+_PART = re.compile(r"^(why|fix|saving|unsaved):\s*(.*)$")
 
 
 @dataclass
@@ -45,6 +47,7 @@ class Rule:
     saving: str
     sql: str
     params: dict = field(default_factory=dict)  # name -> (default text or None, meaning)
+    unsaved: str = None  # why a row of it may name no fix to replay (its header's `unsaved:` line)
 
 
 def _parse(name, text):
@@ -65,7 +68,8 @@ def _parse(name, text):
     missing = [key for key in ("why", "fix", "saving") if key not in parts]
     if missing:
         raise QueryError(f"queries/findings/{name}.sql: its header has no {', '.join(missing)} line")
-    return Rule(name, first[len(name) + 1:].strip(), parts["why"], parts["fix"], parts["saving"], text, params)
+    return Rule(name, first[len(name) + 1:].strip(), parts["why"], parts["fix"], parts["saving"], text, params,
+                parts.get("unsaved"))
 
 
 def rules():
@@ -145,6 +149,7 @@ def _replayed(con, found, together=True, prefetch=None):
     wanted = [(t, w) for t, w in zip(found["trace"], found["whatif"]) if isinstance(w, str) and w]
     jobs = prefetch.jobs_for({t for t, _ in wanted}) if prefetch else None
     each, all_fixes = replay_savings(con, wanted, jobs)
+    unsaved = {name: r.unsaved or r.saving for name, r in rules().items()}
     rules_by_fix = {}  # (trace, whatif) -> the rules whose findings name it
     for t, w, r in zip(found["trace"], found["whatif"], found["rule"]):
         rules_by_fix.setdefault((t, w), []).append(r)
@@ -155,7 +160,11 @@ def _replayed(con, found, together=True, prefetch=None):
         severities.append(_graded(severity, replayed))
         savings.append(_us(replayed.saving_us) if replayed else None)
         traced.append(_us(replayed.traced_saving_us) if replayed else None)
-        if replayed is not None and replayed.why is not None:
+        if not isinstance(w, str) or not w:
+            # a rule may say per row why no fix is replayed; else its header's `unsaved:` line says it
+            if NO_FIX not in detail:
+                detail = f"{detail}{NO_FIX}{unsaved.get(r, 'the rule names none')}"
+        elif replayed is not None and replayed.why is not None:
             detail = f"{detail}; replayed saving unknown: {replayed.why}"
         elif replayed is not None:
             others = list(rules_by_fix[(t, w)])
