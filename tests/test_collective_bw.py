@@ -234,3 +234,19 @@ def test_a_lake_written_before_interconnects_still_answers(tmp_path):
     finally:
         con.close()
     assert rows == [("PCIe 4.0 x16", 31.5)]
+
+
+def test_gpu_idle_says_why_work_queued_behind_another_stream_has_no_fix(bw_db):
+    """The 128-rank job's rank 0 idles 171 ms a step with its next kernel already queued, waiting
+    for a send/recv on another stream: no named change moves that, and the finding says so once."""
+    import tracekit
+
+    found = tracekit.findings(db=bw_db, rule="gpu_idle", params={"trace": "rank0_of128_sendrecv_without_comms_args"})
+    queued = found[found["title"].str.contains("the next work was already queued")]
+    assert len(queued) == 1
+    row = queued.iloc[0]
+    assert row["title"].startswith("GPU idle 171273.2 µs per step")
+    assert not isinstance(row["whatif"], str) and row["saving_us_per_step"] != row["saving_us_per_step"]
+    assert row["detail"].endswith("; no fix replayed: the work waited on another stream or an event, not on the CPU, "
+                                  "and what to change there the trace does not name")
+    assert row["detail"].count("no fix replayed") == 1

@@ -9,7 +9,7 @@ import pytest
 
 from conftest import SAMPLE_TRACES, TEST_DATA, invoke_cli
 from tracekit.store.database import connect, connect_for_queries
-from tracekit.analysis.findings_engine import FINDING_COLUMNS, SEVERITIES, rules, run_findings
+from tracekit.analysis.findings_engine import FINDING_COLUMNS, SEVERITIES, UNSAVED_UNSAID, rules, run_findings
 from tracekit.store.findings_view import findings_view_sql
 from tracekit.ingest.loader import load_file
 
@@ -134,6 +134,9 @@ def test_every_finding_without_a_saving_says_why(found):
     assert occupancy.str.endswith("; no fix replayed: occupancy is not time: a low figure is by design in many fast "
                                   "kernels (Tensor Core GEMMs among them); time the kernel against another configuration").all()
     assert not found[found["saving_us_per_step"].notna()]["detail"].str.contains("no fix replayed").any()
+    # each rule whose rows name no fix says why in its own words (an `unsaved:` line), once a row
+    assert not unsaved["detail"].str.contains(UNSAVED_UNSAID).any()
+    assert (unsaved["detail"].str.count("no fix replayed") <= 1).all()
 
 
 def test_hidden_copy_in_a_training_loop_predicts_the_in_place_fix_and_is_gone_after_it(loops_db):

@@ -50,31 +50,102 @@ def three_db(tmp_path_factory):
 
 
 def test_graphs_read_while_the_rules_run_give_the_findings_read_after_them(three_db, monkeypatch):
-    """findings reads the replay graphs on a second connection while the rules run
-    (replay.prefetch): the same rows as reading them on the connection afterwards."""
+    """findings reads the replay graphs on a second connection while the rules run, and on while
+    the replays run (replay.prefetch): the same rows as reading them on the connection afterwards."""
     from pandas.testing import assert_frame_equal
 
     from tracekit.analysis import findings_engine
     from tracekit.replay import prefetch
     from tracekit.store.database import connect_for_queries
 
-    monkeypatch.setattr(prefetch, "MIN_EVENTS", 0)  # these traces are small: read every one beside the rules
-    handed = []
-    jobs_for = prefetch.GraphPrefetch.jobs_for
-    monkeypatch.setattr(prefetch.GraphPrefetch, "jobs_for",
-                        lambda self, wanted: handed.append((set(wanted), set(self._read))) or jobs_for(self, wanted))
+    by_thread = []
+    keep = prefetch.GraphPrefetch._keep
+    monkeypatch.setattr(prefetch.GraphPrefetch, "_keep",
+                        lambda self, trace, found: by_thread.append(trace) or keep(self, trace, found))
     con = connect_for_queries(three_db)  # as the CLI opens it: attached, in a catalog of its own
     try:
         beside = findings_engine.run_findings(con)
-        monkeypatch.setattr(prefetch, "MIN_EVENTS", 10 ** 12)  # none read beside the rules: all after them
+        monkeypatch.setattr(prefetch, "graphs_read_meanwhile", lambda con, trace=None: None)
         after = findings_engine.run_findings(con)
     finally:
         con.close()
     assert_frame_equal(beside, after)
-    (wanted, read), = handed
-    assert wanted == {"train_copy_pageable", "infer_item", "infer_no_item"} & set(beside["trace"])
-    assert wanted and wanted <= read  # every trace replayed was read beside the rules
     assert beside["saving_us_per_step"].notna().any()
+    assert by_thread and set(by_thread) <= {"train_copy_pageable", "infer_item", "infer_no_item"}
+
+
+def test_the_replaying_thread_reads_other_graphs_while_the_prefetch_reads_the_one_it_needs(three_db, monkeypatch):
+    """The thread is held reading the first trace wanted: asked for it, the caller reads the other
+    two itself meanwhile (from the far end), then takes the first as the thread read it; each graph
+    read once, each the graph the connection reads alone."""
+    import threading
+
+    from tracekit.replay import prefetch
+    from tracekit.replay.job import Jobs
+    from tracekit.store.database import connect_for_queries, second_connections
+
+    wanted = ["train_copy_pageable", "infer_item", "infer_no_item"]
+    release, reading_first = threading.Event(), threading.Event()
+    read_by = []
+    of = Jobs.of
+
+    def held_of(self, trace):
+        if threading.current_thread().name == "tracekit-graph-prefetch":
+            if trace == wanted[0]:
+                reading_first.set()
+                assert release.wait(60)
+            read_by.append(("thread", trace))
+        else:
+            read_by.append(("caller", trace))
+            if len([who for who, _ in read_by if who == "caller"]) == 2:
+                release.set()  # both others read here: let the thread end its read
+        return of(self, trace)
+
+    monkeypatch.setattr(Jobs, "of", held_of)
+    con = connect_for_queries(three_db)
+    try:
+        fetch = prefetch.GraphPrefetch(second_connections(con), con, wanted)
+        assert reading_first.wait(60)
+        reader = fetch.jobs_for(wanted)
+        first = reader.of(wanted[0])
+        assert read_by == [("thread", wanted[0]), ("caller", "infer_no_item"), ("caller", "infer_item")] or \
+            read_by == [("caller", "infer_no_item"), ("caller", "infer_item"), ("thread", wanted[0])]
+        others = [reader.of(trace) for trace in wanted[1:]]
+        assert len(read_by) == 3  # nothing read twice
+        fetch.stop()
+        alone = Jobs(con)
+        for job, trace in zip([first] + others, wanted):
+            assert job.traces == [trace]
+            assert (job.graphs[trace].item_dur == alone.of(trace).graphs[trace].item_dur).all()
+    finally:
+        release.set()
+        con.close()
+
+
+def test_the_prefetch_reads_no_further_ahead_of_the_replays_than_it_may(three_db, monkeypatch):
+    """Each graph read waits in memory for its replay: at most READ_AHEAD of them."""
+    import time
+
+    from tracekit.replay import prefetch
+    from tracekit.store.database import connect_for_queries, second_connections
+
+    monkeypatch.setattr(prefetch, "READ_AHEAD", 1)
+    con = connect_for_queries(three_db)
+    try:
+        fetch = prefetch.GraphPrefetch(second_connections(con), con, ["train_copy_pageable", "infer_item", "infer_no_item"])
+        deadline = time.monotonic() + 60
+        while not fetch._read and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(1.0)  # time enough to read the other two, were it let
+        assert list(fetch._read) == ["train_copy_pageable"] and fetch._thread.is_alive()
+        reader = fetch.jobs_for(["train_copy_pageable", "infer_item"])
+        assert reader.of("train_copy_pageable").traces == ["train_copy_pageable"]
+        assert reader.of("infer_item").traces == ["infer_item"]
+        fetch._thread.join(60)
+        assert not fetch._thread.is_alive() and "infer_no_item" not in fetch._taken  # not wanted: never read
+        fetch.stop()
+    finally:
+        con.close()
 
 
 def test_a_prefetch_stopped_at_once_leaves_the_connection_as_it_was(three_db):
@@ -100,6 +171,7 @@ def test_a_failure_in_the_prefetch_thread_is_raised_where_its_graphs_are_asked_f
     con = connect_for_queries(three_db)
     try:
         prefetch = GraphPrefetch(broken, con, ["infer_item"])
+        prefetch._thread.join(60)  # it meets the defect at once
         with pytest.raises(RuntimeError, match="a defect in the reading thread"):
             prefetch.jobs_for(["infer_item"])
         prefetch.stop()  # again: nothing left to end

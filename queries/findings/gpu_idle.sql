@@ -2,7 +2,7 @@
 -- why: while the GPU waits for work the step runs on without it: a sync or a device-to-host copy drained its queue, data loading held the CPU, the CPU computed on host tensors (input preparation on the main thread), the thread stalled (a sleep, a lock, host-side work), or Python and op dispatch could not launch kernels as fast as the GPU ran them, or the host's work around a CUDA graph's replay (input copies, guards) held it
 -- fix: per cause (the finding says which): drop the sync or read results every N steps; load data in DataLoader workers with pinned memory; prepare inputs in workers or on the GPU; move a stall off the step; around a CUDA graph's replay, keep inputs in its static buffers; for slow launching, capture the step in a CUDA graph or torch.compile it, fuse small ops, or give each kernel more work
 -- saving: estimate: the time of the gaps per steady step (NULL for a trace without steps: no step to save it in), an upper bound; the replay of the cause's fix (whatif) says what the step would save
--- unsaved: a gap whose cause no named change removes (work queued behind another stream, a launch not in the trace, the host's work around a CUDA graph's replay): the finding says which
+-- unsaved: a gap whose cause no named change removes: work queued behind another stream or an event, a launch not in the trace, or the host's work around a CUDA graph's replay
 -- params:
 --   trace = NULL: only this trace
 --   min_gap_us = 50: ignore gaps shorter than this; a launch costs the CPU 5-20 µs, so shorter gaps are launch latency, not a stall (the training captures in tests/data/h200 idle 11-14 ms of a 17-19 ms step in gaps of 50 µs or more)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from tracekit.errors import QueryError
 from tracekit.analysis.named_queries import header_lines, parse_param, run_sql
 from tracekit.analysis.param_values import as_sql_text, checked
-from tracekit.analysis.saving_words import unprofiled, unsteady, why_less, why_more
+from tracekit.analysis.saving_words import same_saving, unprofiled, unsteady, why_less, why_more
 from tracekit.analysis.trace_lookup import trace_row
 from tracekit.store.findings_view import rule_texts
 
@@ -34,6 +34,7 @@ FINDING_COLUMNS = ("trace", "rule", "severity", "title", "detail", "fix", "whati
 FINDING_KEYS = ("trace", "rule", "title", "saving_us_per_step")
 ALL_FIXES = "all_fixes"  # the rule of each trace's last row: its fixes replayed together
 NO_FIX = "; no fix replayed: "  # in a detail, before why its finding names no fix (so no saving)
+UNSAVED_UNSAID = "its rule names no change to replay for it"  # a rule without an `unsaved:` line
 SEVERITIES = ("high", "medium", "low", "info")
 _PART = re.compile(r"^(why|fix|saving|unsaved):\s*(.*)$")
 
@@ -147,29 +148,28 @@ def _replayed(con, found, together=True, prefetch=None):
     from tracekit.replay.savings import replay_savings
 
     wanted = [(t, w) for t, w in zip(found["trace"], found["whatif"]) if isinstance(w, str) and w]
-    jobs = prefetch.jobs_for({t for t, _ in wanted}) if prefetch else None
+    jobs = prefetch.jobs_for([t for t, _ in wanted]) if prefetch else None  # in the order replayed
     each, all_fixes = replay_savings(con, wanted, jobs)
-    unsaved = {name: r.unsaved or r.saving for name, r in rules().items()}
-    rules_by_fix = {}  # (trace, whatif) -> the rules whose findings name it
-    for t, w, r in zip(found["trace"], found["whatif"], found["rule"]):
-        rules_by_fix.setdefault((t, w), []).append(r)
+    unsaved = {name: r.unsaved or UNSAVED_UNSAID for name, r in rules().items()}
+    alike = _alike(found, each)
     savings, traced, details, severities = [], [], [], []
-    for t, w, r, detail, estimate, severity in zip(found["trace"], found["whatif"], found["rule"], found["detail"],
-                                                   found["estimate_us_per_step"], found["severity"]):
+    for n, (t, w, rule, detail, estimate, severity) in enumerate(zip(
+            found["trace"], found["whatif"], found["rule"], found["detail"], found["estimate_us_per_step"],
+            found["severity"])):
         replayed = each.get((t, w)) if isinstance(w, str) else None
         severities.append(_graded(severity, replayed))
         savings.append(_us(replayed.saving_us) if replayed else None)
         traced.append(_us(replayed.traced_saving_us) if replayed else None)
+        detail = detail or ""
         if not isinstance(w, str) or not w:
             # a rule may say per row why no fix is replayed; else its header's `unsaved:` line says it
             if NO_FIX not in detail:
-                detail = f"{detail}{NO_FIX}{unsaved.get(r, 'the rule names none')}"
+                detail = f"{detail}{NO_FIX}{unsaved.get(rule, UNSAVED_UNSAID)}"
         elif replayed is not None and replayed.why is not None:
             detail = f"{detail}; replayed saving unknown: {replayed.why}"
         elif replayed is not None:
-            others = list(rules_by_fix[(t, w)])
-            others.remove(r)  # the finding itself
-            detail += why_less(replayed, estimate) + why_more(replayed, estimate, w, others)
+            detail += (why_less(replayed, estimate) + why_more(replayed, estimate, w)
+                       + same_saving([found["rule"].iat[k] for k in alike.get(n, ())]))
         details.append(detail)
     found = found.assign(saving_us_per_step=pd.array(savings, dtype="Float64").astype("float64"),
                          traced_saving_us_per_step=pd.array(traced, dtype="Float64").astype("float64"), detail=details,
@@ -177,6 +177,21 @@ def _replayed(con, found, together=True, prefetch=None):
     rows = [_all_fixes_row(t, w, replayed, found) for t, (w, replayed) in sorted(all_fixes.items()) if together]
     return pd.concat([rank(found), pd.DataFrame(rows, columns=list(FINDING_COLUMNS))], ignore_index=True) \
         if rows else rank(found)
+
+
+def _alike(found, each):
+    """{row: the other rows of its trace whose fix is the same or replays the same}: the same
+    whatif, or a saving above 0 replayed to the same step times (drop-sync:aten::item and
+    drop-sync:cudaStreamSynchronize, where the one sync is .item()'s)."""
+    groups = {}
+    for n, (t, w) in enumerate(zip(found["trace"], found["whatif"])):
+        replayed = each.get((t, w)) if isinstance(w, str) and w else None
+        if replayed is None or replayed.saving_us is None:
+            continue
+        # two fixes whose steps replay to the same nanosecond do the same (not a coincidence of floats)
+        key = (t, replayed.fixed_us) if replayed.saving_us > 0 else (t, w)
+        groups.setdefault(key, []).append(n)
+    return {n: [k for k in rows if k != n] for rows in groups.values() if len(rows) > 1 for n in rows}
 
 
 # A finding whose fix was replayed is as severe as the share of the step the fix saves, whatever its

@@ -8,6 +8,8 @@ of them for a mistake, so the detail says what the difference is.
 
 import math
 
+from tracekit.replay import FIX_SEPARATOR
+
 # A replayed saving under this share of the rule's own figure says why, lest the two read as a contradiction.
 SAVING_BELOW_ESTIMATE = 0.5
 # A replayed saving at least this many times the rule's own figure says why too, where the
@@ -20,10 +22,12 @@ _WAIT_GONE = ("the wait also held the CPU back from queuing the work after it: w
               "launches ahead while the GPU runs, and the two overlap instead of taking turns")
 _CPU_PACE = ("the step runs at the CPU's pace: all the CPU time the fix removes comes off the step, "
              "not only the GPU's idle time the rule counts")
-_MORE_BY_FIX = {
+_PINNED = ("a pageable copy's call also holds the CPU until its transfer ends: pinned and "
+           "non-blocking, the CPU goes on launching while the copy runs")
+_WHY_MORE_BY_KIND = {
     "drop-sync": _WAIT_GONE,
-    "pin-copies": ("a pageable copy's call also holds the CPU until its transfer ends: pinned and "
-                   "non-blocking, the CPU goes on launching while the copy runs"),
+    "pin-copies": _PINNED,
+    "prefetch-copies": _PINNED,
     "cuda-graph": ("one graph launch runs the step's kernels back to back: every launch's cost goes, in "
                    "the gaps the rule counts and in the shorter ones it leaves out"),
     "drop-cpu-gaps": _CPU_PACE,
@@ -35,46 +39,60 @@ _MORE_BY_FIX = {
                               "matrix is never written: more than the rule's count of the chain's kernels"),
     "fuse-optimizer": ("a fused step also launches one kernel where the foreach step launches many: the "
                        "launches go too, not only the bytes the rule counts"),
+    "tensor-cores": ("the faster GEMMs also shorten what waited on them (the CPU's syncs, the work "
+                     "queued behind them), which the rule's own figure leaves out"),
 }
-_MORE_BY_FIX["prefetch-copies"] = _MORE_BY_FIX["pin-copies"]
-_MORE_ELSE = ("the work the fix removes also held back the work after it (its launches, what waited on "
-              "it), which the rule's own figure leaves out")
+_WHY_MORE_OTHERWISE = ("the work the fix removes also held back the work after it (its launches, what "
+                       "waited on it), which the rule's own figure leaves out")
 
 
 def why_less(replayed, estimate):
     """Where the replay saves much less than the rule counts (its estimate), why (for a detail)."""
     saving, traced = replayed.saving_us, replayed.traced_saving_us
-    if saving is None or math.isnan(estimate) or estimate <= 0 or saving >= SAVING_BELOW_ESTIMATE * estimate:
+    if saving is None or estimate is None or math.isnan(estimate) or estimate <= 0 \
+            or saving >= SAVING_BELOW_ESTIMATE * estimate:
         return ""
     if replayed.profiler_us_per_op is not None and traced is not None and traced >= SAVING_BELOW_ESTIMATE * estimate:
         return (f"; as traced the fix saves {traced:,.1f} µs a step, but without the profiler's cost "
                 f"({replayed.profiler_us_per_op:.1f} µs a recorded op) the CPU runs that much faster and the fix "
                 f"saves {saving:,.1f}: much of what the rule counts here is the profiler's own cost")
-    saved = f"saves {saving:,.1f}" if saving >= 0 else f"saves nothing ({-saving:,.1f} µs longer)"
-    return (f"; replayed, the fix {saved} of the {estimate:,.1f} µs a step the rule counts: the step's "
+    return (f"; replayed, the fix {_saves(saving)} of the {estimate:,.1f} µs a step the rule counts: the step's "
             "time is held by other work (a CPU slower than the GPU, or work on another stream), so the rest is "
             "off its critical path")
 
 
-def why_more(replayed, estimate, whatif, same_fix=()):
-    """Where the replay saves far more than the rule counts, what else the fix takes off the step,
-    with the step's replayed times; `same_fix`: the rule of each other finding on the trace that
-    names the same fix (their savings are one saving, not to be added)."""
+def why_more(replayed, estimate, whatif):
+    """Where the replay saves far more than the rule counts, what else each kind of fix in `whatif`
+    takes off the step, with the step's replayed times."""
     saving, traced = replayed.saving_us, replayed.traced_saving_us
     if (saving is None or estimate is None or math.isnan(estimate) or estimate <= 0 or not replayed.step_us
             or saving < SAVING_ABOVE_ESTIMATE * estimate or saving - estimate < SAVING_ABOVE_SHARE * replayed.step_us):
         return ""
-    kind = whatif.split(":", 1)[0].split(";", 1)[0].strip()
+    kinds = dict.fromkeys(part.split(":", 1)[0].strip() for part in whatif.split(FIX_SEPARATOR))
+    reasons = "; and ".join(dict.fromkeys(_WHY_MORE_BY_KIND.get(kind, _WHY_MORE_OTHERWISE) for kind in kinds))
+    unprofiled = " without the profiler" if replayed.profiler_us_per_op is not None else ""
     words = (f"; replayed, the fix saves {saving:,.1f} µs a step, more than the {estimate:,.1f} the rule counts: "
-             f"{_MORE_BY_FIX.get(kind, _MORE_ELSE)} (the step, replayed{' without the profiler' if replayed.profiler_us_per_op is not None else ''}, "
-             f"from {replayed.step_us:,.1f} µs to {replayed.fixed_us:,.1f})")
-    if replayed.profiler_us_per_op is not None and traced is not None and traced < saving / SAVING_ABOVE_ESTIMATE:
-        words += (f"; as traced it saves {traced:,.1f}: there the profiler's cost "
-                  f"({replayed.profiler_us_per_op:.1f} µs a recorded op) slows the CPU so much that the step waits on it either way")
-    if same_fix:
-        names = ", ".join(f"`{rule}`" for rule in sorted(set(same_fix)))
-        words += f"; the same fix as the {names} finding{'s' if len(same_fix) > 1 else ''}: one saving, not to be added"
+             f"{reasons} (the step, replayed{unprofiled}, from {replayed.step_us:,.1f} µs to {replayed.fixed_us:,.1f})")
+    # the traced loop's own saving, where the profiler's cost hid what the fix does: near the rule's figure
+    if replayed.profiler_us_per_op is not None and traced is not None and traced < SAVING_ABOVE_ESTIMATE * estimate:
+        words += (f"; as traced it {_saves(traced)}: there the profiler's cost ({replayed.profiler_us_per_op:.1f} µs "
+                  "a recorded op) slows the CPU so much that the step waits on it either way")
     return words
+
+
+def same_saving(other_rules):
+    """Where other findings of the trace name the same fix, or one that replays the same (their
+    rules: `other_rules`, one per finding), saying so: their savings are one."""
+    if not other_rules:
+        return ""
+    counts = {rule: other_rules.count(rule) for rule in sorted(set(other_rules))}
+    names = ", ".join(f"`{rule}`" + (f" ×{count}" if count > 1 else "") for rule, count in counts.items())
+    return (f"; the same saving as {len(other_rules)} other finding{'s' if len(other_rules) > 1 else ''} "
+            f"of this trace ({names}): their fixes replay the same, one saving, not to be added")
+
+
+def _saves(saving):
+    return f"saves {saving:,.1f}" if saving >= 0 else f"saves nothing ({-saving:,.1f} µs longer)"
 
 
 def unprofiled(replayed):

@@ -11,3 +11,5 @@ stream, repeated until the CPU and the GPU agree, never a Python object per even
 Layer: beside tracekit.analysis (it reads the database's tables); imports nothing from outputs,
 api or cli.
 """
+
+FIX_SEPARATOR = "; "  # between the fixes of one whatif (a finding's, or all of a trace's together)

@@ -13,13 +13,13 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from tracekit.errors import TracekitError
+from tracekit.replay import FIX_SEPARATOR
 from tracekit.replay.fixes import parse_fix
 from tracekit.replay.profiler_cost import cost_per_op_us
 from tracekit.replay.job import Jobs
 from tracekit.replay.parallel import completions_of_each
 from tracekit.replay.whatif import Replayer
 
-FIX_SEPARATOR = "; "  # between the fixes of one whatif
 
 
 @dataclass
