@@ -142,7 +142,7 @@ def _rule_rows(con, r, given):
 
 def _replayed(con, found, together=True, prefetch=None):
     """`found` with each fix's replayed saving, ranked, and (`together`) each trace's fixes together
-    at the end; `prefetch`: the graphs read while the rules ran."""
+    at the end; `prefetch`: the graphs read beside the rules and the replays (replay.prefetch)."""
     import pandas as pd
 
     from tracekit.replay.savings import replay_savings
