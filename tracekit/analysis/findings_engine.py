@@ -24,6 +24,7 @@ from tracekit.errors import QueryError
 from tracekit.analysis.named_queries import header_lines, parse_param, run_sql
 from tracekit.analysis.param_values import as_sql_text, checked
 from tracekit.analysis.saving_words import same_saving, unprofiled, unsteady, why_less, why_more
+from tracekit.replay import FIX_SEPARATOR
 from tracekit.analysis.trace_lookup import trace_row
 from tracekit.store.findings_view import rule_texts
 
@@ -214,7 +215,7 @@ def _us(value):
 
 
 def _all_fixes_row(trace, whatif, replayed, found):
-    count = whatif.count("; ") + 1
+    count = whatif.count(FIX_SEPARATOR) + 1
     mine = found[found["trace"] == trace]
     summed = mine.drop_duplicates("whatif")["saving_us_per_step"].sum()
     if replayed.saving_us is None:
