@@ -113,7 +113,7 @@ def run_findings(con, *, trace=None, rule=None, params=None, replay=True):
         found = _found_by(con, selected, given)
         if not replay or not len(found):
             return rank(found)
-        return _replayed(con, found, together=rule is None, prefetch=prefetch)
+        return _replayed(con, found, selected, together=rule is None, prefetch=prefetch)
     finally:
         if prefetch:
             prefetch.stop()  # whatever ended the run: no thread left reading
@@ -141,9 +141,10 @@ def _rule_rows(con, r, given):
     return frame
 
 
-def _replayed(con, found, together=True, prefetch=None):
+def _replayed(con, found, selected, together=True, prefetch=None):
     """`found` with each fix's replayed saving, ranked, and (`together`) each trace's fixes together
-    at the end; `prefetch`: the graphs read beside the rules and the replays (replay.prefetch)."""
+    at the end; `selected`: the Rules that found them; `prefetch`: the graphs read beside the rules
+    and the replays (replay.prefetch)."""
     import pandas as pd
 
     from tracekit.replay.savings import replay_savings
@@ -151,7 +152,7 @@ def _replayed(con, found, together=True, prefetch=None):
     wanted = [(t, w) for t, w in zip(found["trace"], found["whatif"]) if isinstance(w, str) and w]
     jobs = prefetch.jobs_for([t for t, _ in wanted]) if prefetch else None  # in the order replayed
     each, all_fixes = replay_savings(con, wanted, jobs)
-    unsaved = {name: r.unsaved or UNSAVED_UNSAID for name, r in rules().items()}
+    unsaved = {r.rule: r.unsaved or UNSAVED_UNSAID for r in selected}
     alike = _alike(found, each)
     savings, traced, details, severities = [], [], [], []
     for n, (t, w, rule, detail, estimate, severity) in enumerate(zip(
