@@ -116,60 +116,78 @@ def db_rows(db, sql, params=()):
 CPU_TRACE = TEST_DATA / "cpu" / "naive_cpu.json.gz"
 
 
-@pytest.fixture(scope="session")
-def sample_db(tmp_path_factory):
-    """A database holding the eight sample traces, loaded once for the session."""
+def built_once(tmp_path_factory, name, build):
+    """A copy, this worker's own, of the database file `build(path)` makes, built once for the test
+    run: pytest-xdist's workers share the run's base folder, so a worker that asks for it second
+    waits for the first one's build and copies the file (a few MB) rather than load its traces again."""
+    import fcntl
+    import os
+    import shutil
+
+    base = tmp_path_factory.getbasetemp()
+    shared_folder = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    shared = shared_folder / f"built-{name}" / f"{name}.duckdb"
+    with open(shared_folder / f"built-{name}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, a failed build's too
+        if not shared.exists():
+            shared.parent.mkdir(exist_ok=True)
+            building = shared.with_name(f"{name}.building.duckdb")
+            build(building)
+            assert not Path(f"{building}.wal").exists(), "the build left its database open"
+            building.rename(shared)
+    own = tmp_path_factory.mktemp(name) / f"{name}.duckdb"
+    shutil.copyfile(shared, own)
+    return own
+
+
+def _load_each(db, files):
     from tracekit.store.database import connect
     from tracekit.ingest.loader import load_file
 
-    path = tmp_path_factory.mktemp("db") / "samples.duckdb"
-    con = connect(path)
-    for trace in sorted(SAMPLE_TRACES.glob("*.json.gz")):
-        assert load_file(con, trace).status == "loaded"
-    con.close()
-    return path
+    con = connect(db)
+    try:
+        for trace in files:
+            assert load_file(con, trace).status == "loaded", trace
+    finally:
+        con.close()
+
+
+def _cli_load(db, *paths):
+    result = invoke_cli("load", *paths, "--db", db)
+    assert result.exit_code == 0, result.output
+
+
+@pytest.fixture(scope="session")
+def sample_db(tmp_path_factory):
+    """A database holding the eight sample traces, loaded once for the session."""
+    return built_once(tmp_path_factory, "samples", lambda db: _load_each(db, sorted(SAMPLE_TRACES.glob("*.json.gz"))))
 
 
 @pytest.fixture(scope="session")
 def foreign_db(tmp_path_factory):
     """A database of the foreign traces (tests/data/foreign), loaded once for the session."""
-    from tracekit.store.database import connect
-    from tracekit.ingest.loader import load_file
-
-    path = tmp_path_factory.mktemp("foreign") / "foreign.duckdb"
-    con = connect(path)
-    for trace in sorted((TEST_DATA / "foreign").glob("*.json.gz")):
-        assert load_file(con, trace).status == "loaded", trace
-    con.close()
-    return path
+    return built_once(tmp_path_factory, "foreign",
+                      lambda db: _load_each(db, sorted((TEST_DATA / "foreign").glob("*.json.gz"))))
 
 
 @pytest.fixture(scope="session")
 def loops_db(tmp_path_factory):
     """A database of the H200 loops (tests/data/h200/loops), loaded once for the session."""
-    db = tmp_path_factory.mktemp("loops") / "loops.duckdb"
-    result = invoke_cli("load", TEST_DATA / "h200" / "loops", "--db", db)
-    assert result.exit_code == 0, result.output
-    return db
+    return built_once(tmp_path_factory, "loops", lambda db: _cli_load(db, TEST_DATA / "h200" / "loops"))
 
 
 @pytest.fixture(scope="session")
 def launch_bound_db(tmp_path_factory):
     """A database of launch-bound training on the H200 (tests/data/h200/train_fp32) and the gloo
     job on the CPU (tests/data/cpu/gloo_job): steps the CPU bounds."""
-    db = tmp_path_factory.mktemp("launch_bound") / "launch_bound.duckdb"
-    result = invoke_cli("load", TEST_DATA / "h200" / "train_fp32", TEST_DATA / "cpu" / "gloo_job", "--db", db)
-    assert result.exit_code == 0, result.output
-    return db
+    return built_once(tmp_path_factory, "launch_bound",
+                      lambda db: _cli_load(db, TEST_DATA / "h200" / "train_fp32", TEST_DATA / "cpu" / "gloo_job"))
 
 
 @pytest.fixture(scope="session")
 def side_streams_db(tmp_path_factory):
     """tests/data/h200/side_streams: the main stream waiting for a side stream's GEMM, and the loop without it."""
-    db = tmp_path_factory.mktemp("side") / "side.duckdb"
-    result = invoke_cli("load", TEST_DATA / "h200" / "side_streams", "--db", db)
-    assert result.exit_code == 0, result.output
-    return db
+    return built_once(tmp_path_factory, "side", lambda db: _cli_load(db, TEST_DATA / "h200" / "side_streams"))
 
 
 @pytest.fixture
