@@ -26,6 +26,7 @@ from tracekit.analysis.param_values import as_sql_text, checked
 from tracekit.analysis.saving_words import same_saving, unprofiled, unsteady, why_less, why_more
 from tracekit.replay import FIX_SEPARATOR
 from tracekit.analysis.trace_lookup import trace_row
+from tracekit.analysis.view_snapshots import snapshots
 from tracekit.store.findings_view import rule_texts
 
 RULE_COLUMNS = ("trace", "rule", "severity", "title", "detail", "fix", "whatif", "estimate_us_per_step", "evidence")
@@ -37,6 +38,9 @@ ALL_FIXES = "all_fixes"  # the rule of each trace's last row: its fixes replayed
 NO_FIX = "; no fix replayed: "  # in a detail, before why its finding names no fix (so no saving)
 UNSAVED_UNSAID = "its rule names no change to replay for it"  # a rule without an `unsaved:` line
 SEVERITIES = ("high", "medium", "low", "info")
+# The views of a row per step or per trace that most rules read: computed once for a run of the
+# rules, not planned and computed again in each (tracekit.analysis.view_snapshots).
+SHARED_VIEWS = ("steps", "steady_steps", "steady_window", "step_totals")
 _PART = re.compile(r"^(why|fix|saving|unsaved):\s*(.*)$")
 
 
@@ -110,10 +114,11 @@ def run_findings(con, *, trace=None, rule=None, params=None, replay=True):
 
         prefetch = graphs_read_meanwhile(con, given.get("trace"))
     try:
-        found = _found_by(con, selected, given)
-        if not replay or not len(found):
-            return rank(found)
-        return _replayed(con, found, selected, together=rule is None, prefetch=prefetch)
+        with snapshots(con, SHARED_VIEWS, [r.sql for r in selected]):
+            found = _found_by(con, selected, given)
+            if not replay or not len(found):
+                return rank(found)
+            return _replayed(con, found, selected, together=rule is None, prefetch=prefetch)
     finally:
         if prefetch:
             prefetch.stop()  # whatever ended the run: no thread left reading
