@@ -132,6 +132,8 @@ def built_once(tmp_path_factory, name, build):
         if not shared.exists():
             shared.parent.mkdir(exist_ok=True)
             building = shared.with_name(f"{name}.building.duckdb")
+            for left in (building, Path(f"{building}.wal")):  # a build that failed in another worker
+                left.unlink(missing_ok=True)
             build(building)
             assert not Path(f"{building}.wal").exists(), "the build left its database open"
             building.rename(shared)

@@ -226,8 +226,11 @@ def _rule_rows(run, rule):
     return rows
 
 
-# The traces tests below name, besides those picked for the queries' rows.
-NAMED_IN_TESTS = ("naive", "sdpa_math", ODD_NAME, "rtx4060_runtime_without_gpu_events")
+# The traces tests below name, and those whose rows are of a kind of their own, besides those
+# picked for the queries' rows: the gloo job's collectives on the CPU (rank 0 brings rank 1), a CPU
+# training step's memory events, a CPU trace's shape ('on the CPU').
+NAMED_IN_TESTS = ("naive", "sdpa_math", ODD_NAME, "rtx4060_runtime_without_gpu_events", "train_naive_inplace_rank0",
+                  "cpu_only_linear_train_step", "naive_cpu")
 
 
 def picked_traces(duck):

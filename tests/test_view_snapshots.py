@@ -57,3 +57,21 @@ def test_a_temporary_object_of_the_name_is_left_as_it_is(con):
         assert {row[0] for row in con.execute("SELECT DISTINCT trace FROM steps").fetchall()} == {"naive"}
     assert con.execute(TEMPORARY_TABLES).fetchall() == []
     assert {row[0] for row in con.execute("SELECT DISTINCT trace FROM steps").fetchall()} == {"naive"}
+
+
+def test_a_database_named_as_sql_would_not_read_it_is_quoted(sample_db, tmp_path):
+    """A database opened directly takes its file's name (`my-run`, `2x`, `select`)."""
+    import shutil
+
+    from tracekit.store.database import connect
+
+    for name in ("my-run", "2x", "select"):
+        db = shutil.copyfile(sample_db, tmp_path / f"{name}.duckdb")
+        con = connect(db)
+        try:
+            rows = sorted(con.execute("SELECT * FROM step_totals").fetchall())
+            with snapshots(con, ("step_totals",), ["FROM step_totals", "JOIN step_totals"]) as made:
+                assert made == ["step_totals"]
+                assert sorted(con.execute("SELECT * FROM step_totals").fetchall()) == rows
+        finally:
+            con.close()

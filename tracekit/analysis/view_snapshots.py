@@ -25,14 +25,15 @@ def snapshots(con, views, sqls):
     wanted = [view for view in views if view not in taken and _readers(view, sqls) >= 2]
     made = []
     try:
+        home = _quoted(*con.execute("SELECT current_database(), current_schema()").fetchone())
         for view in wanted:
-            con.execute(f"CREATE TEMP TABLE {view} AS SELECT * FROM {_database(con)}.main.{view}")
+            con.execute(f"CREATE TEMP TABLE {_quoted(view)} AS SELECT * FROM {home}.{_quoted(view)}")
             made.append(view)
         yield made
     finally:
         for view in reversed(made):
             try:
-                con.execute(f"DROP TABLE IF EXISTS temp.main.{view}")
+                con.execute(f"DROP TABLE IF EXISTS temp.main.{_quoted(view)}")
             except duckdb.Error:
                 pass  # the connection is closing or broken: its temporary tables go with it
 
@@ -42,5 +43,6 @@ def _readers(view, sqls):
     return sum(1 for sql in sqls if read.search(sql))
 
 
-def _database(con):
-    return con.execute("SELECT current_database()").fetchone()[0]
+def _quoted(*names):
+    """A qualified name, each part quoted (a database is named after its file: `my-run`, `2x`)."""
+    return ".".join('"' + name.replace('"', '""') + '"' for name in names)
