@@ -31,10 +31,10 @@ def test_findings_are_the_same_with_the_shared_views_computed_once(con, monkeypa
 
 def test_a_view_is_a_table_of_its_rows_inside_the_block_and_gone_after(con):
     sqls = ["SELECT * FROM step_totals", "SELECT t.* FROM kernels k JOIN step_totals t USING (trace)",
-            "SELECT * FROM steps"]
+            "SELECT * FROM steps", "WITH steps AS (SELECT 1 AS step) SELECT * FROM steps"]
     rows = sorted(con.execute("SELECT * FROM step_totals").fetchall())
     with snapshots(con, ("step_totals", "steps"), sqls) as made:
-        # steps: one query reads it, so it stays the view
+        # steps: one query reads it (the other its own CTE of the name), so it stays the view
         assert made == ["step_totals"]
         assert con.execute(TEMPORARY_TABLES).fetchall() == [("step_totals",)]
         assert sorted(con.execute("SELECT * FROM step_totals").fetchall()) == rows

@@ -40,7 +40,8 @@ def snapshots(con, views, sqls):
 
 def _readers(view, sqls):
     read = re.compile(rf"\b(FROM|JOIN)\s+{re.escape(view)}\b", re.IGNORECASE)
-    return sum(1 for sql in sqls if read.search(sql))
+    own = re.compile(rf"\b{re.escape(view)}\s+AS\s*\(", re.IGNORECASE)  # a CTE of the name reads that instead
+    return sum(1 for sql in sqls if read.search(sql) and not own.search(sql))
 
 
 def _quoted(*names):
