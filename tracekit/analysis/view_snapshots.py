@@ -18,7 +18,7 @@ import duckdb
 def snapshots(con, views, sqls):
     """Each of `views` that two or more of `sqls` read, as a temporary table of its name while the
     block runs. A name the connection already holds among its temporary objects (the views it
-    made for a database of an older tracekit, a lake's tables) is left as it is."""
+    made for a database of an older tracekit) is left as it is."""
     taken = {name for (name,) in con.execute(
         "SELECT view_name FROM duckdb_views() WHERE temporary UNION ALL "
         "SELECT table_name FROM duckdb_tables() WHERE temporary").fetchall()}
