@@ -14,6 +14,7 @@ import re
 from itertools import islice
 
 from tracekit.errors import TraceFileError
+from tracekit.ingest.byte_scan import brackets_after_brace
 
 # What may follow the event array: the keys after it (traceName, deviceProperties, a blob) and
 # whitespace. Past this, a possible end is given up and the rest streams on.
@@ -31,8 +32,9 @@ _CLOSING = re.compile(r"[}\[][ \t\n\r]*(\])")
 # A `]` after an event's `}`, less those ruled out at a glance by what follows: a `}` that closes
 # something more (`}]},`: a list in an event's args), a `,` not followed by a key, anything but
 # `,` or `}`. The search runs over every byte of the array, so it is all one regex.
-_CLOSING_AFTER_EVENT = re.compile(
-    rb'\}[ \t\n\r]*\](?![ \t\n\r]*(\}[ \t\n\r]*[,\]\}]|,[ \t\n\r]*[^" \t\n\r]|[^,} \t\n\r]))')
+_RULED_OUT_AFTER = rb'[ \t\n\r]*(\}[ \t\n\r]*[,\]\}]|,[ \t\n\r]*[^" \t\n\r]|[^,} \t\n\r])'
+_CLOSING_AFTER_EVENT = re.compile(rb'\}[ \t\n\r]*\](?!' + _RULED_OUT_AFTER + rb')')
+_RULED_OUT = re.compile(_RULED_OUT_AFTER)
 _SPACE = b" \t\n\r"
 
 
@@ -194,7 +196,7 @@ class EndWatch:
 
     def _may_end_in(self, blocks):
         head = blocks[0]
-        starts = [(0, m.end() - 1) for m in _CLOSING_AFTER_EVENT.finditer(head)]
+        starts = [(0, at) for at in _closings_after_event(head)]
         if self.first and head.lstrip(_SPACE)[1:].lstrip(_SPACE).startswith(b"]"):
             starts.insert(0, (0, head.index(b"]")))
         if head.rstrip(_SPACE).endswith(b"}"):
@@ -219,6 +221,14 @@ class EndWatch:
         if verdict == Verdict.TWO_ARRAYS:
             raise TraceFileError(self.path, TWO_ARRAYS_PROBLEM)
         return verdict != Verdict.NO
+
+
+def _closings_after_event(block):
+    """The offsets of the `]` in `block` that _CLOSING_AFTER_EVENT finds, in order."""
+    candidates = brackets_after_brace(block)
+    if candidates is None:
+        return [m.end() - 1 for m in _CLOSING_AFTER_EVENT.finditer(block)]
+    return [at for at in candidates if _RULED_OUT.match(block, at + 1) is None]
 
 
 def _closing_in_later_blocks(blocks):

@@ -17,6 +17,8 @@ string is the parity of the quotes before it, those escaped by a backslash left 
 
 from bisect import bisect_left
 
+from tracekit.ingest.byte_scan import count_byte
+
 WHITESPACE = b" \t\r\n"  # JSON's whitespace; \v and \f are not
 _IS_WHITESPACE = frozenset(WHITESPACE)
 # Samples this far apart catch every run longer than two of them (2 * STRIDE bytes).
@@ -140,7 +142,7 @@ class _StringState:
         self.at, self.state = 0, in_string
 
     def inside(self, pos):
-        quotes = self.block.count(_QUOTE, self.at, pos)
+        quotes = count_byte(self.block, _QUOTE[0], self.at, pos)
         quotes -= bisect_left(self.escaped_quotes, pos) - bisect_left(self.escaped_quotes, self.at)
         self.at, self.state = pos, self.state ^ bool(quotes & 1)
         return self.state
