@@ -27,14 +27,16 @@ _WHITESPACE = re.compile(r"[ \t\n\r]*")
 _DECODER = json.JSONDecoder()
 # What a text cut inside a literal or number ends with: `tru`, `-`, `1.`, `2e`...
 LITERAL_PREFIX = re.compile(r"t(r(ue?)?)?|f(a(l(se?)?)?)?|n(u(ll?)?)?|-?[0-9]*\.?[0-9]*([eE][-+]?)?")
-# The array's own `]`, after the last event's `}` or the array's `[`.
-_CLOSING = re.compile(r"[}\[][ \t\n\r]*(\])")
 # A `]` after an event's `}`, less those ruled out at a glance by what follows: a `}` that closes
 # something more (`}]},`: a list in an event's args), a `,` not followed by a key, anything but
 # `,` or `}`. The search runs over every byte of the array, so it is all one regex.
 _RULED_OUT_AFTER = rb'[ \t\n\r]*(\}[ \t\n\r]*[,\]\}]|,[ \t\n\r]*[^" \t\n\r]|[^,} \t\n\r])'
 _CLOSING_AFTER_EVENT = re.compile(rb'\}[ \t\n\r]*\](?!' + _RULED_OUT_AFTER + rb')')
 _RULED_OUT = re.compile(_RULED_OUT_AFTER)
+# The array's own `]`, after the last event's `}` or the array's `[`, less the same glance's rule-outs:
+# each `[]` and `}]` of the events in the file's last megabytes would otherwise be read on as the
+# end of the trace, one Python call each (0.18 of a 9.7 MB trace's 0.21 s read by its thread).
+_CLOSING = re.compile(r"[}\[][ \t\n\r]*(\])(?!" + _RULED_OUT_AFTER.decode() + ")")
 _SPACE = b" \t\n\r"
 
 
