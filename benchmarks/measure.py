@@ -1,5 +1,6 @@
 """run.py's measurements, each in a fresh process: `tracekit load`, HTA's parser, `json.load`, DuckDB's
-own NDJSON read (the floor), and the named queries.
+own NDJSON read (the floor), the named queries, a small trace's load as a command, and the analysis
+of a loaded trace (its critical path, `summary` and every finding rule).
 
 A child's peak RSS is its own: os.wait4's rusage, which on Linux also covers the children it waited for.
 """
@@ -69,6 +70,22 @@ for name in named_queries():
         frame = run_named(con, name)
         times.append(time.perf_counter() - t)
     out[name] = {"times": times, "rows": len(frame)}
+print(json.dumps(out))
+"""
+# The analysis issue [18] times on the loaded 1 GB trace, in one fresh process on a read-only
+# connection as `tracekit query` opens one, each relation read whole once, in this order.
+ANALYSIS = {"critical_path": "SELECT count(*) FROM critical_path", "step_bounds": "SELECT count(*) FROM step_bounds",
+            "summary": "named query summary", "findings": "SELECT count(*) FROM findings"}
+ANALYSIS_CODE = f"""
+import json, sys, time
+from tracekit.store.database import connect_for_queries
+from tracekit.analysis.named_queries import run_named
+con = connect_for_queries(sys.argv[1])
+out = {{}}
+for name, sql in {ANALYSIS!r}.items():
+    t = time.perf_counter()
+    rows = len(run_named(con, "summary")) if name == "summary" else con.execute(sql).fetchone()[0]
+    out[name] = {{"seconds": time.perf_counter() - t, "rows": rows}}
 print(json.dumps(out))
 """
 
@@ -224,3 +241,33 @@ def measure_queries(db, repeat):
         results[name] = {"rows": info["rows"], "cli_s": min(walls) if walls else None,
                          "first_s": info["times"][0], "warm_s": statistics.median(info["times"][1:] or info["times"])}
     return results
+
+
+def measure_small_command(trace, db, runs):
+    """`tracekit load TRACE --db NEW` as a user runs it, start-up included: the median of `runs` fresh
+    processes (the first, which warms the page cache, left out), and their spread."""
+    walls = []
+    for _ in range(runs + 1):
+        Path(db).unlink(missing_ok=True)
+        Path(str(db) + ".wal").unlink(missing_ok=True)
+        run = measure([tracekit_bin(), "load", str(trace), "--db", str(db)])
+        if not _check(run, f"tracekit load {trace}"):
+            return None
+        walls.append(run.seconds)
+        last = run
+    walls = walls[1:]
+    return {"seconds": statistics.median(walls), "min_s": min(walls), "max_s": max(walls), "runs": len(walls),
+            "file_bytes": Path(trace).stat().st_size, **last.stats()}
+
+
+def measure_analysis(db):
+    """The critical path, step_bounds, `summary` and the findings view (every rule) on `db`, in one fresh
+    process, each read once; and `tracekit findings` (the rules with each fix replayed) as a command."""
+    run = measure([sys.executable, "-c", ANALYSIS_CODE, str(db)])
+    if not _check(run, "the analysis"):
+        return None
+    result = {"parts": run.last_json(), **run.stats()}
+    result["seconds"] = sum(part["seconds"] for part in result["parts"].values())
+    command = measure([tracekit_bin(), "findings", "--db", str(db)])
+    result["findings_command_s"] = command.seconds if _check(command, "tracekit findings") else None
+    return result

@@ -1,5 +1,7 @@
 """Measures `tracekit load` on big traces in several layouts, against HTA's parser, bare `json.load` and
-DuckDB's own NDJSON read, a folder of traces on every core and on one, and the named queries.
+DuckDB's own NDJSON read, a folder of traces on every core and on one, the named queries, small traces
+loaded as a command, and the critical path, `summary` and every finding rule on the loaded 1 GB trace:
+issue [18]'s targets, judged in one run (tables.py).
 
 Each measurement runs in a fresh subprocess (measure.py); its peak RSS is the child's own. Traces are
 built by build_trace.py into --dir when missing, in a child process too. Prints markdown tables
@@ -31,6 +33,10 @@ from layouts import LAYOUTS, layout_path  # noqa: E402
 MB = 1_000_000
 # A real training trace of about 140 MB (a GPT-2 training loop on an H100: tests/data/h100/long).
 REAL_TRACE = HERE.parent / "tests" / "data" / "h100" / "long" / "train_gpt2_long.json.gz"
+# Small traces for the command's fixed cost: a capture of one attention loop (140 KB of JSON) and a
+# GPT-2 training capture near the target's 10 MB (tests/data).
+SMALL_TRACES = (HERE.parent / "tests" / "data" / "h200" / "loops" / "infer_inplace.json.gz",
+                HERE.parent / "tests" / "data" / "h100" / "model_pairs" / "gpt2_train_fp32.json.gz")
 # What --layouts takes: build_trace's layouts (ndjson is the floor's input, not a trace) and gz,
 # Kineto's layout gzipped.
 RUN_LAYOUTS = tuple(layout for layout in LAYOUTS if layout != "ndjson") + ("gz",)
@@ -130,6 +136,12 @@ def parse_args(argv):
     parser.add_argument("--real", default=str(REAL_TRACE), metavar="TRACE",
                         help="a real trace (.json or .json.gz, read as plain JSON) measured beside json.load and HTA "
                              "['' to skip; default tests/data/h100/long's 135 MB training trace]")
+    parser.add_argument("--small", default=",".join(str(p) for p in SMALL_TRACES), metavar="TRACES",
+                        help="small traces (comma-separated) loaded as a command, --small-runs times each")
+    parser.add_argument("--small-runs", type=int, default=9, help="fresh `tracekit load` runs of each small trace [9]")
+    parser.add_argument("--skip-small", action="store_true")
+    parser.add_argument("--skip-analysis", action="store_true", help="skip the critical path, summary and "
+                        "finding rules on the biggest Kineto-layout database")
     parser.add_argument("--hta-python", help="a python with holistictraceanalysis [this one, else /tmp/hta-venv]")
     parser.add_argument("--wait-quiet", type=float, default=0, metavar="S",
                         help="before each measurement wait up to S s until other processes use < 0.3 CPUs [0]")
@@ -219,6 +231,23 @@ def measure_floor(args, root):
             "duckdb": measure.measure_floor(ndjson, root / f"{ndjson.name}.floor.duckdb", args.repeat)}
 
 
+def measure_small(args, root):
+    entries = []
+    for trace in (Path(p) for p in args.small.split(",") if p):
+        print(f"{trace.name} as a command, {args.small_runs} runs ...", file=sys.stderr)
+        opener = gzip.open if trace.name.endswith(".gz") else open
+        with opener(trace, "rb") as handle:
+            json_bytes = sum(len(block) for block in iter(lambda: handle.read(1 << 20), b""))
+        entries.append({"path": str(trace), "file_bytes": trace.stat().st_size, "json_bytes": json_bytes,
+                        "tracekit": measure.measure_small_command(trace, root / "small.duckdb", args.small_runs)})
+    return entries
+
+
+def measure_analysis(db):
+    print(f"the critical path, summary and finding rules on {db.name} ...", file=sys.stderr)
+    return {"db": str(db), "tracekit": measure.measure_analysis(db)}
+
+
 def _measurements(value):
     """Every measurement's dict (those carrying the machine's load) inside `value`."""
     if isinstance(value, dict):
@@ -248,9 +277,11 @@ def main(argv=None):
     query_row = kineto_row or (biggest[0] if biggest else None)
     query_db = query_row and root / f"{Path(query_row['path']).name}.duckdb"
     queries = None if args.skip_queries or not query_db else measure.measure_queries(query_db, args.query_repeat)
+    analysis = None if args.skip_analysis or not kineto_row else measure_analysis(query_db)
+    small = None if args.skip_small else measure_small(args, root)
 
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    taken = _measurements([rows, hta, folder, floor, real]) or [{"load": 0.0, "others_busy": 0.0}]
+    taken = _measurements([rows, hta, folder, floor, real, small, analysis]) or [{"load": 0.0, "others_busy": 0.0}]
     meta = {"date": stamp, "cpus": os.cpu_count(), "machine": platform.platform(), "versions": versions(hta_python),
             "repeat": args.repeat, "load_avg_range": [min(m["load"] for m in taken), max(m["load"] for m in taken)],
             "others_busy_range": [min(m["others_busy"] for m in taken), max(m["others_busy"] for m in taken)]}
@@ -268,10 +299,16 @@ def main(argv=None):
         print("### The floor\n\n" + tables.floor_table(floor, kineto_row) + "\n")
     if queries:
         print("### Named queries\n\n" + tables.query_table(queries, query_db) + "\n")
-    print("### Against the targets\n\n" + tables.targets(rows, hta, folder, floor, queries, max(args.sizes)))
+    if small:
+        print("### A small trace as a command\n\n" + tables.small_table(small) + "\n")
+    if analysis:
+        print("### The analysis of the loaded trace\n\n" + tables.analysis_table(analysis) + "\n")
+    print("### Against the targets\n\n" + tables.targets(rows, hta, folder, floor, queries, max(args.sizes),
+                                                          real, small, analysis))
     if args.json_out:
         Path(args.json_out).write_text(json.dumps({"meta": meta, "rows": rows, "hta": hta, "folder": folder,
-                                                   "floor": floor, "queries": queries, "real": real}, indent=1))
+                                                   "floor": floor, "queries": queries, "real": real, "small": small,
+                                                   "analysis": analysis}, indent=1))
 
 
 if __name__ == "__main__":
