@@ -531,6 +531,46 @@ def test_on_a_fifth_lease_every_pair_is_within_a_quarter_of_its_fix(h100_d_found
     assert error == pytest.approx(H100_D_ERRORS[before], abs=1.5) and abs(error) < 25
 
 
+# An eighth lease (tests/data/h100/fix_rounds_e), asked for as an H200 and served by an H100, captured
+# with the code as it stood (56ab4c9), nothing fitted on it since: 12 of 13 within 25%; the miss,
+# train_item (+119%), on rounds 1.35x apart (its saving round by round from 82 to 1,530 µs).
+H100_E_ROUNDS = TEST_DATA / "h100" / "fix_rounds_e"
+H100_E_ERRORS = {"infer_launch_eager": 5, "train_launch_eager": 17, "infer_item": 7, "train_item": 119,
+                 "infer_stall": 2, "infer_mask_per_call": -6, "train_mask_per_call": -6, "infer_fp32": 1,
+                 "train_fp32": 4, "train_copy_pageable": -4, "infer_sdpa_math": -8, "train_sdpa_math": -13}
+# A host's pace held where the longest of a loop's rounds before the trace is under this times its shortest.
+HELD_PACE = 1.25
+
+
+def _pace(folder, loop):
+    """The longest over the shortest of `loop`'s unprofiled rounds before its trace."""
+    with open(folder / "timings.csv", newline="") as handle:
+        rounds = [float(row["step_us"]) for row in csv.DictReader(handle)
+                  if row["loop"] == loop and row["phase"] == "pre"]
+    return max(rounds) / min(rounds)
+
+
+@pytest.fixture(scope="module")
+def h100_e_found(tmp_path_factory):
+    import tracekit
+
+    return tracekit.findings(db=_rounds_db(tmp_path_factory, H100_E_ROUNDS, afters=False))
+
+
+@pytest.mark.parametrize("rule, whatif, before, after", UNPROFILED_PAIRS + [MISSED_PAIR])
+def test_on_an_eighth_lease_each_pair_is_within_a_quarter_of_its_fix_where_the_host_held_its_pace(
+        h100_e_found, rule, whatif, before, after):
+    error = _saving_error(h100_e_found, H100_E_ROUNDS, rule, before, after)
+    assert error == pytest.approx(H100_E_ERRORS[before], abs=1.5)
+    held = max(_pace(H100_E_ROUNDS, before), _pace(H100_E_ROUNDS, after)) < HELD_PACE
+    assert abs(error) < 25 or not held, (before, error)
+
+
+def test_on_the_eighth_lease_the_one_miss_is_a_loop_whose_rounds_ran_far_apart():
+    assert _pace(H100_E_ROUNDS, "train_item") == pytest.approx(1.35, abs=0.01)
+    assert [loop for loop, error in H100_E_ERRORS.items() if abs(error) >= 25] == ["train_item"]
+
+
 def _saving_error(found, folder, rule, before, after, db=None):
     """findings' saving for the pair against the medians of its rounds before any profiler ran, in %;
     `rule` a tuple of rules: their findings' fixes replayed together on `db`, without the profiler."""
@@ -1048,13 +1088,26 @@ def model_h_db(tmp_path_factory):
     return _pairs_loaded(tmp_path_factory, MODEL_H_ROUNDS, MODEL_H_PAIRS)
 
 
+MODEL_I_ROUNDS = TEST_DATA / "h100" / "model_pairs_i"
+# An eighth lease: the encoder trained in fp32 captured again, +39% where model_pairs_g gave +37%: the
+# miss is the model's (a causal decoder's fused pace for a chain whose mask the trace cannot tell
+# causal or not), not the host's (each loop's rounds within 1.001x).
+MODEL_I_PAIRS = [("unfused_attention", "encoder_train_fp32_eager", "encoder_train_fp32_sdpa", 39)]
+
+
+@pytest.fixture(scope="module")
+def model_i_db(tmp_path_factory):
+    return _pairs_loaded(tmp_path_factory, MODEL_I_ROUNDS, MODEL_I_PAIRS)
+
+
 @pytest.mark.parametrize("db_name, folder, rule, before, after, error",
                          [("model_c_db", MODEL_C_ROUNDS, *pair) for pair in MODEL_C_PAIRS]
                          + [("model_d_db", MODEL_D_ROUNDS, *pair) for pair in MODEL_D_PAIRS]
                          + [("model_e_db", MODEL_E_ROUNDS, *pair) for pair in MODEL_E_PAIRS]
                          + [("model_f_db", MODEL_F_ROUNDS, *pair) for pair in MODEL_F_PAIRS]
                          + [("model_g_db", MODEL_G_ROUNDS, *pair) for pair in MODEL_G_PAIRS]
-                         + [("model_h_db", MODEL_H_ROUNDS, *pair) for pair in MODEL_H_PAIRS])
+                         + [("model_h_db", MODEL_H_ROUNDS, *pair) for pair in MODEL_H_PAIRS]
+                         + [("model_i_db", MODEL_I_ROUNDS, *pair) for pair in MODEL_I_PAIRS])
 def test_on_later_calls_and_leases_findings_saving_holds_against_the_captured_fix(request, db_name, folder, rule,
                                                                                   before, after, error):
     db = request.getfixturevalue(db_name)
