@@ -20,6 +20,10 @@ from conftest import TEST_DATA, cli_loaded, invoke_cli
 _spec = importlib.util.spec_from_file_location("findings_vs_fixes", TEST_DATA.parent.parent / "benchmarks" / "findings_vs_fixes.py")
 findings_vs_fixes = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(findings_vs_fixes)
+# the benchmark that reads a recapture's rounds: its timings and what it counts as a steady host
+_spec = importlib.util.spec_from_file_location("fix_rounds", TEST_DATA.parent.parent / "benchmarks" / "fix_rounds.py")
+fix_rounds = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(fix_rounds)
 
 FIXES = TEST_DATA / "h200" / "fixes"
 
@@ -538,15 +542,12 @@ H100_E_ROUNDS = TEST_DATA / "h100" / "fix_rounds_e"
 H100_E_ERRORS = {"infer_launch_eager": 5, "train_launch_eager": 17, "infer_item": 7, "train_item": 119,
                  "infer_stall": 2, "infer_mask_per_call": -6, "train_mask_per_call": -6, "infer_fp32": 1,
                  "train_fp32": 4, "train_copy_pageable": -4, "infer_sdpa_math": -8, "train_sdpa_math": -13}
-# A host's pace held where the longest of a loop's rounds before the trace is under this times its shortest.
-HELD_PACE = 1.25
 
 
 def _pace(folder, loop):
-    """The longest over the shortest of `loop`'s unprofiled rounds before its trace."""
-    with open(folder / "timings.csv", newline="") as handle:
-        rounds = [float(row["step_us"]) for row in csv.DictReader(handle)
-                  if row["loop"] == loop and row["phase"] == "pre"]
+    """The longest over the shortest of `loop`'s unprofiled rounds before its trace, as
+    benchmarks/fix_rounds.py reads them."""
+    rounds = fix_rounds.timings(folder)[loop]["pre"]
     return max(rounds) / min(rounds)
 
 
@@ -562,7 +563,7 @@ def test_on_an_eighth_lease_each_pair_is_within_a_quarter_of_its_fix_where_the_h
         h100_e_found, rule, whatif, before, after):
     error = _saving_error(h100_e_found, H100_E_ROUNDS, rule, before, after)
     assert error == pytest.approx(H100_E_ERRORS[before], abs=1.5)
-    held = max(_pace(H100_E_ROUNDS, before), _pace(H100_E_ROUNDS, after)) < HELD_PACE
+    held = max(_pace(H100_E_ROUNDS, before), _pace(H100_E_ROUNDS, after)) < fix_rounds.STEADY_HOST
     assert abs(error) < 25 or not held, (before, error)
 
 
