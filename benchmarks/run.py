@@ -261,6 +261,7 @@ def _measurements(value):
 def main(argv=None):
     args = parse_args(argv)
     measure.WAIT_S = args.wait_quiet
+    measure.start_as_installed()
     hta_python = None if args.skip_hta else _hta_python(args.hta_python)
     if not args.skip_hta and hta_python is None:
         raise SystemExit("no python with `import hta`: python -m venv /tmp/hta-venv && /tmp/hta-venv/bin/pip "

@@ -24,6 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import measure
+
 # Run in a fresh process, from the tree given: every part of a command's load into a new database,
 # in order, as `tracekit load` runs them (a copy of the cached schema template, then the load).
 _CHILD = r"""
@@ -124,11 +126,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     trees = args.tree or [str(Path(__file__).resolve().parents[1])]
     os.environ.pop("PYTHONPATH", None)  # each tree's own tracekit: the one in its working folder
-    # As an installed tracekit starts (pip writes its bytecode): where PYTHONDONTWRITEBYTECODE is
-    # set, every process would compile tracekit's modules again (0.09 s), so the bytecode goes to
-    # a folder of the benchmark's own, kept between runs; the first round is a warm-up, not counted.
-    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
-    os.environ["PYTHONPYCACHEPREFIX"] = str(Path(tempfile.gettempdir()) / "tk_small_pycache")
+    measure.start_as_installed()  # the first round is a warm-up, not counted
     if args.what == "command" and not args.no_warm_up:
         command(args.trace, trees, 1, quiet=True)
     if args.what == "breakdown":
