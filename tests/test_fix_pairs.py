@@ -572,14 +572,18 @@ def test_on_the_eighth_lease_the_one_miss_is_a_loop_whose_rounds_ran_far_apart()
     assert [loop for loop, error in H100_E_ERRORS.items() if abs(error) >= 25] == ["train_item"]
 
 
-def _saving_error(found, folder, rule, before, after, db=None):
-    """findings' saving for the pair against the medians of its rounds before any profiler ran, in %;
-    `rule` a tuple of rules: their findings' fixes replayed together on `db`, without the profiler."""
+def _predicted_saving(found, rule, before, db=None):
+    """findings' saving (µs a step) for the pair's `before` loop; `rule` a tuple of rules: their
+    findings' fixes replayed together on `db`, without the profiler."""
     if isinstance(rule, tuple):
-        predicted = _saving_together(db, found, before, rule)
-    else:
-        # the rule's finding, whatever its fix's parameter on this host (the stall's gap threshold)
-        predicted = found[(found["trace"] == before) & (found["rule"] == rule)]["saving_us_per_step"].max()
+        return _saving_together(db, found, before, rule)
+    # the rule's finding, whatever its fix's parameter on this host (the stall's gap threshold)
+    return found[(found["trace"] == before) & (found["rule"] == rule)]["saving_us_per_step"].max()
+
+
+def _saving_error(found, folder, rule, before, after, db=None):
+    """findings' saving for the pair against the medians of its rounds before any profiler ran, in %."""
+    predicted = _predicted_saving(found, rule, before, db)
     unprofiled = _pre_rounds(folder)
     measured = unprofiled[before] - unprofiled[after]
     return 100 * (predicted - measured) / measured
@@ -1149,6 +1153,35 @@ def test_on_the_ninth_lease_the_misses_are_loops_whose_rounds_ran_far_apart():
     assert [before for before, pace in paces.items() if pace < fix_rounds.STEADY_HOST] == ["llama_train_fp32"]
     assert paces["llama_train_item"] == pytest.approx(1.33, abs=0.01)
     assert paces["llama_train_eager_attn"] == pytest.approx(1.32, abs=0.01)
+
+
+# The Llama's two misses captured again on a tenth lease (tests/data/h100/model_pairs_k, an H100, the
+# code at a4d8b0d): the same traces' predictions, another host's measurements.
+MODEL_K_ROUNDS = TEST_DATA / "h100" / "model_pairs_k"
+MODEL_K_PAIRS = [pair for pair in MODEL_J_PAIRS if pair[1] in ("llama_train_item", "llama_train_eager_attn")]
+
+
+@pytest.fixture(scope="module")
+def model_k_db(tmp_path_factory):
+    return cli_loaded(tmp_path_factory, MODEL_K_ROUNDS.name,
+                      *[MODEL_K_ROUNDS / f"{before}.json.gz" for _, before, _, _ in MODEL_K_PAIRS])
+
+
+@pytest.mark.parametrize("rule, before, after, error", MODEL_K_PAIRS)
+def test_captured_again_a_pairs_prediction_holds_where_its_measurement_moves(model_j_db, model_k_db, rule,
+                                                                            before, after, error):
+    """Each trace predicts within 11% of the other lease's (.item() 2,612 and 2,787 µs; SDPA 7,224
+    and 7,999), where the unprofiled rounds' medians moved: .item()'s saving from 5,792 µs to -1,060
+    (the fixed loop slower, its rounds 1.32x apart), SDPA's from 4,357 to 2,630. SDPA's is
+    over-predicted on both leases (+66%, +204%): a miss the host's noise does not explain alone."""
+    first = _predicted_saving(_findings_of(model_j_db), rule, before, model_j_db)
+    again = _predicted_saving(_findings_of(model_k_db), rule, before, model_k_db)
+    assert again == pytest.approx(first, rel=0.11)
+    measured = [_pre_rounds(folder)[before] - _pre_rounds(folder)[after] for folder in (MODEL_J_ROUNDS, MODEL_K_ROUNDS)]
+    if before == "llama_train_item":
+        assert measured[0] > first > 0 > measured[1]
+    else:
+        assert first > 1.25 * max(measured) and again > 1.25 * max(measured)
 
 
 def test_launches_a_full_queue_held_wait_for_the_gpu(model_d_db):
