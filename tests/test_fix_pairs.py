@@ -551,6 +551,11 @@ def _pace(folder, loop):
     return max(rounds) / min(rounds)
 
 
+def _pair_pace(folder, before, after):
+    """The pair's pace: the wider of its two loops' (_pace)."""
+    return max(_pace(folder, before), _pace(folder, after))
+
+
 @pytest.fixture(scope="module")
 def h100_e_found(tmp_path_factory):
     import tracekit
@@ -563,7 +568,7 @@ def test_on_an_eighth_lease_each_pair_is_within_a_quarter_of_its_fix_where_the_h
         h100_e_found, rule, whatif, before, after):
     error = _saving_error(h100_e_found, H100_E_ROUNDS, rule, before, after)
     assert error == pytest.approx(H100_E_ERRORS[before], abs=1.5)
-    held = max(_pace(H100_E_ROUNDS, before), _pace(H100_E_ROUNDS, after)) < fix_rounds.STEADY_HOST
+    held = _pair_pace(H100_E_ROUNDS, before, after) < fix_rounds.STEADY_HOST
     assert abs(error) < 25 or not held, (before, error)
 
 
@@ -861,10 +866,11 @@ MODEL_C_PAIRS = [("unfused_optimizer", "gpt2_train_sgd_foreach", "gpt2_train_sgd
                  ("simt_gemm", "gpt2_train_fp32", "gpt2_train_bf16", -4)]
 
 
-def _pairs_loaded(tmp_path_factory, folder, pairs):
-    """A database of both loops of each of `pairs` (rule, before, after, error) in `folder`."""
-    return cli_loaded(tmp_path_factory, folder.name, *[folder / f"{name}.json.gz"
-                                                       for _, before, after, _ in pairs for name in (before, after)])
+def _pairs_loaded(tmp_path_factory, folder, pairs, afters=True):
+    """A database of the loops of each of `pairs` (rule, before, after, error) in `folder`: the "before"
+    loops (whose findings predict), and with `afters` the fixed ones too."""
+    return cli_loaded(tmp_path_factory, folder.name, *[folder / f"{name}.json.gz" for _, before, after, _ in pairs
+                                                       for name in ((before, after) if afters else (before,))])
 
 
 @pytest.fixture(scope="module")
@@ -1132,8 +1138,7 @@ MODEL_J_PAIRS = [("host_sync", "llama_train_item", "llama_train_no_item", -55),
 
 @pytest.fixture(scope="module")
 def model_j_db(tmp_path_factory):
-    return cli_loaded(tmp_path_factory, MODEL_J_ROUNDS.name,
-                      *[MODEL_J_ROUNDS / f"{before}.json.gz" for _, before, _, _ in MODEL_J_PAIRS])
+    return _pairs_loaded(tmp_path_factory, MODEL_J_ROUNDS, MODEL_J_PAIRS, afters=False)
 
 
 @pytest.mark.parametrize("rule, before, after, error", MODEL_J_PAIRS)
@@ -1141,15 +1146,14 @@ def test_on_a_new_model_each_pair_is_within_a_quarter_of_its_fix_where_the_host_
         model_j_db, rule, before, after, error):
     measured = _saving_error(_findings_of(model_j_db), MODEL_J_ROUNDS, rule, before, after, model_j_db)
     assert measured == pytest.approx(error, abs=1.5)
-    held = max(_pace(MODEL_J_ROUNDS, before), _pace(MODEL_J_ROUNDS, after)) < fix_rounds.STEADY_HOST
+    held = _pair_pace(MODEL_J_ROUNDS, before, after) < fix_rounds.STEADY_HOST
     assert abs(measured) < 25 or not held, (before, measured)
 
 
 def test_on_the_ninth_lease_the_misses_are_loops_whose_rounds_ran_far_apart():
     """.item()'s removal saved 5.8 ms a step by the rounds' medians, where round by round it saved
     from -1.0 to 15.6 ms; only the fp32 loop, GPU-bound, held one pace."""
-    paces = {before: max(_pace(MODEL_J_ROUNDS, before), _pace(MODEL_J_ROUNDS, after))
-             for _, before, after, _ in MODEL_J_PAIRS}
+    paces = {before: _pair_pace(MODEL_J_ROUNDS, before, after) for _, before, after, _ in MODEL_J_PAIRS}
     assert [before for before, pace in paces.items() if pace < fix_rounds.STEADY_HOST] == ["llama_train_fp32"]
     assert paces["llama_train_item"] == pytest.approx(1.33, abs=0.01)
     assert paces["llama_train_eager_attn"] == pytest.approx(1.32, abs=0.01)
@@ -1163,8 +1167,7 @@ MODEL_K_PAIRS = [pair for pair in MODEL_J_PAIRS if pair[1] in ("llama_train_item
 
 @pytest.fixture(scope="module")
 def model_k_db(tmp_path_factory):
-    return cli_loaded(tmp_path_factory, MODEL_K_ROUNDS.name,
-                      *[MODEL_K_ROUNDS / f"{before}.json.gz" for _, before, _, _ in MODEL_K_PAIRS])
+    return _pairs_loaded(tmp_path_factory, MODEL_K_ROUNDS, MODEL_K_PAIRS, afters=False)
 
 
 @pytest.mark.parametrize("rule, before, after, error", MODEL_K_PAIRS)
