@@ -1,8 +1,9 @@
 """The fixes `fuse-attention[:REGEX]` and `fuse-attention-chains`: each call of an attention op (SDPA's
 math backend by default), or each chain of ops that computes attention in the model's own code (view
 attention_chains), and its backward replayed as one fused kernel, as flash, memory-efficient or cuDNN
-attention runs it: the call's GEMMs at their Tensor Core roofline (on the SIMT cores, fp32 without
-TF32: at their own pace), the rest (softmax, masks, scaling, copies) fused away, one launch. A
+attention runs it: the call's GEMM FLOPs at the share of the Tensor Cores' peak such kernels reach,
+with no scores written or read (on the SIMT cores, fp32 without TF32: at the GEMMs' own pace), the
+rest (softmax, masks, scaling, copies) fused away, one launch. A
 call's backward is autograd's evaluate_function spans whose sequence numbers the call's forward ops
 carry.
 """
@@ -22,11 +23,18 @@ UNFUSED_ATTENTION = "aten::_scaled_dot_product_attention_math"  # the op by defa
 # and 1.07x in two causal decoders' training, on an H100 and an H200, 1.03x in the encoder's, the
 # forward in them too), so a backward's GEMMs keep theirs.
 FUSED_FP32_FORWARD = 0.7
+# The share of the Tensor Cores' peak at which a fused kernel does its chain's GEMM FLOPs, on 16-bit
+# inputs, forward and backward: the medians of the flash and cuDNN kernels of 11 H100 and H200
+# captures (benchmarks/fused_attention_pace.py: 0.17-0.74 forward, causal ones skipping half the
+# FLOPs; 0.18-0.46 backward; the least on a batch of 2 with dropout). FlashAttention-2's paper
+# gives 50-73% forward and 35-63% backward on an A100.
+FUSED_FORWARD_SHARE_OF_PEAK = 0.57
+FUSED_BACKWARD_SHARE_OF_PEAK = 0.33
 FUSED = "fused_items"  # in the changed arrays while fixes apply: the items a fusing fix took
 
 
 def fuse_attention(graph, argument, changed, con):
-    """Each call of the op (and each call's backward) becomes one item at its GEMMs' roofline; the
+    """Each call of the op (and each call's backward) becomes one item at its GEMMs' fused pace; the
     calls that launched the rest cost nothing."""
     _fuse(graph, ("fuse-attention", argument), _OP_CALLS, {"op": argument or f"^{re.escape(UNFUSED_ATTENTION)}$"},
           changed, con)
@@ -74,10 +82,15 @@ def _fused(graph, calls_sql, params, con):
     # and bf16), which runs at the pace of the cuBLAS SIMT GEMMs it replaces, not at their Tensor
     # Core roofline: such a GEMM keeps its own time, a forward's at FUSED_FP32_FORWARD of it.
     own_pace = fp32_group[np.maximum(group, 0)] & (group >= 0) & (graph.item_math_unit == "simt")
-    pace = np.where(group % 2 == 0, FUSED_FP32_FORWARD, 1.0)  # a call's forward group is even, its backward odd
+    forward = group % 2 == 0  # a call's forward group is even, its backward odd
+    pace = np.where(forward, FUSED_FP32_FORWARD, 1.0)
+    # On the Tensor Cores a fused kernel does its GEMMs' FLOPs at a share of the peak, keeping the
+    # scores on chip: the eager GEMMs' roofline, whose bytes are mostly the scores', is not its
+    # pace (where a GEMM's FLOPs are unknown, that roofline is all there is).
+    share = np.where(forward, FUSED_FORWARD_SHARE_OF_PEAK, FUSED_BACKWARD_SHARE_OF_PEAK)
+    on_tensor_cores = np.where(graph.item_compute_ns > 0, graph.item_compute_ns / share, np.maximum(graph.item_roofline, 0))
     # a copy's roofline is its bytes at the memory's bandwidth: the fused kernel makes no copy
-    gemm_ns = np.where(graph.item_kind != "kernel", 0,
-                       np.where(own_pace, graph.item_dur * pace, np.maximum(graph.item_roofline, 0)))
+    gemm_ns = np.where(graph.item_kind != "kernel", 0, np.where(own_pace, graph.item_dur * pace, on_tensor_cores))
     fused_ns = np.bincount(group[members], weights=gemm_ns[members]).astype(np.int64)
     if not fused_ns.any():
         raise TracekitError("fuse-attention: the attention's GEMMs have no roofline (no input shapes recorded, "
@@ -99,7 +112,7 @@ def fused_in_groups(graph, group, members, fused_ns):
 # Each call's (pid, tid, ts_ns, end_ns, fp32): the op's own spans, or a chain's from its first op to
 # its last. fp32: a chain on fp32 inputs, which SDPA in its place runs in fp32 (NULL: shapes not
 # recorded); never an op's calls: they are the math backend's, whose fix (simt_gemm's) is flash or
-# cuDNN, on fp32 inputs with attention run in bf16 for them: their GEMMs go to the roofline.
+# cuDNN, on fp32 inputs with attention run in bf16 for them: their GEMMs go to the Tensor Cores (_fused).
 _OP_CALLS = """
 SELECT o.pid, o.tid, o.ts_ns, o.ts_ns + o.dur_ns AS end_ns, false AS fp32
 FROM cpu_op_rows o JOIN trace_files t ON t.trace_id = o.trace_id
