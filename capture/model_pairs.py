@@ -53,6 +53,10 @@ The pairs (transformers and torchvision needed; bf16 autocast unless said):
   llama_train_eager_attn, llama_train_sdpa  layers 768 wide, SwiGLU, rotary; batch 8 x 512): the
   llama_train_adamw_foreach, llama_train_adamw_fused  loss read each step, eager attention, the
   llama_train_fp32, llama_train_tf32        foreach AdamW, fp32 GEMMs with TF32 off; and each fix
+  llama_infer_eager_attn, llama_infer_sdpa  16-bit fused attention out of the sample its pace was
+  llama_infer_hd128_eager_attn, llama_infer_hd128_sdpa  read off: llama_infer_fp32's Llama in bf16
+  encoder_train_eager, encoder_train_sdpa   (heads of 64), the same with 16 heads of 128 (2048
+                                            wide), and the encoder trained in bf16 (no causal skip)
 """
 
 import torch
@@ -135,18 +139,19 @@ def llama_train_step(device, read_loss, fp32=False, tf32=False, attention="sdpa"
                           read_loss, fp32, tf32)
 
 
-def llama_attention_step(device, attention):
-    """A Llama's forward in fp32 (TF32 off), no grad, long enough that its attention matters: 8 layers
-    1024 wide, 16 heads of 64, batch 4 x 1024 tokens, with transformers' `eager` or `sdpa` attention
-    (causal, its mask built by the model)."""
-    model = _causal_lm("llama", device, attention, hidden_size=1024, intermediate_size=2816, num_hidden_layers=8,
-                       num_attention_heads=16, num_key_value_heads=16, vocab_size=32000,
+def llama_attention_step(device, attention, bf16=False, head_dim=64):
+    """A Llama's forward, no grad, long enough that its attention matters: 8 layers of 16 heads of
+    `head_dim` (1024 wide at 64), batch 4 x 1024 tokens, with transformers' `eager` or `sdpa` attention
+    (causal, its mask built by the model); in fp32 (TF32 off), or with `bf16` under bf16 autocast."""
+    width = 16 * head_dim
+    model = _causal_lm("llama", device, attention, hidden_size=width, intermediate_size=width * 11 // 4,
+                       num_hidden_layers=8, num_attention_heads=16, num_key_value_heads=16, vocab_size=32000,
                        max_position_embeddings=2048).eval()
     tokens = torch.randint(0, 32000, (4, 1024) if device == "cuda" else (1, 64), device=device)
 
     def forward():
-        _fp32_matmuls(True)
-        with torch.no_grad():
+        _fp32_matmuls(not bf16)
+        with torch.no_grad(), torch.autocast(device, dtype=torch.bfloat16, enabled=bf16 and device == "cuda"):
             return model(input_ids=tokens, use_cache=False).logits
     return forward
 
@@ -414,6 +419,15 @@ PAIRS = {
     "encoder_train_fp32_sdpa": ("encoder_train_fp32_sdpa", "after",
                                 lambda d: baddbmm_step(d, sdpa=True, train=True, fp32=True, causal=False)),
     # gpt2_train's pairs on a Llama, out of the sample the models were fitted on
+    # 16-bit fused attention on shapes and a head size its pace was not read off
+    "llama_infer_eager_attn": ("llama_infer_sdpa", "before", lambda d: llama_attention_step(d, "eager", bf16=True)),
+    "llama_infer_sdpa": ("llama_infer_sdpa", "after", lambda d: llama_attention_step(d, "sdpa", bf16=True)),
+    "llama_infer_hd128_eager_attn": ("llama_infer_hd128_sdpa", "before",
+                                     lambda d: llama_attention_step(d, "eager", bf16=True, head_dim=128)),
+    "llama_infer_hd128_sdpa": ("llama_infer_hd128_sdpa", "after",
+                               lambda d: llama_attention_step(d, "sdpa", bf16=True, head_dim=128)),
+    "encoder_train_eager": ("encoder_train_sdpa", "before", lambda d: baddbmm_step(d, sdpa=False, train=True, causal=False)),
+    "encoder_train_sdpa": ("encoder_train_sdpa", "after", lambda d: baddbmm_step(d, sdpa=True, train=True, causal=False)),
     "llama_train_item": ("llama_train_item", "before", lambda d: llama_train_step(d, read_loss=True)),
     "llama_train_no_item": ("llama_train_item", "after", lambda d: llama_train_step(d, read_loss=False)),
     "llama_train_eager_attn": ("llama_train_sdpa", "before", lambda d: llama_train_step(d, False, attention="eager")),
