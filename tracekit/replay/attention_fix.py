@@ -23,13 +23,12 @@ UNFUSED_ATTENTION = "aten::_scaled_dot_product_attention_math"  # the op by defa
 # and 1.07x in two causal decoders' training, on an H100 and an H200, 1.03x in the encoder's, the
 # forward in them too), so a backward's GEMMs keep theirs.
 FUSED_FP32_FORWARD = 0.7
-# The share of the Tensor Cores' peak at which a fused kernel does its chain's GEMM FLOPs, on 16-bit
-# inputs, forward and backward: the medians of the flash and cuDNN kernels of 11 H100 and H200
-# captures (benchmarks/fused_attention_pace.py: 0.17-0.74 forward, causal ones skipping half the
-# FLOPs; 0.18-0.46 backward; the least on a batch of 2 with dropout). FlashAttention-2's paper
-# gives 50-73% forward and 35-63% backward on an A100.
-FUSED_FORWARD_SHARE_OF_PEAK = 0.57
-FUSED_BACKWARD_SHARE_OF_PEAK = 0.33
+# The share of the 16-bit Tensor Core peak at which a fused kernel does its chain's GEMM FLOPs,
+# forward and backward: the medians of the flash and cuDNN kernels of 13 H100 and H200 captures
+# (benchmarks/fused_attention_pace.py: 0.17-0.57 forward, causal ones skipping half the FLOPs,
+# the least a batch of 2 with dropout; 0.18-0.23 backward).
+FUSED_FORWARD_SHARE_OF_PEAK = 0.42
+FUSED_BACKWARD_SHARE_OF_PEAK = 0.21
 FUSED = "fused_items"  # in the changed arrays while fixes apply: the items a fusing fix took
 
 
@@ -86,9 +85,11 @@ def _fused(graph, calls_sql, params, con):
     pace = np.where(forward, FUSED_FP32_FORWARD, 1.0)
     # On the Tensor Cores a fused kernel does its GEMMs' FLOPs at a share of the peak, keeping the
     # scores on chip: the eager GEMMs' roofline, whose bytes are mostly the scores', is not its
-    # pace (where a GEMM's FLOPs are unknown, that roofline is all there is).
+    # pace (where a GEMM's FLOPs are unknown, that roofline is all there is). The kernel takes 16-bit
+    # inputs: the math backend's GEMMs, upcast to fp32 on the SIMT cores, count at the bf16 peak.
+    at_peak = np.where(graph.item_math_unit == "simt", graph.item_bf16_peak_ns, graph.item_compute_ns)
     share = np.where(forward, FUSED_FORWARD_SHARE_OF_PEAK, FUSED_BACKWARD_SHARE_OF_PEAK)
-    on_tensor_cores = np.where(graph.item_compute_ns > 0, graph.item_compute_ns / share, np.maximum(graph.item_roofline, 0))
+    on_tensor_cores = np.where(at_peak > 0, at_peak / share, np.maximum(graph.item_roofline, 0))
     # a copy's roofline is its bytes at the memory's bandwidth: the fused kernel makes no copy
     gemm_ns = np.where(graph.item_kind != "kernel", 0, np.where(own_pace, graph.item_dur * pace, on_tensor_cores))
     fused_ns = np.bincount(group[members], weights=gemm_ns[members]).astype(np.int64)
