@@ -76,8 +76,7 @@ def chain_gemms(con, trace, math_op):
         chosen = gemm & (group % 2 == parity)
         replayed = fused_ns[group[firsts] % 2 == parity].sum()
         # at the 16-bit peak, as the fused kernel takes them (the math backend's upcast GEMMs too)
-        at_peak = np.where(graph.item_math_unit == "simt", graph.item_bf16_peak_ns, graph.item_compute_ns)
-        result[name] = tuple(value / steps / 1e3 for value in (np.maximum(at_peak[chosen], 0).sum(),
+        result[name] = tuple(value / steps / 1e3 for value in (np.maximum(graph.item_half_peak_ns[chosen], 0).sum(),
                                                                graph.item_roofline[chosen].sum(), replayed))
     return result
 

@@ -391,3 +391,31 @@ def test_a_dropped_item_keeps_its_copys_microseconds_in_any_order_of_fixes(tmp_p
             assert (apply(graph, fixes, con)["call_dur"][under] == 0).all()
     finally:
         con.close()
+
+
+def test_a_fused_kernel_does_its_gemms_flops_at_a_share_of_the_16_bit_peak(sample_db):
+    """The sample naive trace's chain (B4 H16 S2048 D64, bf16, causal, one call a step) fused: its two
+    GEMMs' 68.7 GFLOP at the H200's 989.5 TFLOP/s bf16 peak, over FUSED_FORWARD_SHARE_OF_PEAK, 165 µs;
+    the eager GEMMs' roofline, whose bytes are the scores', 238 µs; the flash kernel the sdpa_flash
+    trace captured at the same shape, 159 µs."""
+    from tracekit.replay import attention_fix
+    from tracekit.replay.job import Jobs
+    from tracekit.store.database import connect_for_queries
+
+    con = connect_for_queries(sample_db)
+    try:
+        graph = Jobs(con).of("naive").graphs["naive"]
+        firsts, fused_ns, _, _ = attention_fix._fused(graph, attention_fix._CHAIN_CALLS, {}, con)
+        group, _ = attention_fix._attention_groups(con, graph, attention_fix._CHAIN_CALLS, {})
+        flash_us = con.execute("SELECT sum(dur_us) / count(DISTINCT step) FROM kernels WHERE trace = 'sdpa_flash' "
+                               "AND step IS NOT NULL AND name LIKE '%flash_fwd%'").fetchone()[0]
+    finally:
+        con.close()
+    gemms = (group >= 0) & (graph.item_half_peak_ns > 0)
+    steps = len(set(graph.item_step[group >= 0]))
+    assert graph.item_half_peak_ns[gemms].sum() / steps / 1e3 == pytest.approx(69.4, abs=0.1)
+    assert graph.item_roofline[gemms].sum() / steps / 1e3 == pytest.approx(237.7, abs=0.1)
+    assert list(fused_ns) == [int(n) for n in graph.item_half_peak_ns[gemms].reshape(-1, 2).sum(axis=1)
+                              / attention_fix.FUSED_FORWARD_SHARE_OF_PEAK]
+    assert fused_ns.mean() / 1e3 == pytest.approx(165.3, abs=0.2)
+    assert flash_us == pytest.approx(159.0, abs=0.1)

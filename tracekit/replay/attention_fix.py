@@ -1,9 +1,10 @@
 """The fixes `fuse-attention[:REGEX]` and `fuse-attention-chains`: each call of an attention op (SDPA's
 math backend by default), or each chain of ops that computes attention in the model's own code (view
 attention_chains), and its backward replayed as one fused kernel, as flash, memory-efficient or cuDNN
-attention runs it: the call's GEMM FLOPs at the share of the Tensor Cores' peak such kernels reach,
-with no scores written or read (on the SIMT cores, fp32 without TF32: at the GEMMs' own pace), the
-rest (softmax, masks, scaling, copies) fused away, one launch. A
+attention runs it: the call's GEMM FLOPs at the share of the 16-bit Tensor Core peak such kernels
+reach, with no scores written or read (a chain on fp32 inputs, which SDPA runs on its
+memory-efficient kernel: at its GEMMs' own pace), the rest (softmax, masks, scaling, copies) fused
+away, one launch. A
 call's backward is autograd's evaluate_function spans whose sequence numbers the call's forward ops
 carry.
 """
@@ -24,9 +25,9 @@ UNFUSED_ATTENTION = "aten::_scaled_dot_product_attention_math"  # the op by defa
 # forward in them too), so a backward's GEMMs keep theirs.
 FUSED_FP32_FORWARD = 0.7
 # The share of the 16-bit Tensor Core peak at which a fused kernel does its chain's GEMM FLOPs,
-# forward and backward: the medians of the flash and cuDNN kernels of 13 H100 and H200 captures
+# forward and backward: the medians of the flash and cuDNN kernels of 13 H100 and H200 pairs
 # (benchmarks/fused_attention_pace.py: 0.17-0.57 forward, causal ones skipping half the FLOPs,
-# the least a batch of 2 with dropout; 0.18-0.23 backward).
+# the least a batch of 2 with dropout; 0.18-0.23 backward, of 4 training pairs).
 FUSED_FORWARD_SHARE_OF_PEAK = 0.42
 FUSED_BACKWARD_SHARE_OF_PEAK = 0.21
 FUSED = "fused_items"  # in the changed arrays while fixes apply: the items a fusing fix took
@@ -77,25 +78,32 @@ def _fused(graph, calls_sql, params, con):
     members = np.flatnonzero(group >= 0)
     if not len(members):
         return None
+    gemm = (graph.item_kind == "kernel") & (graph.item_math_unit != "")
     # A chain on fp32 inputs fuses into the memory-efficient kernel alone (flash and cuDNN take fp16
-    # and bf16), which runs at the pace of the cuBLAS SIMT GEMMs it replaces, not at their Tensor
-    # Core roofline: such a GEMM keeps its own time, a forward's at FUSED_FP32_FORWARD of it.
-    own_pace = fp32_group[np.maximum(group, 0)] & (group >= 0) & (graph.item_math_unit == "simt")
+    # and bf16), which runs at about the pace of the cuBLAS SIMT GEMMs it replaces: such a GEMM keeps
+    # its own time, a forward's at FUSED_FP32_FORWARD of it. Its GEMMs on the SIMT cores say it ran
+    # in fp32: under autocast an fp32 input (rotary embeddings' cos and sin) is cast to bf16 first.
+    # (fp32 with TF32 on: no pair was captured; its GEMMs count at the 16-bit peak.)
+    own_pace = fp32_group[np.maximum(group, 0)] & (group >= 0) & gemm & (graph.item_math_unit == "simt")
     forward = group % 2 == 0  # a call's forward group is even, its backward odd
     pace = np.where(forward, FUSED_FP32_FORWARD, 1.0)
-    # On the Tensor Cores a fused kernel does its GEMMs' FLOPs at a share of the peak, keeping the
-    # scores on chip: the eager GEMMs' roofline, whose bytes are mostly the scores', is not its
-    # pace (where a GEMM's FLOPs are unknown, that roofline is all there is). The kernel takes 16-bit
-    # inputs: the math backend's GEMMs, upcast to fp32 on the SIMT cores, count at the bf16 peak.
-    at_peak = np.where(graph.item_math_unit == "simt", graph.item_bf16_peak_ns, graph.item_compute_ns)
+    # Else the fused kernel takes 16-bit inputs (the math backend's GEMMs, upcast to fp32, too) and
+    # does their FLOPs at a share of the 16-bit peak, keeping the scores on chip: the eager GEMMs'
+    # roofline, whose bytes are mostly the scores', is not its pace; where a GEMM's FLOPs are
+    # unknown (no shapes recorded), that roofline is all there is.
+    missing_peak = (group >= 0) & gemm & ~own_pace & (graph.item_half_peak_ns == -2)
+    if missing_peak.any():
+        raise TracekitError("fuse-attention: no Tensor Core figures for this GPU (gpu_specs.csv) to time a fused "
+                            "kernel at")
     share = np.where(forward, FUSED_FORWARD_SHARE_OF_PEAK, FUSED_BACKWARD_SHARE_OF_PEAK)
-    on_tensor_cores = np.where(at_peak > 0, at_peak / share, np.maximum(graph.item_roofline, 0))
+    on_tensor_cores = np.where(graph.item_half_peak_ns > 0, graph.item_half_peak_ns / share,
+                               np.maximum(graph.item_roofline, 0))
     # a copy's roofline is its bytes at the memory's bandwidth: the fused kernel makes no copy
     gemm_ns = np.where(graph.item_kind != "kernel", 0, np.where(own_pace, graph.item_dur * pace, on_tensor_cores))
     fused_ns = np.bincount(group[members], weights=gemm_ns[members]).astype(np.int64)
     if not fused_ns.any():
-        raise TracekitError("fuse-attention: the attention's GEMMs have no roofline (no input shapes recorded, "
-                            "or no figures for this GPU)")
+        raise TracekitError("fuse-attention: the attention's GEMMs have neither FLOPs nor a roofline (no input "
+                            "shapes recorded, or no figures for this GPU)")
     return fused_in_groups(graph, group, members, fused_ns)
 
 

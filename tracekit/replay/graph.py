@@ -66,11 +66,10 @@ SELECT i.lane, i.kind, i.name, coalesce(i.op_path, '') AS op_path, i.end_ns - i.
                                                                   WHEN 'c10::BFloat16' THEN sp.bf16_tflops
                                                                   WHEN 'c10::Half' THEN sp.fp16_tflops END * 1e3),
                                     i.bytes / (sp.memory_tb_s * 1e3))) AS BIGINT), -1) AS roofline,
-       -- and its FLOPs alone at that peak: a fused attention kernel keeps no scores in memory
-       coalesce(CAST(round(i.flops / (CASE i.flops_dtype WHEN 'float' THEN coalesce(sp.tf32_tflops, sp.bf16_tflops, sp.fp16_tflops)
-                                                         WHEN 'c10::BFloat16' THEN sp.bf16_tflops
-                                                         WHEN 'c10::Half' THEN sp.fp16_tflops END * 1e3)) AS BIGINT), -1)
-           AS compute_ns,
+       -- its FLOPs alone at the 16-bit Tensor Core peak, whatever its dtype: a fused attention kernel
+       -- takes 16-bit inputs and keeps no scores in memory (-1: FLOPs unknown; -2: the GPU's peak)
+       CASE WHEN i.flops IS NULL THEN -1 WHEN coalesce(sp.bf16_tflops, sp.fp16_tflops) IS NULL THEN -2
+            ELSE CAST(round(i.flops / (coalesce(sp.bf16_tflops, sp.fp16_tflops) * 1e3)) AS BIGINT) END AS half_peak_ns,
        coalesce(w.call_key, '') AS call_key, coalesce(w.transfer_ns, -1) AS transfer,
        -- what the Tensor Core model takes of a GEMM on the SIMT cores (replay.tensor_core_model)
        coalesce(CASE WHEN i.math_unit = 'simt' THEN i.flops END, -1) AS flops,
@@ -250,7 +249,7 @@ class Graph:
     item_idle_before: np.ndarray  # its stream was idle, waiting for its launch (_cp_items.waited_for)
     item_math_unit: np.ndarray  # a GEMM's 'simt' or 'tensor_core' ('' for the rest, or unknown)
     item_roofline: np.ndarray  # a GEMM's least time on Tensor Cores (gemm_math.roofline_us), -1: unknown
-    item_compute_ns: np.ndarray  # its FLOPs alone at the Tensor Cores' peak (no memory term), -1: unknown
+    item_half_peak_ns: np.ndarray  # its FLOPs alone at the 16-bit Tensor Core peak, -1: FLOPs unknown, -2: the peak
     item_flops: np.ndarray     # a SIMT GEMM's FLOPs (-1: unknown, or not a SIMT GEMM)
     item_bf16_peak_ns: np.ndarray  # and its time at the GPU's bf16 peak (-1: unknown)
     item_aligned: np.ndarray   # its matrices' last two dimensions rows of a multiple of 16 bytes (unknown: True)
@@ -325,7 +324,7 @@ def read_graph(con, trace, rank_waits="_cp_rank_waits"):
         item_gap=items["gap"].astype(np.int64), item_launch=items["launch"].astype(np.int64),
         item_latency=items["latency"].astype(np.int64), item_idle_before=items["idle_before"].astype(bool),
         item_math_unit=items["math_unit"].astype(object), item_roofline=items["roofline"].astype(np.int64),
-        item_compute_ns=items["compute_ns"].astype(np.int64),
+        item_half_peak_ns=items["half_peak_ns"].astype(np.int64),
         item_flops=items["flops"].astype(np.float64), item_bf16_peak_ns=items["bf16_peak_ns"].astype(np.int64),
         item_aligned=items["aligned"].astype(bool),
         item_copy_kind=items["copy_kind"].astype(object), item_bytes=items["bytes"].astype(np.int64),
