@@ -40,6 +40,12 @@ unless said):
   infer_sdpa_math, infer_sdpa_flash         fused attention: SDPA pinned to the math backend, then to
                                             flash, B=8 H=16 S=1024 D=64 causal
   train_sdpa_math, train_sdpa_flash         the same, forward and backward
+  infer_sdpa_efficient, infer_sdpa_cudnn    the math backend's other fixes, the article's other
+  train_sdpa_efficient, train_sdpa_cudnn    backends: SDPA pinned to memory-efficient, or cuDNN
+  infer_naive, infer_naive_inplace,         the article's module (capture/loops.naive_attention:
+  infer_naive_sdpa                          masked_fill out of place, a hidden copy), then in place,
+  train_naive, train_naive_inplace,         then F.scaled_dot_product_attention (is_causal, the
+  train_naive_sdpa                          backend SDPA picks), at the SDPA pairs' shape
 """
 
 import json
@@ -243,16 +249,29 @@ def copy_prefetch_train_step(device):
 
 
 def sdpa_step(device, train, backend):
-    """scaled_dot_product_attention pinned to one backend (MATH or FLASH_ATTENTION), causal."""
+    """scaled_dot_product_attention pinned to one backend (MATH, FLASH_ATTENTION, EFFICIENT_ATTENTION,
+    CUDNN_ATTENTION), causal; backend None: the one SDPA picks."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    shape = (8, 16, 1024, 64) if device == "cuda" else (1, 4, 256, 32)
-    q, k, v = (torch.randn(shape, device=device, dtype=_dtype(device), requires_grad=train) for _ in range(3))
+    q, k, v = _attention_inputs(device, train)
 
     def forward():
+        if backend is None:
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
         with sdpa_kernel(getattr(SDPBackend, backend)):
             return F.scaled_dot_product_attention(q, k, v, is_causal=True)
     return inference_or_training(forward, [q, k, v], train)
+
+
+def naive_step(device, train, in_place):
+    """The article's module (loops.naive_attention) at sdpa_step's shape."""
+    q, k, v = _attention_inputs(device, train)
+    return inference_or_training(lambda: loops.naive_attention(q, k, v, in_place), [q, k, v], train)
+
+
+def _attention_inputs(device, train):
+    shape = (8, 16, 1024, 64) if device == "cuda" else (1, 4, 256, 32)
+    return [torch.randn(shape, device=device, dtype=_dtype(device), requires_grad=train) for _ in range(3)]
 
 
 # name: (pair, role, builder of the step)
@@ -283,6 +302,16 @@ PAIRS = {
     "infer_sdpa_flash": ("infer_sdpa", "after", lambda d: sdpa_step(d, False, "FLASH_ATTENTION")),
     "train_sdpa_math": ("train_sdpa", "before", lambda d: sdpa_step(d, True, "MATH")),
     "train_sdpa_flash": ("train_sdpa", "after", lambda d: sdpa_step(d, True, "FLASH_ATTENTION")),
+    "infer_sdpa_efficient": ("infer_sdpa", "after", lambda d: sdpa_step(d, False, "EFFICIENT_ATTENTION")),
+    "infer_sdpa_cudnn": ("infer_sdpa", "after", lambda d: sdpa_step(d, False, "CUDNN_ATTENTION")),
+    "train_sdpa_efficient": ("train_sdpa", "after", lambda d: sdpa_step(d, True, "EFFICIENT_ATTENTION")),
+    "train_sdpa_cudnn": ("train_sdpa", "after", lambda d: sdpa_step(d, True, "CUDNN_ATTENTION")),
+    "infer_naive": ("infer_naive", "before", lambda d: naive_step(d, False, in_place=False)),
+    "infer_naive_inplace": ("infer_naive", "after", lambda d: naive_step(d, False, in_place=True)),
+    "infer_naive_sdpa": ("infer_naive", "after", lambda d: sdpa_step(d, False, None)),
+    "train_naive": ("train_naive", "before", lambda d: naive_step(d, True, in_place=False)),
+    "train_naive_inplace": ("train_naive", "after", lambda d: naive_step(d, True, in_place=True)),
+    "train_naive_sdpa": ("train_naive", "after", lambda d: sdpa_step(d, True, None)),
 }
 
 
