@@ -56,7 +56,17 @@ PAIRS = [("h100/model_pairs", "gpt2_infer_eager_attn", "gpt2_infer_sdpa", None),
 HELD_OUT = [("h100/model_pairs_l", "llama_infer_eager_attn", "llama_infer_sdpa", None),
             ("h100/model_pairs_l", "llama_infer_hd128_eager_attn", "llama_infer_hd128_sdpa", None),
             ("h100/model_pairs_l", "encoder_train_eager", "encoder_train_sdpa", None),
-            ("h100/model_pairs_l", "gpt2_infer_eager_attn", "gpt2_infer_sdpa", None)]
+            ("h100/model_pairs_l", "gpt2_infer_eager_attn", "gpt2_infer_sdpa", None),
+            # a twelfth: the article's variants, SDPA pinned to each fused backend (efficient: not
+            # flash or cuDNN, a slower kernel the medians do not describe)
+            ("h100/fix_rounds_f", "infer_sdpa_math", "infer_sdpa_flash", MATH),
+            ("h100/fix_rounds_f", "infer_sdpa_math", "infer_sdpa_cudnn", MATH),
+            ("h100/fix_rounds_f", "infer_sdpa_math", "infer_sdpa_efficient", MATH),
+            ("h100/fix_rounds_f", "train_sdpa_math", "train_sdpa_flash", MATH),
+            ("h100/fix_rounds_f", "train_sdpa_math", "train_sdpa_cudnn", MATH),
+            ("h100/fix_rounds_f", "train_sdpa_math", "train_sdpa_efficient", MATH),
+            ("h100/fix_rounds_f", "infer_naive", "infer_naive_sdpa", None),
+            ("h100/fix_rounds_f", "train_naive", "train_naive_sdpa", None)]
 
 # The fused loop's attention kernels a step: forward, and backward (launched under its backward node)
 _FUSED_KERNELS = """
@@ -98,7 +108,7 @@ def main():
     shares = {}
     for lease, before, after, math_op in PAIRS + HELD_OUT:
         sample = "out of sample" if (lease, before, after, math_op) in HELD_OUT else "in sample"
-        db = folder / f"{lease.replace('../', '').replace('/', '_')}_{before}.duckdb"
+        db = folder / f"{lease.replace('../', '').replace('/', '_')}_{before}_{after}.duckdb"
         if not db.exists():
             subprocess.run([sys.executable, "-m", "tracekit", "load", str(DATA / lease / f"{before}.json.gz"),
                             str(DATA / lease / f"{after}.json.gz"), "--db", str(db)], check=True, capture_output=True)
