@@ -765,7 +765,7 @@ SDPA_SWITCH = ("unfused_attention", "host_sync", "per_call_setup")  # the findin
 # step was left out), eager attention and AdamW's foreach passes no finding at all. Switching
 # transformers' eager attention to SDPA answers three findings (its eager path also builds a causal
 # mask each step from a CPU scalar copied with a sync: per_call_setup and host_sync): their fixes are
-# replayed together, as benchmarks/findings_vs_fixes.py does (unfused_attention's alone: -13%, -37%).
+# replayed together, as benchmarks/findings_vs_fixes.py does (unfused_attention's alone: -8%, -35%).
 MODEL_PAIRS = [("launch_bound", "llama_infer_eager", "llama_infer_graph", 0),
                ("host_sync", "gpt2_train_item", "gpt2_train_no_item", 21),
                ("pageable_copy", "resnet_train_pageable", "resnet_train_pinned", 1),
