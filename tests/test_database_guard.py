@@ -141,7 +141,7 @@ def test_a_failed_load_into_a_tracekit_database_keeps_its_schema_info(base_db, t
 
 
 @pytest.mark.parametrize("command", [["load", FLEX], ["query", "summary"], ["query", "--sql", "SELECT 1"]])
-@pytest.mark.parametrize("source, holds", [(NAIVE, "gzip data"), (None, "text")], ids=["gzip", "text"])
+@pytest.mark.parametrize("source, holds", [(NAIVE, "a gzipped trace (Kineto's JSON)"), (None, "text")], ids=["gzip", "text"])
 def test_a_db_that_is_no_duckdb_file_is_refused_before_duckdb_opens_it(tmp_path, command, source, holds):
     # DuckDB itself would open a .json.gz as an in-memory database holding a view of the file.
     db = tmp_path / "trace.json.gz"

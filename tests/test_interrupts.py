@@ -195,3 +195,23 @@ def test_the_spill_files_of_a_killed_duckdb_are_removed_by_the_next_load(tmp_pat
     finally:
         con.close()
     assert list(spill.iterdir()) == [running]
+
+
+# A statement that runs for minutes: Ctrl-C is what ends it.
+ENDLESS = "SELECT count(*) AS n FROM range(20000000000) t(i) WHERE i % 7 = 3"
+
+
+@pytest.mark.parametrize("command", [["query", "--sql", ENDLESS], ["findings"], ["report", "-o", "page.html"]],
+                         ids=["query", "findings", "report"])
+def test_ctrl_c_ends_a_reading_command_with_one_line(sample_db, tmp_path, command):
+    """Not DuckDB's `RuntimeError: Query interrupted` under a traceback, with status 1."""
+    db = tmp_path / "t.duckdb"
+    shutil.copy(sample_db, db)
+    started = subprocess.Popen([*TRACEKIT, *command, "--db", str(db)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, cwd=tmp_path, env=environment(tmp_path),
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    time.sleep(1.5)  # past the imports, into the statements (the samples' findings take seconds)
+    started.send_signal(signal.SIGINT)
+    out, err = started.communicate(timeout=60)
+    assert started.returncode == 130 and err.strip() == "interrupted", err
+    assert not (tmp_path / "page.html").exists()

@@ -95,6 +95,40 @@ def test_links_inside_the_lakes_folders_are_removed_as_links_never_followed(lake
     assert all_files(victim) == before
 
 
+def test_links_for_a_replace_note_or_a_dead_writers_lock_are_never_followed(lake, victim, tmp_path):
+    """The note a --replace leaves (_content/replaced/trace=x) and the lock file of a dead writer's
+    staging folder, each a link to a path outside the lake: no file is made or touched there."""
+    (lake / "_content" / "replaced").mkdir(parents=True, exist_ok=True)
+    (lake / "_content" / "replaced" / "trace=x").symlink_to(victim / "made_by_the_note")
+    dead = lake / "_staging" / ("1" * 32)
+    dead.mkdir(parents=True)
+    (dead / "lock").symlink_to(victim / "made_by_the_lock")
+    os.utime(victim / "keep.txt", (1_600_000_000, 1_600_000_000))
+    (lake / "_content" / "replaced" / "trace=y").symlink_to(victim / "keep.txt")
+    before = all_files(victim)
+    run = run_lake(["load", lake.parent / "src" / "x.json.gz", "--lake", lake, "--replace"], tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert all_files(victim) == before and os.stat(victim / "keep.txt").st_mtime == 1_600_000_000
+    assert not os.path.lexists(dead) and not os.path.islink(lake / "_content" / "replaced" / "trace=x")
+    assert traces_in(lake) == {"x": NAIVE_EVENTS}
+
+
+def test_a_lake_without_its_trace_files_folder_is_damaged_and_nothing_is_removed(lake, tmp_path):
+    """Read as it was, such a lake held no trace, and the next load removed every partition as a
+    dead writer's."""
+    shutil.move(lake / "trace_files", tmp_path / "trace_files")
+    before = all_files(lake)
+    said = (f"Error: {lake}: is damaged: its trace_files folder is missing while collective_rows holds the "
+            "partitions of 1 trace (was it copied in part?); put trace_files back, or load the traces into a new lake")
+    for args in (["query", "--sql", "SELECT count(*) FROM traces", "--lake", lake],
+                 ["load", SAMPLE_TRACES / "flex.json.gz", "--lake", lake]):
+        run = run_lake(args, tmp_path)
+        assert run.returncode == 1 and run.stderr.strip() == said, run.stderr
+    assert all_files(lake) == before
+    shutil.move(tmp_path / "trace_files", lake / "trace_files")
+    assert traces_in(lake) == {"x": NAIVE_EVENTS}
+
+
 @pytest.mark.parametrize("shared", [1, 3])
 def test_kill_9_while_a_first_load_makes_the_lake(tmp_path, shared):
     lake = tmp_path / "lake"

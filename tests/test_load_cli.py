@@ -211,3 +211,19 @@ def test_a_load_imports_duckdbs_engine_alone_and_no_pandas_pyarrow_or_torch(tmp_
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
     assert db_rows(db, "SELECT count(*) FROM kernels") == [(42,)]
+
+
+def test_a_reader_that_stops_reading_does_not_stop_the_load(tmp_path):
+    """`tracekit load DIR | head -1`: once head has its line and goes, the loads go on (they stopped
+    at the next line printed, with exit status 1 and nothing said)."""
+    import subprocess
+    import sys
+
+    db = tmp_path / "piped.duckdb"
+    load = subprocess.Popen([sys.executable, "-m", "tracekit", "load", str(SAMPLE_TRACES), "--db", str(db), "-j", "1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)
+    first = load.stdout.readline()
+    load.stdout.close()  # as head does after its line
+    assert load.wait(timeout=300) == 0 and first.startswith(b"loaded ")
+    assert load.stderr.read() == b""
+    assert db_rows(db, "SELECT count(*) FROM traces") == [(8,)]

@@ -1,5 +1,6 @@
 """`-o` never overwrites the database being read, nor (without --force) a file of another format."""
 
+import gzip
 import hashlib
 import os
 import shutil
@@ -10,7 +11,7 @@ import duckdb
 import pytest
 
 from conftest import SAMPLE_TRACES, invoke_cli as invoke
-from tracekit.store.file_kind import HTML, JSON, TEXT, sniff
+from tracekit.store.file_kind import GZIPPED_TRACE, HTML, JSON, TEXT, TRACE, XML, sniff
 
 NAIVE = SAMPLE_TRACES / "naive.json.gz"
 
@@ -41,8 +42,11 @@ def place(base_db, tmp_path, monkeypatch):
     shutil.copy(NAIVE, tmp_path / "trace.json.gz")
     shutil.copy(NAIVE, tmp_path / "packed.json")  # gzip bytes under a plain .json name
     (tmp_path / "plot.png").write_bytes(png_bytes())
-    (tmp_path / "trace.json").write_text('{"traceEvents": [{"ph": "X", "name": "k", "ts": 1, "dur": 2}]}\n')
+    (tmp_path / "trace.json").write_text('[{"trace": "naive", "kernels": 30}]\n')  # an earlier query's JSON
     shutil.copy(tmp_path / "trace.json", tmp_path / "plain.json.gz")  # and JSON text under a .gz one
+    (tmp_path / "kineto.json").write_text('{"schemaVersion": 1, "traceEvents": [{"ph": "X", "name": "k", "ts": 1}]}\n')
+    with gzip.open(tmp_path / "rows.csv.gz", "wt") as rows:  # a gzip that is no trace
+        rows.write("a,b\n1,2\n")
     (tmp_path / "old.csv").write_text("a,b\n1,2\n")
     (tmp_path / "page.html").write_text("<!DOCTYPE html>\n<html><body>old report</body></html>\n")
     duckdb.sql("COPY (SELECT 1 AS x) TO '" + str(tmp_path / "old.parquet") + "' (FORMAT parquet)")
@@ -101,14 +105,17 @@ def test_no_command_writes_over_the_database_or_its_wal(place, command):
 # (command, existing file, what the refusal says it holds)
 REFUSED = [
     (["query", "summary", "-f", "csv"], "someone.duckdb", "holds a DuckDB database, not csv"),
-    (["query", "summary", "-f", "csv"], "trace.json.gz", "holds gzip data, not csv"),
+    (["query", "summary", "-f", "csv"], "trace.json.gz", "holds a gzipped trace (Kineto's JSON), not csv"),
+    (["query", "summary", "-f", "json"], "kineto.json", "holds a trace (Kineto's JSON), not json"),
     (["query", "summary", "-f", "csv"], "plot.png", "holds a PNG image, not csv"),
     (["query", "summary", "-f", "csv"], "trace.out", "holds JSON, not csv"),
     (["query", "summary", "-f", "markdown"], "page.out", "holds HTML, not markdown"),
     (["query", "summary", "-f", "json"], "old.bin", "holds a Parquet file, not json"),
     (["query", "summary", "-f", "parquet"], "old.txt", "holds text, not parquet"),
     (["query", "--list", "-f", "table"], "someone.duckdb", "holds a DuckDB database, not table"),
-    (["export", "--trace", "naive"], "packed.json", "holds gzip data, not a JSON trace"),
+    (["export", "--trace", "naive"], "packed.json", "holds a gzipped trace (Kineto's JSON), not a JSON trace"),
+    (["export", "--trace", "naive"], "kineto.json", "holds a trace (Kineto's JSON), not a JSON trace"),
+    (["export", "--trace", "naive"], "trace.json.gz", "holds a gzipped trace (Kineto's JSON), not a .json.gz trace"),
     (["export", "--trace", "naive"], "someone.duckdb", "holds a DuckDB database, not a JSON trace"),
     (["export", "--trace", "naive"], "plot.png", "holds a PNG image, not a JSON trace"),
     (["export", "--trace", "naive"], "plain.json.gz", "holds JSON, not a .json.gz trace"),
@@ -129,7 +136,8 @@ def test_an_existing_file_of_another_format_is_refused_and_kept(place, command, 
 
 
 FORCED = [(["query", "summary", "-f", "csv"], name) for name in ("someone.duckdb", "trace.json.gz", "plot.png")] + [
-    (["export", "--trace", "naive"], "packed.json"), (["report"], "someone.duckdb")]
+    (["export", "--trace", "naive"], "packed.json"), (["export", "--trace", "naive"], "trace.json.gz"),
+    (["query", "summary", "-f", "json"], "kineto.json"), (["report"], "someone.duckdb")]
 
 
 @pytest.mark.parametrize("command, existing", FORCED, ids=[f"{c[0]}-over-{e}" for c, e in FORCED])
@@ -160,11 +168,14 @@ def test_a_file_of_the_same_format_is_rewritten(place, command, existing):
     assert "Error" not in result.output
 
 
-def test_export_gz_rewrites_a_gzip(place):
-    before = digest(place / "trace.json.gz")
-    result = invoke("export", "--trace", "naive", "--db", "t.duckdb", "-o", "trace.json.gz")
+def test_export_gz_rewrites_a_gzip_that_holds_no_trace(place):
+    """A trace is what a database was loaded from, maybe its only copy: only --force replaces one
+    (REFUSED, FORCED); a gzip of something else is an earlier output's."""
+    shutil.copy(place / "rows.csv.gz", place / "old.json.gz")
+    before = digest(place / "old.json.gz")
+    result = invoke("export", "--trace", "naive", "--db", "t.duckdb", "-o", "old.json.gz")
     assert result.exit_code == 0, result.output
-    assert digest(place / "trace.json.gz") != before
+    assert digest(place / "old.json.gz") != before and sniff(place / "old.json.gz") == GZIPPED_TRACE
 
 
 def test_a_device_is_no_file_to_protect(place):
@@ -175,7 +186,13 @@ def test_a_device_is_no_file_to_protect(place):
 @pytest.mark.parametrize("content, kind", [
     (b"", None),
     ("kernel,µs\n".encode() * 1000, TEXT),                   # cut inside a multi-byte character
-    (b'  \n{"traceEvents": []}', JSON),
+    (b'  \n{"traceEvents": []}', TRACE),
+    (b'{"schemaVersion": 1, "deviceProperties": [], "traceEvents" : [', TRACE),
+    (b'  \n[{"trace": "naive", "kernels": 30}]', JSON),
+    (b"<!-- made by hand -->\n<!DOCTYPE html><html></html>", HTML),
+    (b'<?xml version="1.0"?><a/>', XML),
+    (b"<p>a fragment</p>", TEXT),
+    (b"BZh91AY&SY", "bzip2 data"),
     (b"\xef\xbb\xbf[1, 2]", JSON),                            # a BOM first
     (b"<!doctype HTML><html></html>", HTML),
     (b"# a markdown report\n\n| a |\n", TEXT),
@@ -190,6 +207,6 @@ def test_sniff(tmp_path, content, kind):
 
 def test_sniff_knows_the_real_files(place):
     assert sniff(place / "t.duckdb") == "a DuckDB database"
-    assert sniff(place / "trace.json.gz") == "gzip data"
+    assert sniff(place / "trace.json.gz") == GZIPPED_TRACE and sniff(place / "rows.csv.gz") == "gzip data"
     assert sniff(place / "plot.png") == "a PNG image"
     assert sniff(place / "old.parquet") == "a Parquet file"

@@ -175,6 +175,34 @@ def test_mode_box_fits_the_terminals_own_width_and_once_writes_it_whole(sample_d
     assert [line.split("│")[3].strip() for line in written[3:5]] == [line.split("│")[3].strip() for line in frame[3:5]]
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="needs a pty")
+def test_ctrl_c_stops_the_running_statement_and_the_shell_goes_on(sample_db, tmp_path):
+    """As DuckDB's shell does: the statement ends, the prompt comes back (it was a traceback, and the
+    session was lost)."""
+    import pty
+    import signal
+
+    env = dict(os.environ, HOME=str(tmp_path))
+    main, secondary = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "tracekit", "shell", "--db", str(sample_db)],
+                            stdin=secondary, stdout=secondary, stderr=secondary, env=env, close_fds=True)
+    os.close(secondary)
+    try:
+        _read_until(main, b"tracekit> ")
+        os.write(main, b"SELECT count(*) AS n FROM range(20000000000) t(i) WHERE i % 7 = 3;\n")
+        time.sleep(1.5)
+        proc.send_signal(signal.SIGINT)
+        seen = _read_until(main, b"tracekit> ")
+        assert b"Error: interrupted" in seen and b"Traceback" not in seen, seen
+        os.write(main, b"SELECT 6 * 7 AS answer;\n")
+        assert b"42" in _read_until(main, b"tracekit> ")
+        os.write(main, b".quit\n")
+        proc.wait(timeout=30)
+    finally:
+        proc.kill()
+        os.close(main)
+
+
 def _read_until(fd, marker, timeout=30):
     seen, deadline = b"", time.monotonic() + timeout
     while marker not in seen.split(b"\n")[-1] and time.monotonic() < deadline:

@@ -102,7 +102,7 @@ def test_output_sends_results_to_a_file_through_the_o_guard(sample_db, tmp_path)
     assert out.read_text(encoding="utf-8") == "a\n1\nb\né\n"
     assert result.stderr.splitlines() == [
         f"Error: {sample_db}: is the database this command reads ({sample_db}); give another .output FILE",
-        f"Error: {trace}: exists and holds gzip data, not csv; tracekit does not overwrite it (give another .output FILE)",
+        f"Error: {trace}: exists and holds a gzipped trace (Kineto's JSON), not csv; tracekit does not overwrite it (give another .output FILE)",
         f"Error: {data}: exists and holds JSON, not csv; tracekit does not overwrite it (give another .output FILE)"]
     assert trace.read_bytes() == (SAMPLE_TRACES / "naive.json.gz").read_bytes()
 
@@ -126,7 +126,7 @@ def test_once_sends_the_next_statement_to_a_file_then_results_come_back(sample_d
     assert result.stderr.splitlines() == [
         "Error: .once takes a file: .once FILE",
         f"Error: {sample_db}: is the database this command reads ({sample_db}); give another .output FILE",
-        f"Error: {trace}: exists and holds gzip data, not markdown; tracekit does not overwrite it "
+        f"Error: {trace}: exists and holds a gzipped trace (Kineto's JSON), not markdown; tracekit does not overwrite it "
         "(give another .output FILE)"]
     assert trace.read_bytes() == (SAMPLE_TRACES / "naive.json.gz").read_bytes()
 

@@ -79,6 +79,8 @@ CALLS = {
     "reflect calls a Java method": ("SELECT reflect('java.lang.System', 'getenv', 'TK_SECRET') AS v", "reflect"),
     "java_method": ("SELECT java_method('java.lang.System', 'getenv', 'TK_SECRET') AS v", "java_method"),
     "try_reflect": ("SELECT try_reflect('java.lang.System', 'getenv', 'TK_SECRET') AS v", "try_reflect"),
+    # made on the driver: randstr(2000000000) killed Spark's JVM
+    "randstr kills the JVM": ("SELECT length(randstr(5)) AS v", "randstr"),
 }
 
 
@@ -155,6 +157,39 @@ def test_files_other_tables_and_other_statements_are_refused(sandboxed, sql, say
     assert says.format(lake=lake) in str(refused.value) and "\n" not in str(refused.value)
     assert sandboxed.spark.conf.get("spark.sql.runSQLOnFiles") == "false"
     assert sandboxed.spark.sparkContext._jsc.sc().listJars().isEmpty()
+
+
+@pytest.mark.parametrize("variable", ["${system:user.home}", "${sparkconf:spark.app.name}", "${spark:spark.app.id}",
+                                      "${env:PATH}", "${hiveconf:x}"])
+def test_sql_text_is_read_as_written_not_with_sparks_variables_in_it(sandboxed, variable):
+    """Spark would put the JVM's properties, its settings and the environment in place of these,
+    in string literals and aliases too, before tracekit or its parser could see them."""
+    from tracekit.spark.dialect import to_spark
+
+    sql = f'SELECT \'{variable}\' AS v, 1 AS "{variable}"'
+    assert sandboxed.rows(sql).columns == ["v", variable] and _rows(sandboxed, sql) == [(variable, 1)]
+    # the session's own setting, past tracekit's check
+    assert sandboxed.spark.sql(to_spark(sql)).collect()[0].v == variable
+
+
+def test_a_running_session_keeps_its_own_settings(sandboxed):
+    """A notebook's Spark, found running, is used as it is: tracekit's settings go on a session of its own."""
+    from tracekit.spark.engine import SparkLake
+
+    notebook = sandboxed._base
+    kept = {"spark.sql.session.timeZone": "America/New_York", "spark.sql.ansi.enabled": "true",
+            "spark.sql.variable.substitute": "true"}
+    before = {key: notebook.conf.get(key) for key in kept}
+    try:
+        for key, value in kept.items():
+            notebook.conf.set(key, value)
+        with SparkLake(sandboxed.folder / "lake", "local[2]", SETTINGS) as lake:
+            assert lake.rows("SELECT count(*) AS n FROM traces").rows == [(8,)]
+            assert lake.spark.conf.get("spark.sql.session.timeZone") == "UTC"
+        assert {key: notebook.conf.get(key) for key in kept} == kept
+    finally:
+        for key, value in before.items():
+            notebook.conf.set(key, value)
 
 
 def test_what_a_query_may_still_do(sandboxed):

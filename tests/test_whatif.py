@@ -145,6 +145,17 @@ def test_an_unknown_trace_is_one_line(sample_db):
     assert result.exit_code == 1 and result.output.strip() == "Error: no trace named 'nosuch' is loaded"
 
 
+@pytest.mark.parametrize("trace", ["cpu_only_linear_train_step", "old_schema_operator_only_no_gpu_events"])
+def test_a_trace_with_nothing_to_replay_is_one_line(foreign_db, trace):
+    """A CPU-only trace has no runtime call and no GPU work: no step time to replay (it printed a
+    traceback formatting the replay's missing figures)."""
+    result = invoke_cli("whatif", trace, "--db", foreign_db)
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert result.output.strip() == (f"Error: whatif {trace}: nothing to replay: the trace records no runtime call "
+                                     "(cudaLaunchKernel, hipMemcpyAsync...) and no GPU work, as a CPU-only trace "
+                                     "does; the replay models the GPU's work and the calls that made it")
+
+
 def test_a_trace_with_more_links_than_the_rounds_take_is_swept(sample_db, monkeypatch):
     """flex syncs 20 times in its 6 steps; with the rounds' limit below that, the command sweeps
     the nodes instead and prints the same."""

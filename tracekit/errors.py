@@ -62,3 +62,10 @@ class LoadError(TracekitError):
         super().__init__(message)
         self.results = results
         self.failures = failures
+
+
+def is_interrupt(exc):
+    """Whether `exc` is Ctrl-C: Python's KeyboardInterrupt, or what DuckDB raises for a statement a
+    SIGINT stopped (a RuntimeError, "Query interrupted", or its InterruptException)."""
+    return (isinstance(exc, KeyboardInterrupt) or type(exc).__name__ == "InterruptException"
+            or (isinstance(exc, RuntimeError) and str(exc).startswith("Query interrupted")))

@@ -12,7 +12,7 @@ import sys
 import click
 
 from tracekit.version import __version__
-from tracekit.errors import TracekitError
+from tracekit.errors import TracekitError, is_interrupt
 from tracekit.outputs.safe_text import printable
 
 
@@ -50,10 +50,23 @@ class TracekitGroup(click.Group):
             message = exc.format_message() if isinstance(exc, click.ClickException) else str(exc)
             echo_line(f"Error: {message}", err=True)
             sys.exit(1)
-        except click.Abort:
+        except click.Abort as exc:
+            if is_interrupt(exc.__context__):  # click's word for Ctrl-C
+                _interrupted()
             click.echo("Aborted.", err=True)
             sys.exit(1)
+        except Exception as exc:
+            if is_interrupt(exc):  # DuckDB's, for a statement Ctrl-C stopped
+                _interrupted()
+            raise
         sys.exit(result if isinstance(result, int) else 0)
+
+
+def _interrupted():
+    """Ctrl-C: one line, and the shell's status for a command SIGINT ended (128 + 2). A reading
+    command wrote nothing it must undo: its files are written whole or not at all."""
+    echo_line("interrupted", err=True)
+    sys.exit(130)
 
 
 
@@ -131,6 +144,8 @@ def all_commands():
 def main():
     try:
         cli()
+    except KeyboardInterrupt:  # Ctrl-C before a command began (its imports): TracekitGroup.main's others
+        _interrupted()
     finally:
         # Python's last garbage collection at exit walks every object the imports made (DuckDB's
         # Python layer alone is tens of thousands), to free what the process is about to give

@@ -250,7 +250,7 @@ def load(paths, db, lake, replace, lenient, jobs):
         echo_line(line, err=True)
         click.get_current_context().exit(status)
     if batch.results:
-        echo_line(database_line(batch))
+        _say(database_line(batch))
     if len(batch.failures) == 1 and len(batch.files) == 1:
         click.get_current_context().exit(1)  # its one error line has been printed
     if batch.failures:
@@ -262,10 +262,21 @@ def _report(path, outcome):
     if isinstance(outcome, TracekitError):
         echo_line(f"Error: {outcome}", err=True)
     elif outcome.status == "skipped":
-        echo_line(f"skipped {path}: {outcome.message}")
+        _say(f"skipped {path}: {outcome.message}")
     else:
-        echo_line(f"loaded {outcome.trace}: {outcome.events} events, {outcome.kernels} kernels "
-                  f"from {path} in {outcome.seconds:.2f} s{_dropped_note(outcome)}{_empty_note(outcome)}")
+        _say(f"loaded {outcome.trace}: {outcome.events} events, {outcome.kernels} kernels "
+             f"from {path} in {outcome.seconds:.2f} s{_dropped_note(outcome)}{_empty_note(outcome)}")
+
+
+def _say(line):
+    """Prints a line of the load's report on stdout; once its reader has gone (`| head -1`, `| grep
+    -q`), the loads go on and the rest of the report goes nowhere: the files are the work, not the lines."""
+    try:
+        echo_line(line)
+    except BrokenPipeError:
+        nowhere = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(nowhere, sys.stdout.fileno())  # what stdout still holds is flushed there at exit too
+        os.close(nowhere)
 
 
 def _empty_note(result):

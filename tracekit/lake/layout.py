@@ -33,11 +33,17 @@ class LakeError(TracekitError):
     """A lake cannot be read or written."""
 
 
+# The partition value that Hive's layout, and so DuckDB's and Spark's readers, read as NULL.
+HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
+
+
 def encode_name(name):
     """The folder name of trace `name`'s partitions: `trace=` and the name with each ASCII
     character other than letters, digits, `.`, `_`, `-` as %XX. Non-ASCII characters stay as they
     are: Spark decodes %XX one byte to one character, so a UTF-8 byte written as %XX would not
     come back."""
+    if name == HIVE_NULL:  # read as it is, DuckDB and Spark take it for a NULL partition value
+        return PARTITION + "".join(f"%{ord(c):02X}" if c == "_" else c for c in name)
     return PARTITION + "".join(c if _PLAIN.match(c) or ord(c) > 127 else f"%{ord(c):02X}" for c in name)
 
 
@@ -121,6 +127,7 @@ def whole_traces(lake):
     tables = per_trace_tables()
     for table in tables:
         own_folder(lake / table)
+    require_trace_files(lake)
     whole = []
     for name in published_names(lake):
         current = part_file(partition(lake, "trace_files", name))
@@ -136,6 +143,21 @@ def whole_traces(lake):
             raise LakeError(f"{lake}: trace {name!r} is damaged: its {missing[0]} partition lacks {current.name}; "
                             "load its file again with --replace")
     return whole
+
+
+def require_trace_files(lake):
+    """Raises LakeError when the lake's trace_files folder is missing while another table holds
+    traces' partitions: a lake copied in part, or its trace_files moved away. Read as it is, the
+    lake would hold no trace, and a writer would take every partition for a dead writer's."""
+    lake = Path(lake)
+    if own_folder(lake / "trace_files"):
+        return
+    for table in per_trace_tables()[1:]:
+        held = sum(entry.startswith(PARTITION) for entry in own_entries(lake / table))
+        if held:
+            raise LakeError(f"{lake}: is damaged: its trace_files folder is missing while {table} holds the "
+                            f"partitions of {held} trace{'s' if held > 1 else ''} (was it copied in part?); "
+                            "put trace_files back, or load the traces into a new lake")
 
 
 @functools.lru_cache(maxsize=None)

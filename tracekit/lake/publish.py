@@ -22,7 +22,8 @@ from tracekit.ingest.load_publish import free_name
 from tracekit.lake.layout import (CONTENT, LOCK_FILE, META_FILE, PARTITION, STAGING, LakeError, decode_name,
                                   encode_name, meta,
                                   own_entries, own_folder, part_file, part_files, part_generation, part_name,
-                                  partition, per_trace_tables, published_names, refuse_foreign_folder, shared_tables)
+                                  partition, per_trace_tables, published_names, refuse_foreign_folder, require_trace_files,
+                                  shared_tables)
 
 # flock excludes another open file; NFS emulates it with POSIX locks, which do not exclude the
 # threads of one process from each other: this does.
@@ -128,12 +129,14 @@ def _dead_staging(lake):
         path = lake / STAGING / entry
         if not path.is_symlink() and path.is_dir():
             try:
-                with open(path / "lock", "a+b") as handle:
+                # O_NOFOLLOW: a link standing for the lock would have a file made or touched outside the lake
+                with os.fdopen(os.open(path / "lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644),
+                               "r+b") as handle:
                     fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 continue  # its writer is at work
             except OSError:
-                pass  # a folder with no room for a lock file: it cannot be anyone's
+                pass  # no room for a lock file, or a link where it goes: it cannot be anyone's
         _remove(path)
         removed += 1
     return removed
@@ -150,6 +153,7 @@ def _remove(path):
 def _orphans(lake, names=None):
     """Partitions (of `names`, or of any trace) whose trace has no trace_files partition, but those
     of a trace taken out less than SUPERSEDED_KEPT_S ago (readers that opened before may read them)."""
+    require_trace_files(lake)  # without it every partition would look like a dead writer's
     published = set(own_entries(lake / "trace_files"))
     kept = {entry for entry in own_entries(_replaced_notes(lake)) if not _old_enough(_replaced_notes(lake) / entry)}
     removed = 0
@@ -189,7 +193,15 @@ def _note_replace(lake, name):
     look (for a dead replacer's files, and for the generation the replace supersedes); noted
     again once it is done, so the old generation is kept SUPERSEDED_KEPT_S from then."""
     notes = _own_mkdir(_own_mkdir(lake / CONTENT) / "replaced")
-    (notes / encode_name(name)).touch()
+    note = notes / encode_name(name)
+    if os.path.islink(note) or (os.path.lexists(note) and not note.is_file()):
+        _remove(note)  # a link (never followed) or a folder where a note goes: not a note of ours
+    # O_NOFOLLOW: a link put there since would have a file made or touched outside the lake
+    handle = os.open(note, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        os.utime(handle)
+    finally:
+        os.close(handle)
 
 
 def _superseded(lake):

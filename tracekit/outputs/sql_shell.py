@@ -15,7 +15,7 @@ from pathlib import Path
 
 import duckdb
 
-from tracekit.errors import TracekitError
+from tracekit.errors import TracekitError, is_interrupt
 from tracekit.outputs.render import FORMATS
 
 PROMPT, CONTINUED = "tracekit> ", "     ...> "
@@ -120,6 +120,10 @@ class Shell:
             except TracekitError as exc:
                 self.fail(str(exc), self.started_at)
             except KeyboardInterrupt:
+                self.fail("interrupted", self.started_at)
+            except RuntimeError as exc:  # DuckDB's word for a statement Ctrl-C stopped
+                if not is_interrupt(exc):
+                    raise
                 self.fail("interrupted", self.started_at)
         if self.output is not None and self.output.once:
             self.close_output()

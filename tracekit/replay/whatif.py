@@ -59,6 +59,10 @@ def whatif(con, trace, fixes, fix_texts=()):
     if not con.execute("SELECT 1 FROM trace_files WHERE trace = ?", [trace]).fetchone():
         raise TracekitError(f"no trace named {trace!r} is loaded")
     job = Jobs(con).of(trace)
+    if not len(job.graphs[trace].call_ts) and not len(job.graphs[trace].item_ts):
+        raise TracekitError(f"whatif {trace}: nothing to replay: the trace records no runtime call (cudaLaunchKernel, "
+                            "hipMemcpyAsync...) and no GPU work, as a CPU-only trace does; the replay models the "
+                            "GPU's work and the calls that made it")
     whole_trace = not job.graphs[trace].steps
     if whole_trace:  # no ProfilerStep#N and no marked iterations: the trace is the one step to replay
         job.graphs = {rank: graph if graph.steps else as_one_step(graph) for rank, graph in job.graphs.items()}

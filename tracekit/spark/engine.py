@@ -52,7 +52,10 @@ class SparkLake:
 
     def close(self):
         if self._owns_spark:
-            self._base.stop()
+            try:
+                self._base.stop()
+            except Exception:  # py4j's, when a query killed Spark's JVM: nothing is left to stop
+                pass
 
     def named(self, name, params=None):
         """The Rows of the named query `name` with `params` (text values, as `-p` gives them)."""

@@ -29,6 +29,9 @@ SETTINGS = {
     "spark.sql.sources.partitionColumnTypeInference.enabled": "false",
     # A query sees the lake's tables and views alone, as on DuckDB: no `parquet.`/any/path`` reads.
     "spark.sql.runSQLOnFiles": "false",
+    # SQL text is read as written: Spark would put ${env:NAME}, ${system:...} and ${sparkconf:...} in
+    # its place (string literals too) before parsing, so a query could read the environment.
+    "spark.sql.variable.substitute": "false",
     # Nothing to serve: a query's rows are all tracekit shows.
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
@@ -46,7 +49,9 @@ def require_pyspark():
 
 def start_session(master=None, settings=None):
     """A SparkSession on `master` (local[*] by default) with SETTINGS and `settings` (more Spark
-    settings, e.g. spark.sql.shuffle.partitions); an existing session of this process is reused.
+    settings, e.g. spark.sql.shuffle.partitions); a session already active in this process (a
+    notebook's) is returned as it is, its settings untouched: own_session sets tracekit's on a
+    session of its own.
 
     The JVM's own output (its log, its warnings) goes to a temporary file, not the terminal; if
     Spark does not start, the error says what its last line said."""
@@ -63,6 +68,10 @@ def start_session(master=None, settings=None):
     # ran. Spark makes this one, empty, when a session first makes a view; it goes when Python exits.
     warehouse_dir = os.path.join(tempfile.gettempdir(), f"tracekit-spark-warehouse-{os.getpid()}")
     atexit.register(_remove_empty_folder, warehouse_dir)
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        # the builder's settings would be set on it (getOrCreate does): its time zone, ANSI mode...
+        return active
     warehouse = {"spark.sql.warehouse.dir": warehouse_dir}
     for key, value in {**SETTINGS, **warehouse, **(settings or {})}.items():
         builder = builder.config(key, value)
