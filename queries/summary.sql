@@ -10,14 +10,15 @@
 --                   step nor a step the profiler cut short), with ' (inferred)' for steps found
 --                   from the trace's iterations (view steps); 'whole trace' for a trace without
 --                   steps, whose "per step" figures are the whole trace's
---   kernels_per_step: kernel launches per step
+--   kernels_per_step: kernel launches per step (NULL where the trace lost its GPU events: launches, no kernel;
+--                     anomalies' 'launches but no GPU events')
 --   gpu_us_per_step: GPU busy time per step, microseconds: the union of the kernel, memcpy and memset
 --                    intervals on each device (view gpu_busy), so concurrent streams count once;
 --                    NULL when the trace has no GPU events (CPU-only, or CUPTI lost them)
 --   kernel_sum_us_per_step: the plain sum of kernel durations per step, microseconds (above
 --                           gpu_us_per_step when kernels overlap on concurrent streams)
 --   cpu_us_per_step: CPU time of the ProfilerStep#N span, microseconds
---   memcpy_per_step: memcpys per step
+--   memcpy_per_step: memcpys per step (NULL where the trace lost its GPU events)
 --   memcpy_bytes_per_step: bytes copied per step (NULL when the trace records no copy's size)
 --   memcpy_mib_per_step: the same in MiB
 --   tensor_core_pct: share of matrix-math time (GEMM, convolution, attention kernels of known math_unit) on Tensor Cores, percent (NULL: none ran)
@@ -82,18 +83,25 @@ WITH picked AS (
            max(s.peak_allocated_bytes) FILTER (WHERE s.device_type = 'cpu') AS cpu_peak_bytes
     FROM memory_steps s JOIN steady_window w ON w.trace = s.trace AND w.step IS NOT DISTINCT FROM s.step
     GROUP BY s.trace
+), lost AS (
+    -- traces whose launch calls are there but not the GPU work they launched (CUPTI lost it)
+    -- (anomalies' 'launches but no GPU events')
+    SELECT DISTINCT r.trace FROM runtime r
+    WHERE r.name ILIKE '%launch%' AND NOT EXISTS (SELECT 1 FROM gpu_busy g WHERE g.trace = r.trace)
 ), rows AS (
     SELECT p.trace, p.variant,
            ts.shape,
            coalesce(sc.steps, 1) AS steps, coalesce(sc.steps_averaged, 'whole trace') AS steps_averaged,
-           coalesce(t.kernels, 0) / coalesce(sc.steps, 1) AS kernels_per_step,
+           -- counts of GPU work are unknown (NULL) where the trace lost its GPU events (launches, none ran)
+           CASE WHEN lost.trace IS NULL THEN coalesce(t.kernels, 0) / coalesce(sc.steps, 1) END AS kernels_per_step,
            CASE WHEN EXISTS (SELECT 1 FROM gpu_busy g WHERE g.trace = p.trace)
                 THEN coalesce(bz.busy_us, 0) / coalesce(sc.steps, 1) END AS gpu_us_per_step,
            CASE WHEN EXISTS (SELECT 1 FROM gpu_busy g WHERE g.trace = p.trace)
                 THEN coalesce(bz.kernel_sum_us, 0) / coalesce(sc.steps, 1) END AS kernel_sum_us_per_step,
            sc.cpu_us_per_step,
-           coalesce(t.memcpys, 0) / coalesce(sc.steps, 1) AS memcpy_per_step,
-           CASE WHEN t.trace IS NULL THEN 0 ELSE t.memcpy_bytes END / coalesce(sc.steps, 1) AS memcpy_bytes_per_step,
+           CASE WHEN lost.trace IS NULL THEN coalesce(t.memcpys, 0) / coalesce(sc.steps, 1) END AS memcpy_per_step,
+           CASE WHEN lost.trace IS NOT NULL THEN NULL WHEN t.trace IS NULL THEN 0 ELSE t.memcpy_bytes END
+               / coalesce(sc.steps, 1) AS memcpy_bytes_per_step,
            t.tensor_core_pct, top.top_kernel, top.top_kernel_occupancy_pct, pl.plan_ms,
            coalesce(mem.device_peak_bytes, mem.cpu_peak_bytes) AS peak_bytes
     FROM picked p
@@ -104,6 +112,7 @@ WITH picked AS (
     LEFT JOIN plans pl ON pl.trace = p.trace
     LEFT JOIN memory mem ON mem.trace = p.trace
     LEFT JOIN trace_shapes ts ON ts.trace = p.trace
+    LEFT JOIN lost ON lost.trace = p.trace
 ), naive AS (
     SELECT shape, gpu_us_per_step AS naive_gpu_us, cpu_us_per_step AS naive_cpu_us FROM rows WHERE variant = 'naive'
     QUALIFY row_number() OVER (PARTITION BY shape ORDER BY trace) = 1

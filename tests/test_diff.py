@@ -121,6 +121,15 @@ def test_sides_of_another_device_or_shape_are_said_to_differ(db, tmp_path):
         "theirs, not the code's"]
 
 
+def test_a_gpu_the_trace_leaves_unnamed_is_its_maker_and_arch_not_no_gpu(foreign_db):
+    """The public MI300X trace names no device, but says AMD and gfx942: it was called 'no GPU'."""
+    result = invoke_cli("diff", "rtx4090_tp2_rank0_nccl_allreduce", "amd_mi300_gfx942_bf16_gemm", "--db", foreign_db)
+    assert result.exit_code == 0, result.output
+    assert [line for line in result.output.splitlines() if "different devices" in line] == [
+        "Warning: the sides ran on different devices: NVIDIA GeForce RTX 4090 against AMD gfx942 GPU, so a change may be "
+        "theirs, not the code's"]
+
+
 def test_markdown_is_a_pull_request_comment(db):
     result = invoke_cli("diff", "naive_inplace", "naive", "--db", db, "-f", "markdown", "--fail-on", "gpu_us_per_step>+3%")
     assert result.exit_code == 1

@@ -134,6 +134,12 @@ def test_busy_time_per_step_on_the_l4_trace(foreign_con):
 def test_launches_whose_gpu_side_was_lost_are_flagged(foreign_con):
     anomalies = records(run_named(foreign_con, "anomalies", {"trace": "rtx4060_runtime_without_gpu_events"}))
     assert [(a["oddity"], a["events"]) for a in anomalies] == [("launches but no GPU events", 2)]
+    # what the lost GPU events held is unknown, not none: NULL (it was 0); a CPU-only trace's is 0
+    summary = {row["trace"]: row for row in records(run_named(foreign_con, "summary"))}
+    lost, cpu = summary["rtx4060_runtime_without_gpu_events"], summary["cpu_only_linear_train_step"]
+    assert [lost[c] for c in ("kernels_per_step", "memcpy_per_step", "memcpy_bytes_per_step", "gpu_us_per_step")] == \
+        [None] * 4
+    assert [cpu[c] for c in ("kernels_per_step", "memcpy_per_step", "memcpy_bytes_per_step")] == [0, 0, 0]
 
 
 def test_operators_written_before_their_parents_nest_by_time(foreign_con):

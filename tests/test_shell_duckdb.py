@@ -60,6 +60,16 @@ def test_a_long_table_shows_its_first_and_last_20_rows(sample_db):
     assert result.stderr == "Error: .maxrows takes a whole number of rows, 0 for all (got 'x')\n"
 
 
+def test_read_keeps_line_separators_inside_string_literals(sample_db, tmp_path):
+    """U+2028, U+0085 and \\x1c end a line for str.splitlines(), not for SQL: read as line ends, the
+    literal's character became a newline and the comparison false."""
+    script = tmp_path / "separators.sql"
+    script.write_text("SELECT 'a\u2028b' = 'a' || chr(8232) || 'b' AS u2028, 'a\x85b' = 'a' || chr(133) || 'b' AS nel,\r\n"
+                      "  'a\x1cb' = 'a' || chr(28) || 'b' AS fs;", encoding="utf-8")
+    result = shell(sample_db, f".mode csv\n.read {script}\n")
+    assert result.stderr == "" and result.stdout.splitlines() == ["u2028,nel,fs", "true,true,true"]
+
+
 def test_timer_prints_the_run_time_after_each_statement(sample_db):
     result = shell(sample_db, ".timer on\nSELECT 1 AS one; SELECT count(*) AS n FROM kernels;\n.timer\n"
                               ".timer off\nSELECT 3 AS three;\n.timer maybe\n")

@@ -86,3 +86,24 @@ def test_export_reads_its_sql_from_a_file_and_from_stdin(sample_db, tmp_path):
     wrong.write_text("SELECT 1 AS x")
     result = invoke("export", "--db", sample_db, "--sql", f"@{wrong}", "-o", tmp_path / "c.json")
     assert result.exit_code == 1 and result.output.startswith(f"Error: {wrong}: the SQL must select events")
+
+
+@pytest.mark.parametrize("command, stdin, says", [
+    ([b"query", b"--sql", b"SELECT '\xff' AS x"], b"", "Error: the SQL is not UTF-8 text (byte 0xff at character 9)"),
+    ([b"query", b"--sql", b"-"], b"SELECT 'caf\xe9' AS x", "Error: standard input: the SQL is not UTF-8 text (byte 0xe9 at character 12)"),
+    ([b"export", b"-o", b"out.json", b"--sql", b"SELECT * FROM events WHERE name = '\xfe'"], b"",
+     "Error: the SQL is not UTF-8 text (byte 0xfe at character 36)"),
+    ([b"shell"], b"SELECT 'caf\xe9';\nSELECT 42 AS a;\n", "Error: the line is not UTF-8 text (byte 0xe9 at character 12)"),
+], ids=["argument", "stdin", "export", "shell"])
+def test_sql_that_is_not_utf8_is_one_line_not_a_traceback(sample_db, tmp_path, command, stdin, says):
+    """Bytes that are not UTF-8 (a Latin-1 file, a terminal in another encoding) reached DuckDB's
+    parser as lone surrogates: a TypeError or UnicodeEncodeError traceback. The shell goes on."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable.encode(), b"-m", b"tracekit", *command, b"--db", str(sample_db).encode()],
+                          input=stdin, capture_output=True, cwd=tmp_path, timeout=120)
+    err = done.stderr.decode()
+    assert done.returncode == 1 and "Traceback" not in err, err
+    assert err.strip().startswith(says), err
+    assert (b"42" in done.stdout) == (command == [b"shell"]) and not (tmp_path / "out.json").exists()

@@ -140,6 +140,20 @@ def test_a_bad_fix_is_a_one_line_usage_error(sample_db, args, says):
     assert result.output.strip().splitlines()[-1].startswith(says)
 
 
+def test_a_fix_that_changes_nothing_says_so(sample_db):
+    """A misspelt op (masked_fil) replayed as a saving of 0.0 µs, said as if it were the answer."""
+    result = invoke_cli("whatif", "naive", "--apply", "drop-copies:aten::masked_fil", "--apply",
+                        "drop-copies:aten::masked_fill", "--db", sample_db)
+    assert result.exit_code == 0, result.output
+    lines = result.output.rstrip().splitlines()
+    assert lines[-2].endswith("they save 255.0 µs a step (9.7%).")
+    assert lines[-1] == ("Note: drop-copies:aten::masked_fil changed nothing in the trace: nothing in it matches "
+                         "(a name or pattern misspelt?), or what matches is as fast as the fix would make it.")
+    as_json = json.loads(invoke_cli("whatif", "naive", "--apply", "drop-sync:nosuch", "-f", "json", "--db",
+                                    sample_db).output)
+    assert as_json["unchanged_by"] == ["drop-sync:nosuch"] and as_json["saving_us_per_step"] == 0
+
+
 def test_an_unknown_trace_is_one_line(sample_db):
     result = invoke_cli("whatif", "nosuch", "--db", sample_db)
     assert result.exit_code == 1 and result.output.strip() == "Error: no trace named 'nosuch' is loaded"

@@ -83,7 +83,9 @@ def diff(con, a, b, *, by="class", fail_on=(), top=10, findings=True, labels=Non
 
 # What a capture records of its shape (tracekit capture's metadata); a foreign trace has none.
 _SIDE_SETUP = """
-SELECT coalesce(device_name, 'no GPU') AS device,
+SELECT -- a GPU whose name the trace leaves out (an AMD one's, often) by its maker and arch
+       coalesce(device_name, CASE WHEN vendor IS NOT NULL OR gpu_arch IS NOT NULL
+                                  THEN concat_ws(' ', upper(vendor), gpu_arch, 'GPU') END, 'no GPU') AS device,
        CASE WHEN json_extract_string(metadata, '$.seq_len') IS NOT NULL THEN
             concat_ws('x', json_extract_string(metadata, '$.batch'), json_extract_string(metadata, '$.heads'),
                       json_extract_string(metadata, '$.seq_len'), json_extract_string(metadata, '$.head_dim'))

@@ -171,7 +171,10 @@ def read_file(shell, argument):
 
 def _file_lines(name):
     try:
-        return Path(name).read_text(encoding="utf-8").lstrip("\ufeff").splitlines()
+        text = Path(name).read_text(encoding="utf-8").lstrip("\ufeff")
+        # lines end at \n alone (\r\n read as one), as piped input's do: splitlines() would also
+        # end them at U+2028, U+0085 or \x1c inside a string literal, changing the SQL
+        return text.split("\n")[:-1] if text.endswith("\n") else text.split("\n")
     except FileNotFoundError:
         raise TracekitError(f"{name}: no such file") from None
     except IsADirectoryError:

@@ -74,7 +74,13 @@ class Shell:
     def feed(self, line):
         """Takes one line: a dot command, or SQL run once its statement ends; "quit" for .quit."""
         from tracekit.outputs.shell_commands import run_command
+        from tracekit.store.sql_sandbox import require_text
 
+        try:
+            require_text(line, "the line")
+        except TracekitError as exc:
+            self.fail(str(exc), self.where)  # dropped: the statement it belongs to would not parse
+            return None
         if line.strip().startswith(".") and not has_sql("\n".join(self.buffer)):
             self.buffer = []  # comments before a command: nothing to run
             return run_command(self, line.strip())

@@ -17,7 +17,7 @@ from pathlib import Path
 import duckdb
 
 from tracekit.errors import QueryError, TracekitError
-from tracekit.store.sql_sandbox import check_read_only, is_refused_access, refused_access_message
+from tracekit.store.sql_sandbox import check_read_only, is_refused_access, refused_access_message, require_text
 from tracekit.ingest.track_layout import OVERLAP_TRACKS_KEY, assign_lanes
 
 EVENT_COLUMNS = ("trace", "cat", "name", "ph", "ts_ns", "dur_ns", "pid", "tid", "id", "bp", "s", "args")
@@ -81,6 +81,7 @@ def _select(con, sql, params=None):
 def _check_user_sql(sql):
     """Refuses SQL that is empty (or only comments) with the export's own hint, then anything but
     one SELECT (sql_sandbox): the SQL runs as written, so nothing may ride along after it."""
+    require_text(sql)
     try:
         empty = not duckdb.extract_statements(sql)
     except duckdb.Error:

@@ -17,7 +17,13 @@ def as_text(result):
     if len(result.ranks) > 1:
         job = f", together with its job's {len(result.ranks)} loaded ranks" + (" (the fixes on each)" if result.fixes else "")
     lines = [printable(f"{result.trace}: replayed with {fixes}{job}"), table.rstrip("\n"), _summary(result)]
+    lines += [printable(_unchanged_note(fix)) for fix in result.unchanged]
     return "\n".join(lines) + "\n"
+
+
+def _unchanged_note(fix):
+    return (f"Note: {fix} changed nothing in the trace: nothing in it matches (a name or pattern misspelt?), "
+            "or what matches is as fast as the fix would make it.")
 
 
 def as_json(result):
@@ -29,6 +35,7 @@ def as_json(result):
                   for s in result.steps],
         "trace_us_per_step": _round(result.mean("trace_us")), "replayed_us_per_step": _round(result.mean("replayed_us")),
         "fit_pct": _round(result.fit_pct), "fixed_us_per_step": _round(result.mean("fixed_us")),
+        "unchanged_by": result.unchanged,
         "saving_us_per_step": _round(result.saving_us)}, indent=2) + "\n"
 
 

@@ -128,11 +128,12 @@ def parse_fix(text):
     return name, argument
 
 
-def apply(graph, fixes, con=None):
+def apply(graph, fixes, con=None, unchanged=None):
     """The arrays `fixes` (parsed) change, for simulate.replay(graph, **changed); and under "graph"
     the graph they change, where a fix moved work to another stream (prefetch-copies). `con` (the
     graph's database) is needed by the fixes that read more of the trace (drop-cpu, pin-copies,
-    fuse-attention)."""
+    fuse-attention). `unchanged`, a list, gets the text of each fix that changed nothing (a name
+    or pattern nothing in the trace matches: a typo reads as a saving of 0 otherwise)."""
     original, side_lanes = graph, []
     for name, argument in fixes:
         if name == "prefetch-copies":  # first: the other fixes then find the items where they now are
@@ -143,7 +144,10 @@ def apply(graph, fixes, con=None):
                "call_wait": graph.call_wait.copy(), "call_lag": graph.call_lag.copy()}
     changed[_DROPPED] = {}
     for name, argument in fixes:
+        before = _arrays(changed) if unchanged is not None else None
         _APPLY[name](graph, argument, changed, con)
+        if before is not None and not _changes(before, changed):
+            unchanged.append(f"{name}:{argument}" if argument else name)
     changed.pop(_DROPPED)
     _keep_transfers(graph, changed)
     changed.pop(FUSED, None)
@@ -152,6 +156,17 @@ def apply(graph, fixes, con=None):
     if graph is not original:
         changed["graph"] = graph
     return changed
+
+
+def _arrays(changed):
+    return {key: value.copy() for key, value in changed.items() if isinstance(value, np.ndarray)}
+
+
+def _changes(before, changed):
+    """Whether a fix changed any array of `changed` since `before` (an array it added counts where
+    any of it is set: the items or calls it took)."""
+    return any((not np.array_equal(before[key], value)) if key in before else bool(value.any())
+               for key, value in changed.items() if isinstance(value, np.ndarray))
 
 
 def _drop_items(graph, argument, changed, con, copies_only=False):

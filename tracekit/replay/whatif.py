@@ -36,6 +36,7 @@ class WhatIf:
     steady: list = field(default_factory=list)  # the steps averaged (view steady_steps)
     ranks: list = field(default_factory=list)   # the job's traces replayed with it (replay.job), itself included
     whole_trace: bool = False  # a trace without steps, replayed as one step from its first event to its last
+    unchanged: list = field(default_factory=list)  # the fixes that changed nothing in the trace
 
     def mean(self, attribute):
         """The mean of a StepTimes field over the steady steps (all steps where none are steady)."""
@@ -70,13 +71,14 @@ def whatif(con, trace, fixes, fix_texts=()):
     graph = replayer.graph
     try:
         # the step as it is and with the fixes: two replays, one a core
-        as_is, fixed = completions_of_each(replayer, [None, replayer.apply(fixes, con)])
+        unchanged = []
+        as_is, fixed = completions_of_each(replayer, [None, replayer.apply(fixes, con, unchanged)])
         for failed in (as_is, fixed):
             if isinstance(failed, str):
                 raise TracekitError(failed)
         replayer.keep_as_is(as_is)
         return WhatIf(trace, list(fix_texts), replayer.times_with(fixed), graph.steady, replayer.job.traces,
-                      whole_trace)
+                      whole_trace, unchanged)
     except TracekitError as exc:
         raise TracekitError(f"whatif {trace}: {exc}") from None
 
@@ -88,9 +90,11 @@ class Replayer:
         self.job, self.trace, self.graph = job, trace, job.graphs[trace]
         self._as_is = None
 
-    def apply(self, fixes, con):
-        """{trace: the arrays the fixes change} for each rank (fixes.apply)."""
-        return {trace: apply(graph, fixes, con) for trace, graph in self.job.graphs.items()}
+    def apply(self, fixes, con, unchanged=None):
+        """{trace: the arrays the fixes change} for each rank (fixes.apply); `unchanged` gets the
+        fixes that changed nothing in this trace."""
+        return {trace: apply(graph, fixes, con, unchanged if trace == self.trace else None)
+                for trace, graph in self.job.graphs.items()}
 
     def completions(self, changed_by_trace=None):
         """[(start, completion)] of each of the trace's steps, replayed with those changes."""

@@ -33,8 +33,20 @@ def lock_down(con, *, allow_files=False, allowed_directories=()):
     con.execute("SET lock_configuration = true")
 
 
+def require_text(sql, what="the SQL"):
+    """Raises QueryError where `sql` is not UTF-8 text: bytes that are not UTF-8 come in as lone
+    surrogates (Python's surrogateescape: the command line, a pipe), which DuckDB's parser cannot take."""
+    try:
+        sql.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = ord(sql[exc.start])
+        which = f"byte 0x{bad - 0xDC00:02x}" if 0xDC80 <= bad <= 0xDCFF else f"U+{bad:04X}"
+        raise QueryError(f"{what} is not UTF-8 text ({which} at character {exc.start + 1}); save it as UTF-8") from None
+
+
 def check_read_only(sql):
     """Raises QueryError unless `sql` is one SELECT statement; returns that statement."""
+    require_text(sql)
     try:
         statements = duckdb.extract_statements(sql)
     except duckdb.Error as exc:
