@@ -138,3 +138,28 @@ def test_query_never_imports_pandas(sample_db, tmp_path):
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_wide_characters_take_two_cells_and_the_table_still_fits(sample_db):
+    """CJK and emoji take two terminal cells each: counted as one, a row came out 104 cells wide on 80."""
+    import unicodedata
+
+    def cells(line):
+        return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in line)
+
+    result = invoke("query", "--db", sample_db, "--sql", "SELECT 'a' || repeat('好', 50) AS wide, 'é' AS e, "
+                    "repeat('🙂', 3) AS smile", env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert max(map(cells, lines)) <= 80 and lines[2].endswith("é  🙂🙂🙂") and "…" in lines[2]
+    # the columns line up, by cells: each starts where its header's does
+    assert cells(lines[2][:lines[2].index("é")]) == cells(lines[0][:lines[0].index(" e ") + 1])
+
+
+def test_control_characters_in_a_table_are_escaped_as_line_mode_shows_them(sample_db):
+    """A carriage return, newline or tab was shown as a space: 'a\\rb' and 'a b' looked alike."""
+    result = invoke("query", "--db", sample_db, "--sql", "SELECT 'a' || chr(13) || 'b' AS cr, 'a b' AS space, "
+                    "'x' || chr(10) || 'y' || chr(9) || 'z' AS nl_tab")
+    assert result.stdout.splitlines()[2].split() == ["a\\rb", "a", "b", "x\\ny\\tz"]
+    line = invoke("query", "--db", sample_db, "-f", "line", "--sql", "SELECT 'a' || chr(13) || 'b' AS cr").stdout
+    assert "a\\rb" in line

@@ -20,6 +20,7 @@ every value is shown whole; without keys (ad hoc SQL) the first column is the ke
 to the width with it).
 """
 
+import unicodedata
 from dataclasses import dataclass
 
 from tracekit.analysis.kernel_names import short_kernel_names
@@ -41,8 +42,37 @@ ELLIPSIS = "…"
 
 
 def _one_line(value):
-    """A cell on one line: line breaks and tabs as spaces, other control characters escaped."""
-    return printable(text(value).replace("\r\n", " ").replace("\n", " ").replace("\r", " ").replace("\t", " "))
+    """A cell on one line: control characters escaped, line breaks and tabs too (`\\n`, `\\t`), as
+    `-f line` shows them: 'a\\rb' and 'a b' are different values and look it."""
+    return printable(text(value))
+
+
+def cells_wide(value):
+    """How many terminal cells `value` takes: two for a wide character (CJK, most emoji), none for
+    a combining one; len() counts characters, and a row of wide ones overflowed the terminal."""
+    if value.isascii():
+        return len(value)
+    return sum(0 if unicodedata.combining(ch) else 2 if unicodedata.east_asian_width(ch) in "WF" else 1
+               for ch in value)
+
+
+def _cut(value, width):
+    """`value` in at most `width` cells: cut, with `…` at its end, where it is wider."""
+    if cells_wide(value) <= width:
+        return value
+    kept, used = [], 0
+    for ch in value:
+        ch_width = cells_wide(ch)
+        if used + ch_width > width - 1:
+            break
+        kept.append(ch)
+        used += ch_width
+    return "".join(kept) + ELLIPSIS
+
+
+def _padded(value, width, right=False):
+    fill = " " * max(width - cells_wide(value), 0)
+    return fill + value if right else value + fill
 
 
 def is_kernel_column(name):
@@ -61,17 +91,17 @@ class _Column:
 
     @property
     def natural(self):
-        return max([len(self.header)] + [len(v) for v in self.values])
+        return max([cells_wide(self.header)] + [cells_wide(v) for v in self.values])
 
     def floor(self, least):
         """The narrowest this column is shown: whole if a number, else cut to `least` (or its header)."""
-        return self.natural if self.numeric else min(self.natural, max(len(self.header), least))
+        return self.natural if self.numeric else min(self.natural, max(cells_wide(self.header), least))
 
     def cells(self):
         if self.full is not None and self.natural > self.width:
             short = short_kernel_names(self.full, self.width)
             return [short.get(v, v) for v in self.full]
-        return [v if len(v) <= self.width else v[: max(self.width - 1, 0)] + ELLIPSIS for v in self.values]
+        return [_cut(v, self.width) for v in self.values]
 
 
 def table(rows, width=None, keys=None, max_rows=None, whole="-f line", box=False):
@@ -96,7 +126,7 @@ def table(rows, width=None, keys=None, max_rows=None, whole="-f line", box=False
     shown = [c for c in columns if c.width]
 
     def aligned(values):
-        return [v.rjust(c.width) if c.numeric else v.ljust(c.width) for v, c in zip(values, shown)]
+        return [_padded(v, c.width, right=c.numeric) for v, c in zip(values, shown)]
 
     lines = [aligned(values) for values in zip(*(c.cells() for c in shown))]
     if elided_at is not None:  # the rows left out
@@ -187,7 +217,7 @@ def _notes(columns, repeats):
         notes.append(f"{len(shown)} of {len(columns)} columns shown, left out: {', '.join(left_out)}")
     if any(c.full is not None for c in shown):
         notes.append("kernel names shortened")
-    if any(len(v) > c.width for c in shown if c.full is None for v in c.values):
+    if any(cells_wide(v) > c.width for c in shown if c.full is None for v in c.values):
         notes.append(f"long values cut with {ELLIPSIS}")
     return notes
 
