@@ -15,7 +15,8 @@
 -- keys: trace, oddity, events
 -- columns:
 --   trace: trace name
---   oddity: negative duration, zero duration, no duration, unknown category, a device tracekit does
+--   oddity: negative duration, zero duration, no duration, negative size (a copy's or fill's bytes),
+--           unknown category, a device tracekit does
 --           not read, dropped on load,
 --           launches but no GPU events, GPU events but no CPU ops, GPU events without their launch
 --   cat: the events' category (NULL for dropped on load)
@@ -51,6 +52,12 @@ WITH odd AS (
     -- Kineto's categories of devices other than CUDA and ROCm GPUs (libkineto's ActivityType names:
     -- mtia_ccp_events, mtia_runtime, hpu_op, xpu_runtime, gcu_runtime, ...): loaded, in no view
     WHERE regexp_matches(lower(cat), '^(mtia|hpu|xpu|privateuse1|glow|gcu)_')
+    UNION ALL
+    -- a copy or fill of fewer than 0 bytes: its size is unknown (memcpy's NULL), not summed
+    SELECT trace, cat, name, ts_ns, dur_ns, 'negative size' AS oddity
+    FROM events
+    WHERE ph = 'X' AND lower(cat) IN ('gpu_memcpy', 'memcpy', 'gpu_memset', 'memset')
+      AND TRY_CAST(json_extract(args, '$.bytes') AS BIGINT) < 0
 ), ranked AS (
     SELECT *, count(*) OVER (PARTITION BY trace, oddity, cat) AS events,
            row_number() OVER (PARTITION BY trace, oddity, cat ORDER BY ts_ns, name, dur_ns) AS nth

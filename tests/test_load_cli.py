@@ -227,3 +227,16 @@ def test_a_reader_that_stops_reading_does_not_stop_the_load(tmp_path):
     assert load.wait(timeout=300) == 0 and first.startswith(b"loaded ")
     assert load.stderr.read() == b""
     assert db_rows(db, "SELECT count(*) FROM traces") == [(8,)]
+
+
+def test_a_copy_of_negative_size_is_of_unknown_size_and_an_anomaly(fresh_db, tmp_path):
+    """A hand-edited or corrupt `"bytes": -5` was summed into the copies' bytes (3 GiB - 512 MiB - 5)."""
+    trace = read_trace(SAMPLE_TRACES / "naive.json.gz")
+    copy = next(e for e in trace["traceEvents"] if e.get("cat") == "gpu_memcpy")
+    copy["args"]["bytes"] = -5
+    path = write_json(tmp_path / "negative_copy.json", trace)
+    assert invoke("load", path, "--db", fresh_db).exit_code == 0
+    copies = json.loads(invoke("query", "memcpy", "-p", "trace", "negative_copy", "--db", fresh_db, "-f", "json").output)
+    assert [(c["memcpy_count"], c["unknown_size_copies"], c["memcpy_bytes"]) for c in copies] == [(6, 1, 5 * 2**29)]
+    odd = json.loads(invoke("query", "anomalies", "-p", "trace", "negative_copy", "--db", fresh_db, "-f", "json").output)
+    assert [(a["oddity"], a["events"]) for a in odd if a["oddity"] == "negative size"] == [("negative size", 1)]

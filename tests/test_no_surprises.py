@@ -65,6 +65,9 @@ def test_a_trace_that_is_not_loaded_is_an_error_in_every_command(own_db, tmp_pat
     (["query", "top_kernels"], "limit", "2.5", "counts something: a whole number"),
     (["query", "top_kernels"], "limit", "-1", "must be 1 or more"),
     (["query", "top_kernels"], "limit", "nan", "takes a finite number"),
+    (["query", "top_kernels"], "limit", "3000000000", "must be at most 2147483647"),  # DuckDB's cast failed
+    (["query", "top_kernels"], "limit", "١٢", "takes a number"),  # Arabic-Indic digits: float() reads them
+    (["query", "top_kernels"], "limit", "1_0", "takes a number"),
     (["query", "rank_steps"], "step", "-2", "must be 0 or more"),
     (["findings", "--rule", "gpu_idle"], "min_gap_us", "abc", "takes a number"),
     (["findings", "--rule", "gpu_idle"], "min_gap_us", "-5", "must be 0 or more"),
@@ -311,3 +314,10 @@ def test_an_event_error_shows_the_event_as_written(tmp_path):
     trace.write_text('{"traceEvents": [{"name": "k", "ts": 5, "dur": 1, "pid": 1, "tid": 1, "cat": "kernel"}]}')
     assert_error(invoke("load", trace, "--db", tmp_path / "t.duckdb"),
                  f'{trace}: an event has no ph: {{"ts":5,"dur":1,"cat":"kernel","pid":"1","tid":"1","name":"k"}}')
+
+
+@pytest.mark.parametrize("seconds", ["nan", "inf"])
+def test_a_wait_that_is_no_number_of_seconds_is_a_usage_error(own_db, seconds):
+    result = invoke("query", "summary", "--wait", seconds, "--db", own_db)
+    assert result.exit_code == 2 and result.output.strip() == \
+        f"Error: Invalid value for '--wait': {seconds} is not a number of seconds"

@@ -247,3 +247,9 @@ def test_completion_never_fails_when_the_database_cannot_be_read():
         raise RuntimeError("locked")
 
     assert Completer(locked)("ker", "FROM ") == [] and Completer(locked)(".ti", "") == [".timer"]
+
+
+def test_tables_takes_a_like_pattern_as_duckdbs_shell_does(sample_db):
+    result = shell(sample_db, ".tables gpu%\n.tables %_kernel%\n.tables nothing_like_it\n")
+    assert result.stdout.splitlines() == ["gpu_arch_limits  gpu_busy         gpu_busy_rows    gpu_specs",
+                                          "top_kernels", "(no tables)"]

@@ -8,11 +8,16 @@ that is not one is a one-line error naming the parameter, before any SQL runs.
 """
 
 import math
+import re
 
 from tracekit.errors import QueryError
 
 _TEXT = frozenset({"trace"})
 _LEAST = {"limit": 1}
+# The queries cast a count to INTEGER: above this DuckDB's cast fails (with the whole SQL in its error).
+_MOST_COUNT = 2**31 - 1
+# A number as SQL writes one: ASCII digits (Python's float() also takes '١٢', '1_0' and ' 5 ').
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|[+-]?(inf|infinity|nan)", re.ASCII | re.IGNORECASE)
 
 
 def checked(name, value):
@@ -31,6 +36,8 @@ def checked(name, value):
         raise QueryError(f"-p {name} counts something: a whole number (got {value!r})")
     if number < _LEAST.get(name, 0):
         raise QueryError(f"-p {name} must be {_LEAST.get(name, 0)} or more (got {value!r})")
+    if number > _MOST_COUNT:
+        raise QueryError(f"-p {name} must be at most {_MOST_COUNT} (got {value!r})")
     return int(number)
 
 
@@ -41,6 +48,8 @@ def as_sql_text(value):
 
 def _number(name, value):
     if isinstance(value, bool):
+        raise QueryError(f"-p {name} takes a number (got {value!r})")
+    if isinstance(value, str) and not _NUMBER.fullmatch(value):
         raise QueryError(f"-p {name} takes a number (got {value!r})")
     try:
         number = float(value)

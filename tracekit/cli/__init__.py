@@ -7,6 +7,7 @@ capture` runs on a GPU machine without duckdb.
 
 import functools
 import gc
+import math
 import sys
 
 import click
@@ -130,8 +131,15 @@ def wait_option(command):
             return command(*args, **kwargs)
 
     return click.option("--wait", type=click.FloatRange(min=0), default=LOCK_WAIT_S, show_default=True,
-                        metavar="SECONDS",
+                        metavar="SECONDS", callback=_finite,
                         help="Wait this long for a database another process (a load) holds.")(run)
+
+
+def _finite(ctx, param, value):
+    """A number of seconds click's FloatRange lets through but no wait can last: nan, inf."""
+    if value is not None and not math.isfinite(value):
+        raise click.BadParameter(f"{value} is not a number of seconds", ctx=ctx, param=param)
+    return value
 
 
 def all_commands():

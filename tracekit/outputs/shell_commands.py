@@ -1,6 +1,7 @@
 """The dot commands of `tracekit shell`, as DuckDB's shell has them: .mode, .timer, .maxrows,
 .output, .once, .read, .tables, .schema, .help and .quit."""
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,7 +12,7 @@ MAX_READ_DEPTH = 16
 HELP = """\
 Statements are SQL SELECTs ending with ;  (one per query, several per line run in order),
 or EXPLAIN [ANALYZE] of one. Named queries are tables too: FROM summary, FROM top_kernels("limit" := 3).
-.tables            list the tables, views and named queries a query can read
+.tables [PATTERN]  list the tables, views and named queries a query can read (those LIKE PATTERN)
 .schema [NAME]     describe every table and view, or one
 .mode [FORMAT]     show or set the output format: {formats}
 .maxrows [N]       show or set how many rows a table shows: more are elided in the middle (0: all)
@@ -49,9 +50,17 @@ def _help(shell, _argument):
     shell.io.say(HELP.format(formats=", ".join(shell.io.formats)))
 
 
-def _tables(shell, _argument):
+def _tables(shell, pattern):
+    """The names a query can read; with a PATTERN, those its LIKE takes (`%` any run, `_` one
+    character), as DuckDB's and sqlite's `.tables ?PATTERN?` do."""
     from tracekit.analysis.schema_listing import relation_names
-    shell.io.say(_with_connection(shell, lambda con: in_columns(relation_names(con))))
+
+    like = re.compile("".join(".*" if c == "%" else "." if c == "_" else re.escape(c) for c in pattern), re.S)
+
+    def names(con):
+        return in_columns([name for name in relation_names(con) if not pattern or like.fullmatch(name)])
+
+    shell.io.say(_with_connection(shell, names))
 
 
 def _schema(shell, name):

@@ -92,9 +92,13 @@ class Replayer:
 
     def apply(self, fixes, con, unchanged=None):
         """{trace: the arrays the fixes change} for each rank (fixes.apply); `unchanged` gets the
-        fixes that changed nothing in this trace."""
-        return {trace: apply(graph, fixes, con, unchanged if trace == self.trace else None)
-                for trace, graph in self.job.graphs.items()}
+        fixes that changed nothing in any rank (a delay on one rank is the job's to drop)."""
+        by_rank = {trace: [] for trace in self.job.graphs}
+        changed = {trace: apply(graph, fixes, con, by_rank[trace] if unchanged is not None else None)
+                   for trace, graph in self.job.graphs.items()}
+        if unchanged is not None:
+            unchanged.extend(fix for fix in by_rank[self.trace] if all(fix in found for found in by_rank.values()))
+        return changed
 
     def completions(self, changed_by_trace=None):
         """[(start, completion)] of each of the trace's steps, replayed with those changes."""

@@ -11,7 +11,9 @@ SELECT CASE WHEN lower(cat) = 'kernel' THEN 'kernel'
        TRY_CAST(a[6] AS INTEGER[]) AS grid, TRY_CAST(a[7] AS INTEGER[]) AS block,
        TRY_CAST(a[8] AS INTEGER) AS registers_per_thread, TRY_CAST(a[9] AS BIGINT) AS shared_memory_bytes,
        TRY_CAST(a[10] AS DOUBLE) AS blocks_per_sm, TRY_CAST(a[11] AS DOUBLE) AS warps_per_sm,
-       TRY_CAST(a[12] AS DOUBLE) AS est_occupancy_pct, TRY_CAST(a[13] AS BIGINT) AS bytes, event_id
+       TRY_CAST(a[12] AS DOUBLE) AS est_occupancy_pct,
+       -- a size below 0 is no size: unknown, as a ROCm copy's (anomalies counts it), never summed
+       CASE WHEN TRY_CAST(a[13] AS BIGINT) >= 0 THEN TRY_CAST(a[13] AS BIGINT) END AS bytes, event_id
 FROM (
     SELECT cat, name, ts_ns, dur_ns, rowid AS event_id,
            json_extract(args, ['$.device', '$.stream', '$.correlation', '$."External id"', '$."external id"',
