@@ -163,6 +163,8 @@ def bad_cases():
         (Case("manifest_not_a_trace.json", "a JSON object without a traceEvents array"), manifest),
         (Case("number_array.json", "not an event object"), b"[1, 2, 3]"),
         (Case("events_not_array.json", "traceEvents is not a JSON array"), b'{"traceEvents": {"ph": "X"}}'),
+        (Case("events_not_objects.json", "the traceEvents array holds something that is not an event (a JSON object): "
+                                         "it ends in [1, 2, 3]}"), b'{"traceEvents": [1, 2, 3]}'),
         (Case("bad_json_in_header.json", "not valid JSON (expected ',' or '}' between keys at line 3"),
          raw.replace(b'"schemaVersion": 1', b'"schemaVersion": 1 2', 1)),
         (Case("bad_json_in_events.json", "not valid JSON in the traceEvents array (unexpected character at",

@@ -334,7 +334,7 @@ def test_the_corpus_script_writes_every_case(tmp_path):
                          check=True)
     names = sorted(list(BAD) + [case.name for case, _ in corpus.odd_cases()])
     assert sorted(p.name for p in tmp_path.iterdir()) == names
-    assert len(out.stdout.splitlines()) == len(names) == 51
+    assert len(out.stdout.splitlines()) == len(names) == 52
     with gzip.open(tmp_path / "truncated.json.gz") as f:
         assert f.read() == (tmp_path / "truncated.json").read_bytes()
 

@@ -140,6 +140,10 @@ def test_launches_whose_gpu_side_was_lost_are_flagged(foreign_con):
     assert [lost[c] for c in ("kernels_per_step", "memcpy_per_step", "memcpy_bytes_per_step", "gpu_us_per_step")] == \
         [None] * 4
     assert [cpu[c] for c in ("kernels_per_step", "memcpy_per_step", "memcpy_bytes_per_step")] == [0, 0, 0]
+    # and the critical path cannot say what bound a step whose GPU work it cannot see (it said cpu-bound, 80.7%)
+    bounds = foreign_con.execute("SELECT step, kernel_us, memcpy_us, bound, bound_pct, cpu_us > 0 FROM step_bounds "
+                                 "WHERE trace = 'rtx4060_runtime_without_gpu_events' ORDER BY step").fetchall()
+    assert bounds == [(2, None, None, None, None, True), (3, None, None, None, None, True)]
 
 
 def test_operators_written_before_their_parents_nest_by_time(foreign_con):

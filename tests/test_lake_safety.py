@@ -363,3 +363,17 @@ def test_a_reader_that_opened_before_a_replace_reads_on_after_it(lake, tmp_path)
     assert not any((lake / table / "trace=other").exists() for table in PER_TRACE_TABLES)
     assert all(len(os.listdir(lake / table / "trace=x")) == 1 for table in PER_TRACE_TABLES)
     assert traces_in(lake) == {"x": FLEX_EVENTS, "sdpa_flash": 242}
+
+
+def test_a_trace_name_too_long_for_a_lakes_folders_says_so(tmp_path):
+    """A hundred spaces make a 300-byte partition folder (%20 each): the OS's 'File name too long'
+    said nothing of why, where a database loads the same file."""
+    source = tmp_path / (" " * 100 + ".json.gz")
+    shutil.copy(SAMPLE_TRACES / "naive.json.gz", source)
+    run = run_lake(["load", source, "--lake", tmp_path / "lake"], tmp_path)
+    assert run.returncode == 1 and "Traceback" not in run.stderr
+    assert run.stderr.strip() == (f"Error: {source}: its trace's name is too long for a folder of the lake "
+                                  f"{tmp_path / 'lake'} (trace=NAME, each character but letters, digits, '.', '_' "
+                                  "and '-' as %XX: a file system takes 255 bytes); rename the file, or load it into "
+                                  "a database (--db)")
+    assert run_lake(["load", source, "--db", tmp_path / "t.duckdb"], tmp_path).returncode == 0

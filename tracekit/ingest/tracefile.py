@@ -325,8 +325,18 @@ def _complete_events_prefix(held, has_array_start):
     return held[:end] + b"]", 0  # the array or the keys after it are what is broken
 
 
+# The end of an event array and of the object around it, and the last character of the array's last element.
+_LAST_ELEMENT = re.compile(rb"(\S)\s*\]\s*\}$")
+
+
 def _lenient_cut(path, held, lenient, flushed):
     """(body, events cut off) for an event array that never ends: a --lenient cut, or the error."""
+    last_element = _LAST_ELEMENT.search(bytes(held[-4096:]).rstrip())
+    if last_element is not None and last_element.group(1) not in (b"}", b"["):
+        # the array's end is found as a `]` after an event's `}`: `[1, 2, 3]` has none. No cut mends
+        # it: what follows the last event is no event, not a truncation
+        raise TraceFileError(path, "the traceEvents array holds something that is not an event (a JSON object): "
+                                   f"it ends in {bytes(held[-32:]).decode('utf-8', 'replace').strip()}")
     if lenient:
         body, cut_events = _complete_events_prefix(bytes(held), not flushed)
         if body is None:

@@ -6,6 +6,7 @@ Nothing is shared between two files but the lake's lock during the renames, so p
 threads or the workers of a cluster can share the work any way they like.
 """
 
+import errno
 import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -215,6 +216,11 @@ def _write_error(path, lake, exc):
     full = disk_full_folder(exc, Path(lake))
     if full is not None:
         return DiskFullError(path, lake if Path(lake).resolve() in Path(full).resolve().parents else full)
+    if isinstance(exc, OSError) and exc.errno == errno.ENAMETOOLONG:
+        # a database takes any name; a lake's partition folder is `trace=` and the name, %XX-escaped
+        return TraceFileError(path, f"its trace's name is too long for a folder of the lake {lake} (trace=NAME, "
+                                    "each character but letters, digits, '.', '_' and '-' as %XX: a file system "
+                                    "takes 255 bytes); rename the file, or load it into a database (--db)")
     why = exc.strerror or str(exc) if isinstance(exc, OSError) else duckdb_problem(exc)
     return TraceFileError(path, f"cannot write to the lake {lake} ({hide_internal_paths(why, lake)})")
 

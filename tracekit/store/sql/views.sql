@@ -1255,10 +1255,13 @@ WHERE s.end_ns > s.ts_ns;
 --            start), a step completing when its CPU span and the GPU work it owns have both ended:
 --            in a loop where the GPU runs behind, the GPU's pace, not the CPU's span
 --   cpu_us, launch_us, kernel_us, comm_us, rank_wait_us, memcpy_us, memset_us, sync_wait_us, idle_us:
---            the critical path's time of each kind (critical_path), which add up to step_us
+--            the critical path's time of each kind (critical_path), which add up to step_us;
+--            the GPU's kinds (kernel, comm, rank_wait, memcpy, memset) NULL in a trace that lost
+--            its GPU events (launch calls, no GPU work: anomalies' 'launches but no GPU events')
 --   bound: what most of the path is: cpu-bound (cpu), launch-bound (launch), gpu-bound (kernel),
 --          copy-bound (memcpy, memset), comm-bound (comm), rank-bound (rank_wait: the step waited
---          for a later rank: see critical_path's names for which); NULL for a step with no time
+--          for a later rank: see critical_path's names for which); NULL for a step with no time,
+--          and in a trace that lost its GPU events (the path could not see what the GPU did)
 --   bound_pct: that kind's share of step_us, percent
 CREATE OR REPLACE VIEW step_bounds AS
 WITH kinds AS (
@@ -1280,16 +1283,27 @@ WITH kinds AS (
            coalesce(k.rank_wait_ns, 0) AS rank_wait_ns, coalesce(k.memcpy_ns, 0) AS memcpy_ns, coalesce(k.memset_ns, 0) AS memset_ns,
            coalesce(k.sync_wait_ns, 0) AS sync_wait_ns, coalesce(k.idle_ns, 0) AS idle_ns
     FROM _cp_steps s LEFT JOIN kinds k ON k.trace_id = s.trace_id AND k.step = s.step
+), lost AS (
+    -- traces with launch calls whose GPU work CUPTI did not record: what the GPU did is unknown
+    SELECT trace_id FROM runtime_rows WHERE name ILIKE '%launch%'
+    EXCEPT SELECT trace_id FROM kernel_rows
+    EXCEPT SELECT trace_id FROM transfer_rows
 ), ranked AS (
-    SELECT *, greatest(cpu_ns, launch_ns, kernel_ns, memcpy_ns + memset_ns, comm_ns, rank_wait_ns) AS top_ns FROM bounds
+    SELECT b.*, greatest(b.cpu_ns, b.launch_ns, b.kernel_ns, b.memcpy_ns + b.memset_ns, b.comm_ns, b.rank_wait_ns) AS top_ns,
+           l.trace_id IS NOT NULL AS gpu_lost
+    FROM bounds b LEFT JOIN lost l ON l.trace_id = b.trace_id
 )
 SELECT t.trace, r.step, r.step_ns / 1000.0 AS step_us, r.cpu_ns / 1000.0 AS cpu_us, r.launch_ns / 1000.0 AS launch_us,
-       r.kernel_ns / 1000.0 AS kernel_us, r.comm_ns / 1000.0 AS comm_us, r.rank_wait_ns / 1000.0 AS rank_wait_us,
-       r.memcpy_ns / 1000.0 AS memcpy_us,
-       r.memset_ns / 1000.0 AS memset_us, r.sync_wait_ns / 1000.0 AS sync_wait_us, r.idle_ns / 1000.0 AS idle_us,
-       CASE WHEN r.step_ns <= 0 OR r.top_ns <= 0 THEN NULL
+       CASE WHEN NOT r.gpu_lost THEN r.kernel_ns / 1000.0 END AS kernel_us,
+       CASE WHEN NOT r.gpu_lost THEN r.comm_ns / 1000.0 END AS comm_us,
+       CASE WHEN NOT r.gpu_lost THEN r.rank_wait_ns / 1000.0 END AS rank_wait_us,
+       CASE WHEN NOT r.gpu_lost THEN r.memcpy_ns / 1000.0 END AS memcpy_us,
+       CASE WHEN NOT r.gpu_lost THEN r.memset_ns / 1000.0 END AS memset_us,
+       r.sync_wait_ns / 1000.0 AS sync_wait_us, r.idle_ns / 1000.0 AS idle_us,
+       CASE WHEN r.step_ns <= 0 OR r.top_ns <= 0 OR r.gpu_lost THEN NULL
             WHEN r.top_ns = r.kernel_ns THEN 'gpu-bound' WHEN r.top_ns = r.memcpy_ns + r.memset_ns THEN 'copy-bound'
             WHEN r.top_ns = r.comm_ns THEN 'comm-bound' WHEN r.top_ns = r.rank_wait_ns THEN 'rank-bound' WHEN r.top_ns = r.launch_ns THEN 'launch-bound'
             ELSE 'cpu-bound' END AS bound,
-       CASE WHEN r.step_ns > 0 AND r.top_ns > 0 THEN round(100.0 * r.top_ns / r.step_ns, 1) END AS bound_pct
+       CASE WHEN r.step_ns > 0 AND r.top_ns > 0 AND NOT r.gpu_lost THEN round(100.0 * r.top_ns / r.step_ns, 1) END
+           AS bound_pct
 FROM ranked r JOIN trace_files t ON t.trace_id = r.trace_id;
