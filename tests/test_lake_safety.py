@@ -377,3 +377,18 @@ def test_a_trace_name_too_long_for_a_lakes_folders_says_so(tmp_path):
                                   "and '-' as %XX: a file system takes 255 bytes); rename the file, or load it into "
                                   "a database (--db)")
     assert run_lake(["load", source, "--db", tmp_path / "t.duckdb"], tmp_path).returncode == 0
+
+
+def test_a_part_file_that_is_a_link_is_damage_and_a_replace_mends_it(lake, tmp_path):
+    """Spark read through a part file linked to a file outside the lake (DuckDB's sandbox refused it
+    with a misleading message): no reader follows it now."""
+    part = next((lake / "kernel_rows" / "trace=x").iterdir())
+    outside = tmp_path / "outside.parquet"
+    shutil.move(part, outside)
+    part.symlink_to(outside)
+    run = invoke_cli("query", "summary", "--lake", lake)
+    assert run.exit_code == 1 and run.output.strip() == (
+        f"Error: {lake}: trace 'x' is damaged: its kernel_rows file {part.name} is a symbolic link; tracekit does "
+        "not follow links inside a lake (load its file again with --replace)")
+    assert invoke_cli("load", lake.parent / "src" / "x.json.gz", "--lake", lake, "--replace").exit_code == 0
+    assert traces_in(lake) == {"x": NAIVE_EVENTS} and outside.exists()

@@ -138,6 +138,10 @@ def whole_traces(lake):
             continue
         missing = [table for table in tables[1:] if current.name not in own_entries(partition(lake, table, name))]
         if not missing:
+            for table in tables:  # no reader follows a link out of the lake (DuckDB's sandbox refuses; Spark would not)
+                if os.path.islink(partition(lake, table, name) / current.name):
+                    raise LakeError(f"{lake}: trace {name!r} is damaged: its {table} file {current.name} is a symbolic "
+                                    "link; tracekit does not follow links inside a lake (load its file again with --replace)")
             whole.append((name, current.name))
         elif current.exists():
             raise LakeError(f"{lake}: trace {name!r} is damaged: its {missing[0]} partition lacks {current.name}; "
