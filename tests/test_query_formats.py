@@ -206,3 +206,13 @@ def test_report_refuses_a_file_name_of_another_format(sample_db, tmp_path, monke
     result = invoke("report", "--db", sample_db, *args)
     assert result.exit_code == 1 and message in result.output
     assert len(result.output.strip().splitlines()) == 1 and list(tmp_path.iterdir()) == []
+
+
+def test_a_float_prints_as_duckdb_shows_it_not_as_the_double_nearest_it(sample_db):
+    """1.1::FLOAT is the double 1.100000023841858 in Python; DuckDB shows 1.1, and so does every text format."""
+    sql = "SELECT 1.1::FLOAT AS f, 0.1::FLOAT + 0.2::FLOAT AS g, 16777217::FLOAT AS big, 1.1 AS d"
+    table = invoke("query", "--db", sample_db, "--sql", sql).stdout.splitlines()
+    assert table[2].split() == ["1.1", "0.3", "16777216.0", "1.1"]
+    assert invoke("query", "--db", sample_db, "--sql", sql, "-f", "csv").stdout.splitlines()[1] == "1.1,0.3,16777216.0,1.1"
+    assert json.loads(invoke("query", "--db", sample_db, "--sql", sql, "-f", "json").stdout) == [
+        {"f": 1.1, "g": 0.3, "big": 16777216.0, "d": 1.1}]

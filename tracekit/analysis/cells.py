@@ -1,7 +1,8 @@
 """One value as text, exactly: the rules every output format shares.
 
 - Integers print in full; DECIMALs with all their digits (`1733221234567890.123`).
-- Floats print as Python's repr, the shortest text that reads back as the same double, so two
+- Floats print as Python's repr, the shortest text that reads back as the same double (a FLOAT's,
+  as the same 32-bit float), so two
   different values never print alike; written out in full rather than with an exponent from 1e16 up
   (`10000000000000000.0`), and keeping `.0` so a float still reads as one. NaN and the infinities
   print `nan`, `inf`, `-inf` in text and `null` in JSON.
@@ -13,8 +14,30 @@ import base64
 import json
 import math
 import re
+import struct
 from datetime import date, time
 from decimal import Decimal
+
+
+class Float32(float):
+    """A DuckDB FLOAT (REAL) value, which Python holds as the double nearest it: shown as the
+    shortest text that reads back as the same 32-bit float (`1.1`, as DuckDB shows it, not
+    `1.100000023841858`, the double's)."""
+
+    def __repr__(self):
+        value = float(self)
+        if math.isfinite(value):
+            single = struct.pack("<f", value)
+            for digits in range(1, 10):  # 9 significant digits always read back as the same float
+                text = f"{value:.{digits}g}"
+                try:
+                    if struct.pack("<f", float(text)) == single:
+                        return repr(float(text))
+                except OverflowError:  # rounded past the largest float (3.4028235e38)
+                    continue
+        return float.__repr__(value)
+
+    __str__ = __repr__
 
 
 class JsonText(str):

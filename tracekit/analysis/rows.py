@@ -7,7 +7,7 @@ turned into the same shape by `Rows.from_frame`.
 
 from dataclasses import dataclass, field
 
-from tracekit.analysis.cells import JsonText, is_number
+from tracekit.analysis.cells import Float32, JsonText, is_number
 from tracekit.errors import TracekitError
 
 
@@ -26,6 +26,9 @@ class Rows:
         json_at = [i for i, t in enumerate(types) if t == "JSON"]
         if json_at:
             rows = [_mark_json(row, json_at) for row in rows]
+        float_at = [i for i, t in enumerate(types) if t == "FLOAT"]
+        if float_at:
+            rows = [_mark(row, float_at, Float32) for row in rows]
         return cls([d[0] for d in description], rows, types)
 
     @classmethod
@@ -56,10 +59,14 @@ def check_columns(available, names):
 
 
 def _mark_json(row, json_at):
+    return _mark(row, json_at, JsonText)
+
+
+def _mark(row, at, kind):
     row = list(row)
-    for i in json_at:
+    for i in at:
         if row[i] is not None:
-            row[i] = JsonText(row[i])
+            row[i] = kind(row[i])
     return tuple(row)
 
 
