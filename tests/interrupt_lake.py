@@ -25,7 +25,7 @@ from pathlib import Path
 import tracekit.cli.analysis_cmd as analysis_cmd
 import tracekit.lake.publish as publish
 import tracekit.lake.writer as writer
-from tracekit.cli import main
+from tracekit.command import main
 from tracekit.ingest.loader import trace_name_for
 from tracekit.lake.layout import decode_name
 

@@ -21,7 +21,7 @@ import time
 
 import tracekit.cli.analysis_cmd as analysis_cmd
 import tracekit.ingest.loader as loader
-from tracekit.cli import main
+from tracekit.command import main
 
 
 def _send(sig, wait_s=0.0):

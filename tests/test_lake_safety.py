@@ -392,3 +392,21 @@ def test_a_part_file_that_is_a_link_is_damage_and_a_replace_mends_it(lake, tmp_p
         "not follow links inside a lake (load its file again with --replace)")
     assert invoke_cli("load", lake.parent / "src" / "x.json.gz", "--lake", lake, "--replace").exit_code == 0
     assert traces_in(lake) == {"x": NAIVE_EVENTS} and outside.exists()
+
+
+@pytest.mark.parametrize("gone", ["trace_files/trace=x", "trace_files/*"])
+def test_partitions_whose_trace_files_partition_went_are_kept_not_swept(lake, tmp_path, gone):
+    """Not a dead writer's leftovers (their files name a staging folder nobody holds): a trace whose
+    trace_files partition was removed by hand, or not copied, lost every other partition to the next
+    load. Kept, the trace comes back with its trace_files partition."""
+    import glob
+
+    for path in glob.glob(str(lake / gone)):
+        shutil.move(path, tmp_path / "trace_files_x")
+    kept = {table: sorted(os.listdir(lake / table / "trace=x")) for table in PER_TRACE_TABLES if table != "trace_files"}
+    run = run_lake(["load", SAMPLE_TRACES / "flex.json.gz", "--lake", lake], tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert {table: sorted(os.listdir(lake / table / "trace=x")) for table in kept} == kept
+    assert traces_in(lake) == {"flex": FLEX_EVENTS}
+    shutil.move(tmp_path / "trace_files_x", lake / "trace_files" / "trace=x")
+    assert traces_in(lake) == {"flex": FLEX_EVENTS, "x": NAIVE_EVENTS}

@@ -12,7 +12,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "tracekit"
 RANK = {"errors": -1, "internal_paths": -1, "version": -1, "store": 0, "ingest": 1, "analysis": 2, "replay": 2,
-        "lake": 2, "queries": 2, "outputs": 3, "spark": 3, "api": 4, "api_wording": 4, "cli": 5, "__main__": 5}
+        "lake": 2, "queries": 2, "outputs": 3, "spark": 3, "api": 4, "api_wording": 4, "cli": 5, "command": 5, "__main__": 5}
 ROOT_RANK = RANK["api"]
 
 

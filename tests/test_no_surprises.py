@@ -316,8 +316,23 @@ def test_an_event_error_shows_the_event_as_written(tmp_path):
                  f'{trace}: an event has no ph: {{"ts":5,"dur":1,"cat":"kernel","pid":"1","tid":"1","name":"k"}}')
 
 
-@pytest.mark.parametrize("seconds", ["nan", "inf"])
-def test_a_wait_that_is_no_number_of_seconds_is_a_usage_error(own_db, seconds):
+@pytest.mark.parametrize("seconds, says", [("nan", ""), ("inf", ""), ("1_0", ""), ("٣", ""),
+                                           ("99999999999", " from 0 to 86400 (a day)")])
+def test_a_wait_that_is_no_number_of_seconds_is_a_usage_error(own_db, seconds, says):
+    """click's FloatRange took what float() takes: nan, inf, 1_0, other scripts' digits."""
     result = invoke("query", "summary", "--wait", seconds, "--db", own_db)
     assert result.exit_code == 2 and result.output.strip() == \
-        f"Error: Invalid value for '--wait': {seconds} is not a number of seconds"
+        f"Error: Invalid value for '--wait': {seconds} is not a number of seconds{says}"
+
+
+@pytest.mark.parametrize("args, says", [
+    (["query", "summary", "-p", "trace", "x\udcff"], "-p trace is not UTF-8 text (byte 0xff at character 2)"),
+    (["query", "--sql", "SELECT $v AS v", "-p", "v", "\udcff"], "-p v is not UTF-8 text (byte 0xff at character 1)"),
+    (["diff", "naive", "x\udcff"], "the trace name 'x\\udcff' is not UTF-8 text (byte 0xff at character 2)"),
+    (["whatif", "x\udcff"], "the trace name 'x\\udcff' is not UTF-8 text (byte 0xff at character 2)"),
+])
+def test_a_name_or_value_that_is_not_utf8_is_one_line(own_db, args, says):
+    """Bytes that are not UTF-8 on the command line come in as lone surrogates, which DuckDB cannot
+    take: its Python Conversion Failure came up under a traceback."""
+    result = invoke(*args, "--db", own_db)
+    assert result.exit_code == 1 and result.output.strip() == f"Error: {says}", result.output

@@ -13,7 +13,7 @@ from importlib import resources
 from tracekit.analysis.cells import json_cell
 from tracekit.errors import QueryError
 from tracekit.analysis.param_values import checked
-from tracekit.store.sql_sandbox import check_read_only, is_refused_access, refused_access_message
+from tracekit.store.sql_sandbox import check_read_only, is_refused_access, refused_access_message, require_text
 from tracekit.analysis.trace_lookup import trace_row
 from tracekit.store.sql_header import header_lines, parse_param  # noqa: F401  (findings_engine's too)
 # DuckDB's engine: `tracekit query` runs and fetches with it (the package's relation API alone is
@@ -105,6 +105,9 @@ def check_sql(sql, params):
 
 
 def _check_params(used, given):
+    for name, value in given.items():
+        if isinstance(value, str):
+            require_text(value, f"-p {name}", hint="")
     extra = sorted(set(given) - set(used))
     if extra:
         uses = ", ".join(f"${name}" for name in sorted(used)) or "no $parameters"

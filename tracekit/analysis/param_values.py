@@ -11,6 +11,7 @@ import math
 import re
 
 from tracekit.errors import QueryError
+from tracekit.store.sql_sandbox import require_text
 
 _TEXT = frozenset({"trace"})
 _LEAST = {"limit": 1}
@@ -23,6 +24,8 @@ _NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|[+-]?(inf|infinity|
 def checked(name, value):
     """`value` (text as given, or the header's default) as int, float or str for parameter `name`;
     None stays None (the SQL's NULL: no filter)."""
+    if isinstance(value, str):
+        require_text(value, f"-p {name}", hint="")  # bytes that are not UTF-8, which no SQL value can hold
     if value is None or name in _TEXT:
         return value
     number = _number(name, value)

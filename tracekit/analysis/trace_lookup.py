@@ -4,10 +4,12 @@ import fnmatch
 import glob
 
 from tracekit.errors import TracekitError
+from tracekit.store.sql_sandbox import require_text
 
 
 def trace_row(con, name):
     """(trace, path) of loaded trace `name`; raises, naming the loaded traces, when there is none."""
+    require_text(name, f"the trace name {name!r}", hint="")  # DuckDB cannot take it: no loaded trace has it
     row = con.execute("SELECT trace, path FROM trace_files WHERE trace = ?", [name]).fetchone()
     if row is None:
         names = [r[0] for r in con.execute("SELECT trace FROM trace_files ORDER BY trace").fetchall()]

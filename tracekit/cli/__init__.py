@@ -8,6 +8,7 @@ capture` runs on a GPU machine without duckdb.
 import functools
 import gc
 import math
+import re
 import sys
 
 import click
@@ -130,16 +131,32 @@ def wait_option(command):
         with waiting_for_lock(wait, on_wait=lambda message: click.echo(message, err=True)):
             return command(*args, **kwargs)
 
-    return click.option("--wait", type=click.FloatRange(min=0), default=LOCK_WAIT_S, show_default=True,
-                        metavar="SECONDS", callback=_finite,
+    return click.option("--wait", type=_SECONDS, default=LOCK_WAIT_S, show_default=True,
+                        metavar="SECONDS",
                         help="Wait this long for a database another process (a load) holds.")(run)
 
 
-def _finite(ctx, param, value):
-    """A number of seconds click's FloatRange lets through but no wait can last: nan, inf."""
-    if value is not None and not math.isfinite(value):
-        raise click.BadParameter(f"{value} is not a number of seconds", ctx=ctx, param=param)
-    return value
+class _Seconds(click.ParamType):
+    """A wait in seconds, from 0 to a day, written as numbers are in SQL: click's FloatRange takes
+    what float() takes, nan, inf, '1_0' and other scripts' digits ('٣') among them."""
+
+    name = "seconds"
+    _TEXT = re.compile(r"(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?", re.ASCII)
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            seconds = float(value)
+        elif isinstance(value, str) and self._TEXT.fullmatch(value.strip()):
+            seconds = float(value)
+        else:
+            self.fail(f"{value} is not a number of seconds", param, ctx)
+        if not math.isfinite(seconds) or not 0 <= seconds <= MAX_WAIT_S:
+            self.fail(f"{value} is not a number of seconds from 0 to {MAX_WAIT_S} (a day)", param, ctx)
+        return seconds
+
+
+MAX_WAIT_S = 86400
+_SECONDS = _Seconds()
 
 
 def all_commands():

@@ -80,6 +80,13 @@ def part_generation(file_name):
     return None if match is None else int(match.group(1) or 0)
 
 
+def part_writer(file_name):
+    """The id of the writer (its staging folder's name) that wrote a partition file; None for a
+    name that is no partition file."""
+    match = _PART_FILE.fullmatch(file_name)
+    return None if match is None else match.group(2)
+
+
 def part_files(folder):
     """The partition files of `folder`, oldest generation first ([] when it has none)."""
     named = [(part_generation(entry), entry) for entry in own_entries(folder)]

@@ -22,7 +22,7 @@ from tracekit.ingest.load_publish import free_name
 from tracekit.lake.layout import (CONTENT, LOCK_FILE, META_FILE, PARTITION, STAGING, LakeError, decode_name,
                                   encode_name, meta,
                                   own_entries, own_folder, part_file, part_files, part_generation, part_name,
-                                  partition, per_trace_tables, published_names, refuse_foreign_folder, require_trace_files,
+                                  part_writer, partition, per_trace_tables, published_names, refuse_foreign_folder, require_trace_files,
                                   shared_tables)
 
 # flock excludes another open file; NFS emulates it with POSIX locks, which do not exclude the
@@ -117,14 +117,16 @@ def remove_leftovers(lake):
     that no reader still reads them. Returns how many staging folders and partitions it removed."""
     lake = Path(lake)
     with lake_lock(lake):
-        staging, orphans = _dead_staging(lake), _orphans(lake)
+        dead = _dead_staging(lake)
+        orphans = _orphans(lake, dead_writers=dead)
         _half_written_shared(lake)
         _superseded(lake)
-        return staging, orphans
+        return len(dead), orphans
 
 
 def _dead_staging(lake):
-    removed = 0
+    """Removes the staging folders nobody holds; returns their writers' ids (the folders' names)."""
+    removed = set()
     for entry in own_entries(lake / STAGING):
         path = lake / STAGING / entry
         if not path.is_symlink() and path.is_dir():
@@ -138,7 +140,7 @@ def _dead_staging(lake):
             except OSError:
                 pass  # no room for a lock file, or a link where it goes: it cannot be anyone's
         _remove(path)
-        removed += 1
+        removed.add(entry)
     return removed
 
 
@@ -150,9 +152,13 @@ def _remove(path):
         Path(path).unlink(missing_ok=True)
 
 
-def _orphans(lake, names=None):
+def _orphans(lake, names=None, dead_writers=frozenset()):
     """Partitions (of `names`, or of any trace) whose trace has no trace_files partition, but those
-    of a trace taken out less than SUPERSEDED_KEPT_S ago (readers that opened before may read them)."""
+    of a trace taken out less than SUPERSEDED_KEPT_S ago (readers that opened before may read them).
+    Of any trace: only those a dead writer left (its files named by a writer of `dead_writers`, a
+    staging folder nobody held), or that hold no file: partitions of whole traces whose trace_files
+    partition went (a lake copied in part, a folder removed by hand) are not leftovers to remove,
+    but data kept for whoever mends the lake, and a reload of the trace replaces them."""
     require_trace_files(lake)  # without it every partition would look like a dead writer's
     published = set(own_entries(lake / "trace_files"))
     kept = {entry for entry in own_entries(_replaced_notes(lake)) if not _old_enough(_replaced_notes(lake) / entry)}
@@ -162,10 +168,19 @@ def _orphans(lake, names=None):
         wanted = own_entries(folder) if names is None else [encode_name(n) for n in names]
         for entry in wanted:
             if (entry.startswith(PARTITION) and entry not in published and entry not in kept
-                    and os.path.lexists(folder / entry)):
+                    and os.path.lexists(folder / entry)
+                    and (names is not None or _left_by(folder / entry, dead_writers))):
                 _remove(folder / entry)
                 removed += 1
     return removed
+
+
+def _left_by(partition_folder, writers):
+    """Whether every partition file of `partition_folder` is one a writer of `writers` wrote (a
+    link, or a folder with no partition file, is nobody's data)."""
+    if os.path.islink(partition_folder) or not os.path.isdir(partition_folder):
+        return True
+    return all(part_writer(name) in writers for name in part_files(partition_folder))
 
 
 def _old_enough(note):

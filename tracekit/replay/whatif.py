@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 
 from tracekit.errors import TracekitError
+from tracekit.store.sql_sandbox import require_text
 from tracekit.replay.fixes import apply
 from tracekit.replay.job import Jobs
 from tracekit.replay.parallel import completions_of_each
@@ -57,6 +58,7 @@ class WhatIf:
 
 def whatif(con, trace, fixes, fix_texts=()):
     """The WhatIf of `trace` on `con` (DuckDB, a database or a lake) with `fixes` (parsed)."""
+    require_text(trace, f"the trace name {trace!r}", hint="")
     if not con.execute("SELECT 1 FROM trace_files WHERE trace = ?", [trace]).fetchone():
         raise TracekitError(f"no trace named {trace!r} is loaded")
     job = Jobs(con).of(trace)

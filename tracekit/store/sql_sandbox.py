@@ -33,7 +33,7 @@ def lock_down(con, *, allow_files=False, allowed_directories=()):
     con.execute("SET lock_configuration = true")
 
 
-def require_text(sql, what="the SQL"):
+def require_text(sql, what="the SQL", hint="; save it as UTF-8"):
     """Raises QueryError where `sql` is not UTF-8 text: bytes that are not UTF-8 come in as lone
     surrogates (Python's surrogateescape: the command line, a pipe), which DuckDB's parser cannot take."""
     try:
@@ -41,7 +41,7 @@ def require_text(sql, what="the SQL"):
     except UnicodeEncodeError as exc:
         bad = ord(sql[exc.start])
         which = f"byte 0x{bad - 0xDC00:02x}" if 0xDC80 <= bad <= 0xDCFF else f"U+{bad:04X}"
-        raise QueryError(f"{what} is not UTF-8 text ({which} at character {exc.start + 1}); save it as UTF-8") from None
+        raise QueryError(f"{what} is not UTF-8 text ({which} at character {exc.start + 1}){hint}") from None
 
 
 def check_read_only(sql):
