@@ -302,3 +302,19 @@ def test_tk_format_refuses_what_str_format_would_reach(monkeypatch, template, va
     with pytest.raises(ValueError, match=re.escape(says)) as refused:
         duckdb_format(template, *values)
     assert SECRET not in str(refused.value)
+
+
+@pytest.mark.parametrize("said", [
+    "org.apache.spark.SparkException: Job 1 cancelled because SparkContext was shut down",
+    "[Errno 111] Connection refused",
+    "An error occurred while calling o87.collectToPython: Error while sending or receiving",
+])
+def test_a_query_that_ends_sparks_jvm_says_so(said):
+    """`lpad('x', 2000000000 + cast(rand() AS int), 'y')`, made row by row, ran a task out of memory,
+    and in local mode that ended the JVM (`tracekit query` ran it in 55 s: these are what py4j and
+    Spark said, then and to the next queries): 'Connection refused' told nothing of why."""
+    from tracekit.spark.engine import _query_error
+
+    message = str(_query_error(RuntimeError(said), "SELECT 1 AS n"))
+    assert message.startswith("Spark stopped: its JVM ended while it ran the query (out of memory?") and \
+        message.endswith("start Spark again (a new command, or a new SparkLake) — in SQL: SELECT 1 AS n")

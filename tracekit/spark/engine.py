@@ -136,7 +136,23 @@ def _views_sql():
 def _query_error(exc, sql):
     shown = " ".join(sql.split())
     shown = shown if len(shown) <= 300 else shown[:297] + "..."
+    if _jvm_gone(exc):
+        # In local mode the executors are the driver's JVM: an OutOfMemoryError in a task (a value
+        # of billions of characters made row by row) ends it, and py4j finds no one to talk to
+        return QueryError(f"Spark stopped: its JVM ended while it ran the query (out of memory? a value of "
+                          f"billions of characters or elements), and takes no more queries; start Spark again "
+                          f"(a new command, or a new SparkLake) — in SQL: {shown}")
     return QueryError(f"Spark: {spark_error_text(exc)} — in SQL: {shown}")
+
+
+def _jvm_gone(exc):
+    """Whether `exc` says Spark's JVM is gone: py4j's lost connection, or a task lost to an
+    OutOfMemoryError (the JVM ends right after it says so)."""
+    text = str(exc)
+    return (isinstance(exc, ConnectionError) or type(exc).__name__ in ("Py4JNetworkError",)
+            or "Connection refused" in text or "Error while sending or receiving" in text
+            or "because SparkContext was shut down" in text
+            or "java.lang.OutOfMemoryError" in text and "Lost task" in text)
 
 
 def _plain(value):
