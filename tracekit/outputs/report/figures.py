@@ -156,9 +156,23 @@ def timeline(data):
     return Figure("chart-timeline", "Timeline of one step per trace", caption, drawn.svg, wide=True)
 
 
+# What a bar says where summary's figure is NULL: unknown (a trace that lost its GPU events, copies
+# of no recorded size: the anomalies query says which).
+LOST = "unknown (see anomalies)"
+
+
+def _known(value):
+    """A summary figure as a bar's value, None where it is NULL (NaN or NA in the frame)."""
+    import pandas as pd
+
+    return None if pd.isna(value) else float(value)
+
+
 def kernels_per_step(data):
-    bars = [charts.Bar(r.trace, float(r.kernels_per_step), units.per_step(r.kernels_per_step),
-                       f"{r.trace}: {units.per_step(r.kernels_per_step)} kernel launches per step")
+    bars = [charts.Bar(r.trace, _known(r.kernels_per_step),
+                       units.per_step(r.kernels_per_step) if _known(r.kernels_per_step) is not None else LOST,
+                       f"{r.trace}: {units.per_step(r.kernels_per_step)} kernel launches per step"
+                       if _known(r.kernels_per_step) is not None else f"{r.trace}: {LOST}")
             for r in data.summary.itertuples()]
     svg = charts.bar_chart("chart-kernels-per-step", f"Kernel launches per {step_noun(data.summary)}", bars)
     return Figure("chart-kernels-per-step", "Kernels per step",
@@ -177,6 +191,9 @@ def memcpy_bytes(data):
     divisor, unit = _byte_unit(float(data.summary["memcpy_bytes_per_step"].max() or 0))
     bars = []
     for r in data.summary.itertuples():
+        if _known(r.memcpy_bytes_per_step) is None:
+            bars.append(charts.Bar(r.trace, None, LOST, f"{r.trace}: {LOST}", BAD))
+            continue
         bars.append(charts.Bar(r.trace, float(r.memcpy_bytes_per_step) / divisor,
                                units.bytes_text(r.memcpy_bytes_per_step),
                                f"{r.trace}: {units.per_step(r.memcpy_per_step)} memcpy per step, "

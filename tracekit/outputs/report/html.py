@@ -208,7 +208,7 @@ def _cell(column, row, descriptions, widest):
         return f'<td class="n"><div class="cellbar">{text}<span class="b" style="width:{width:.1f}px"></span></div></td>'
     if column.key == "top_kernel":
         return f'<td class="kernel" title="{_e(value)}">{text}</td>'
-    bad = ((column.key == "memcpy_bytes_per_step" and value > 0)
+    bad = ((column.key == "memcpy_bytes_per_step" and present(value) and value > 0)
            or (column.key == "tensor_core_pct" and present(value) and value < 50)
            or (column.key == "plan_ms" and present(value) and value >= 100))
     return f'<td class="n{" bad-cell" if bad else ""}">{text}</td>'
