@@ -91,13 +91,7 @@ def test_harlequin_when_it_is_not_installed(sample_db, monkeypatch):
 
 @pytest.mark.skipif(sys.platform == "win32", reason="needs a pty")
 def test_at_a_terminal_it_prompts_and_keeps_a_readline_history(sample_db, tmp_path):
-    import pty
-
-    env = dict(os.environ, HOME=str(tmp_path))
-    main, secondary = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "tracekit", "shell", "--db", str(sample_db)],
-                            stdin=secondary, stdout=secondary, stderr=secondary, env=env, close_fds=True)
-    os.close(secondary)
+    proc, main = _shell_at_a_terminal(sample_db, tmp_path)
     try:
         seen = _read_until(main, b"tracekit> ")
         assert b"read-only" in seen
@@ -113,13 +107,7 @@ def test_at_a_terminal_it_prompts_and_keeps_a_readline_history(sample_db, tmp_pa
 
 @pytest.mark.skipif(sys.platform == "win32", reason="needs a pty")
 def test_tab_completes_at_a_terminal(sample_db, tmp_path):
-    import pty
-
-    env = dict(os.environ, HOME=str(tmp_path), COLUMNS="100")
-    main, secondary = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "tracekit", "shell", "--db", str(sample_db)],
-                            stdin=secondary, stdout=secondary, stderr=secondary, env=env, close_fds=True)
-    os.close(secondary)
+    proc, main = _shell_at_a_terminal(sample_db, tmp_path, COLUMNS="100")
     try:
         _read_until(main, b"tracekit> ")
         os.write(main, b".ti\t on\n")
@@ -179,14 +167,9 @@ def test_mode_box_fits_the_terminals_own_width_and_once_writes_it_whole(sample_d
 def test_ctrl_c_stops_the_running_statement_and_the_shell_goes_on(sample_db, tmp_path):
     """As DuckDB's shell does: the statement ends, the prompt comes back (it was a traceback, and the
     session was lost)."""
-    import pty
     import signal
 
-    env = dict(os.environ, HOME=str(tmp_path))
-    main, secondary = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "tracekit", "shell", "--db", str(sample_db)],
-                            stdin=secondary, stdout=secondary, stderr=secondary, env=env, close_fds=True)
-    os.close(secondary)
+    proc, main = _shell_at_a_terminal(sample_db, tmp_path)
     try:
         _read_until(main, b"tracekit> ")
         os.write(main, b"SELECT count(*) AS n FROM range(20000000000) t(i) WHERE i % 7 = 3;\n")
@@ -201,6 +184,18 @@ def test_ctrl_c_stops_the_running_statement_and_the_shell_goes_on(sample_db, tmp
     finally:
         proc.kill()
         os.close(main)
+
+
+def _shell_at_a_terminal(db, tmp_path, **env):
+    """`tracekit shell` on a pseudo-terminal (its history in tmp_path): (the process, the pty's fd)."""
+    import pty
+
+    main, secondary = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "tracekit", "shell", "--db", str(db)], stdin=secondary,
+                            stdout=secondary, stderr=secondary, env=dict(os.environ, HOME=str(tmp_path), **env),
+                            close_fds=True)
+    os.close(secondary)
+    return proc, main
 
 
 def _read_until(fd, marker, timeout=30):
