@@ -16,7 +16,16 @@ the 12 captures of tests/data/h200/item_rounds (unprofiled: the median of their 
 median of measured cost over gap is COST_PER_GAP; then each loop replayed with `no-profiler` (the
 trace's estimate) against its unprofiled rounds.
 
+With --leases, every lease instead: each folder of tests/data whose timings.csv holds each loop's
+unprofiled rounds before any profiler ran in its process (capture/fix_rounds.py, model_pairs.py:
+nine H100 and H200 hosts), its CPU-bound captures (unprofiled step 1.3x the GPU's busy time or more,
+200 recorded ops a step or more, traced slower than unprofiled), measured cost per op over the
+sibling gap, per lease; how far COST_PER_GAP and the median of the other leases (each lease left
+out in turn) miss each capture's measured cost; and the other features of a trace tried as the
+host's pace (a launch call's median time, a view op's).
+
     python benchmarks/profiler_cost.py [--db /tmp/bench/fixes.duckdb]
+    python benchmarks/profiler_cost.py --leases [--db /tmp/bench/leases.duckdb]
 """
 
 import argparse
@@ -142,6 +151,10 @@ def _traced_steps(con):
 
 
 def _load(db, folder):
+    return _load_files(db, sorted(folder.glob("*.json.gz")))
+
+
+def _load_files(db, files):
     from tracekit.ingest.loader import load_file
     from tracekit.store.database import connect, connect_for_queries
 
@@ -149,7 +162,7 @@ def _load(db, folder):
     for suffix in ("", ".wal"):
         Path(db + suffix).unlink(missing_ok=True)
     con = connect(db)
-    for file in sorted(folder.glob("*.json.gz")):
+    for file in files:
         load_file(con, file)
     con.close()
     return connect_for_queries(db)
@@ -158,8 +171,13 @@ def _load(db, folder):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", default="/tmp/bench/fixes.duckdb")
+    parser.add_argument("--leases", action="store_true", help="every lease's CPU-bound captures (see above)")
     args = parser.parse_args()
     from tracekit.replay.profiler_cost import COST_PER_GAP
+
+    if args.leases:
+        leases_table(lease_captures(args.db.replace(".duckdb", "")), COST_PER_GAP)
+        return
 
     con = _load(args.db, FIXES)
     rounds_con = _load(args.db.replace(".duckdb", "") + "_rounds.duckdb", ROUNDS)
@@ -174,6 +192,80 @@ def main():
         print(f"| `{loop}` | {traced:,.0f} | {unprofiled:,.0f} | {busy:,.0f} | {ops:,.0f} | {per_op:.1f} |")
     print(f"\nThe profiler's cost per recorded op: {cost:.1f} µs (median)\n")
     fit_table(con, cost, f"{cost:.1f} µs an op")
+
+
+MIN_OPS = 200  # fewer ops a step and the profiler's share is within the rounds' spread (the 3 ms stall's 36)
+
+# A trace's other candidates for the host's pace under the profiler, µs (steady steps).
+_PACES = """
+SELECT (SELECT median(r.dur_us) FROM runtime r JOIN steady_steps USING (trace, step)
+        WHERE r.trace = $trace AND r.name LIKE '%LaunchKernel%'),
+       (SELECT median(o.dur_us) FROM cpu_ops o JOIN steady_steps USING (trace, step)
+        WHERE o.trace = $trace AND o.name IN ('aten::view', 'aten::as_strided', 'aten::expand', 'aten::_reshape_alias'))
+"""
+
+
+def lease_rounds(folder):
+    """{loop: median step_us of its rounds before any profiler ran in its process} of a lease's timings.csv."""
+    rounds = {}
+    for row in csv.DictReader(open(folder / "timings.csv")):
+        if row.get("phase") == "pre":
+            rounds.setdefault(row["loop"], []).append(float(row["step_us"]))
+    return {loop: statistics.median(values) for loop, values in rounds.items()}
+
+
+def lease_captures(scratch):
+    """[(lease, capture, ops a step, measured µs per op, sibling gap, launch µs, view µs)] of every
+    CPU-bound capture of the leases under tests/data with unprofiled rounds (see the module's doc)."""
+    from tracekit.replay.profiler_cost import sibling_gap_us
+
+    rows = []
+    data = ROOT / "tests" / "data"
+    for folder in sorted(data.glob("*/*")):
+        unprofiled = lease_rounds(folder) if (folder / "timings.csv").exists() else {}
+        files = [folder / f"{loop}.json.gz" for loop in unprofiled if (folder / f"{loop}.json.gz").exists()]
+        if not files:
+            continue
+        lease = f"{folder.parent.name}/{folder.name}"
+        con = _load_files(f"{scratch}_{folder.parent.name}_{folder.name}.duckdb", files)
+        busy = dict(con.execute("SELECT trace, gpu_us_per_step FROM step_totals").fetchall())
+        for trace, traced, ops in _traced_steps(con):
+            gap = sibling_gap_us(con, trace)[0]
+            if (trace not in unprofiled or busy.get(trace) is None or gap is None or ops < MIN_OPS
+                    or unprofiled[trace] < CPU_BOUND * busy[trace] or traced <= unprofiled[trace]):
+                continue
+            launch, view = con.execute(_PACES, {"trace": trace}).fetchone()
+            rows.append((lease, trace, ops, (traced - unprofiled[trace]) / ops, gap, launch, view))
+        con.close()
+    return rows
+
+
+def leases_table(rows, per_gap):
+    """Measured cost per op over each pace of the trace, per lease, and how well each predicts it."""
+    print("| lease | CPU-bound captures | measured / sibling gap: median (range) |")
+    print("|---|---:|---|")
+    leases = sorted({row[0] for row in rows})
+    for lease in leases:
+        ratios = [row[3] / row[4] for row in rows if row[0] == lease]
+        print(f"| `{lease}` | {len(ratios)} | {statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f}) |")
+    print(f"\n{len(rows)} captures of {len(leases)} leases\n")
+    print("| the host's pace | per capture: median µs | × it (all leases' median) | |error| at that, median | "
+          f"within 30% | each lease left out: |error| median | within 30% |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for name, column in (("sibling gap (tracekit's)", 4), ("a kernel launch call", 5), ("a view op", 6)):
+        usable = [row for row in rows if row[column]]
+        factor = statistics.median(row[3] / row[column] for row in usable)
+        errors = [abs(factor * row[column] / row[3] - 1) for row in usable]
+        left_out = []
+        for row in usable:
+            others = statistics.median(r[3] / r[column] for r in usable if r[0] != row[0])
+            left_out.append(abs(others * row[column] / row[3] - 1))
+        print(f"| {name} | {statistics.median(row[column] for row in usable):.2f} | {factor:.2f} | "
+              f"{100 * statistics.median(errors):.0f}% | {sum(e <= 0.3 for e in errors)} of {len(usable)} | "
+              f"{100 * statistics.median(left_out):.0f}% | {sum(e <= 0.3 for e in left_out)} of {len(usable)} |")
+    errors = [abs(per_gap * row[4] / row[3] - 1) for row in rows]
+    print(f"\nCOST_PER_GAP ({per_gap}): |error| median {100 * statistics.median(errors):.0f}%, within 30% "
+          f"{sum(e <= 0.3 for e in errors)} of {len(rows)}\n")
 
 
 def estimated_table(rows, per_gap):
