@@ -16,6 +16,7 @@ from pathlib import Path
 import duckdb
 
 from tracekit.errors import TracekitError, is_interrupt
+from tracekit.store.sql_sandbox import require_text
 from tracekit.outputs.render import FORMATS
 
 PROMPT, CONTINUED = "tracekit> ", "     ...> "
@@ -74,7 +75,6 @@ class Shell:
     def feed(self, line):
         """Takes one line: a dot command, or SQL run once its statement ends; "quit" for .quit."""
         from tracekit.outputs.shell_commands import run_command
-        from tracekit.store.sql_sandbox import require_text
 
         try:
             require_text(line, "the line")
