@@ -42,6 +42,17 @@ unless said):
   train_sdpa_math, train_sdpa_flash         the same, forward and backward
   infer_sdpa_efficient, infer_sdpa_cudnn    the math backend's other fixes, the article's other
   train_sdpa_efficient, train_sdpa_cudnn    backends: SDPA pinned to memory-efficient, or cuDNN
+  train_scaler_foreach, train_scaler_fused  host_sync in AMP's gradient scaler: sync_step's model
+                                            (no .item() of its own) trained under fp16 autocast with
+                                            a GradScaler and AdamW: foreach, whose step GradScaler
+                                            lets run only after reading found_inf (.item()), then
+                                            fused=True, which checks it in its kernel (bf16 and no
+                                            scaler on a CPU)
+  train_bool_index, train_masked_loss       host_sync from a data-dependent shape: sync_step's model
+                                            (no .item()) trained on a loss over the outputs a mask
+                                            keeps, out[mask] (aten::index sizes its result by the
+                                            mask's count, read from the GPU), then the same loss
+                                            with the mask multiplied in (no read)
   infer_naive, infer_naive_inplace,         the article's module (capture/loops.naive_attention:
   infer_naive_sdpa                          masked_fill out of place, a hidden copy), then in place,
   train_naive, train_naive_inplace,         then F.scaled_dot_product_attention (is_causal, the
@@ -162,6 +173,52 @@ def sync_step(device, train, read):
             h = torch.where(h.abs().amax() > 1e4, h.clamp(-1e4, 1e4), h)
         return tail(h)
     return inference_or_training(forward, list(body.parameters()) + list(tail.parameters()), train)
+
+
+def scaler_step(device, fused):
+    """sync_step's model without its check, trained as AMP's recipe trains in fp16: autocast, a
+    GradScaler, AdamW (its foreach step, or `fused`). GradScaler.step reads found_inf before a
+    foreach step lets it run; a fused step takes found_inf into its kernel. On a CPU, bf16 and no
+    scaler (the reads are CUDA's)."""
+    body, batch = trunk(device)
+    tail = head(device)
+    body, tail = body.float(), tail.float()  # fp32 weights: autocast makes the fp16 copies
+    batch = batch.float()
+    parameters = list(body.parameters()) + list(tail.parameters())
+    optimizer = torch.optim.AdamW(parameters, lr=1e-4, fused=fused and device == "cuda")
+    scaler = torch.amp.GradScaler(device, enabled=device == "cuda")
+    dtype = torch.float16 if device == "cuda" else torch.bfloat16
+
+    def train_step():
+        optimizer.zero_grad(set_to_none=True)
+        with torch.autocast(device, dtype=dtype):
+            loss = tail(body(batch)).float().pow(2).mean()
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+    return train_step
+
+
+def bool_index_step(device, indexed):
+    """sync_step's model without its check, trained on the mean square of the outputs above 0:
+    `indexed`, out[out > 0] (a boolean index: its size is the mask's count, which the CPU reads from
+    the GPU before it can go on); else the mask multiplied in and the count kept on the GPU."""
+    body, batch = trunk(device)
+    tail = head(device)
+
+    def loss_of_kept():
+        out = tail(body(batch)).float()
+        kept = out > 0
+        if indexed:
+            return out[kept].pow(2).mean()
+        return (out.pow(2) * kept).sum() / kept.sum().clamp(min=1)
+    optimizer = torch.optim.SGD(list(body.parameters()) + list(tail.parameters()), lr=1e-4)
+
+    def train_step():
+        optimizer.zero_grad(set_to_none=True)
+        loss_of_kept().backward()
+        optimizer.step()
+    return train_step
 
 
 def stall_step(device, stall_s):
@@ -306,6 +363,10 @@ PAIRS = {
     "infer_sdpa_cudnn": ("infer_sdpa", "after", lambda d: sdpa_step(d, False, "CUDNN_ATTENTION")),
     "train_sdpa_efficient": ("train_sdpa", "after", lambda d: sdpa_step(d, True, "EFFICIENT_ATTENTION")),
     "train_sdpa_cudnn": ("train_sdpa", "after", lambda d: sdpa_step(d, True, "CUDNN_ATTENTION")),
+    "train_scaler_foreach": ("train_scaler", "before", lambda d: scaler_step(d, fused=False)),
+    "train_scaler_fused": ("train_scaler", "after", lambda d: scaler_step(d, fused=True)),
+    "train_bool_index": ("train_bool_index", "before", lambda d: bool_index_step(d, indexed=True)),
+    "train_masked_loss": ("train_bool_index", "after", lambda d: bool_index_step(d, indexed=False)),
     "infer_naive": ("infer_naive", "before", lambda d: naive_step(d, False, in_place=False)),
     "infer_naive_inplace": ("infer_naive", "after", lambda d: naive_step(d, False, in_place=True)),
     "infer_naive_sdpa": ("infer_naive", "after", lambda d: sdpa_step(d, False, None)),

@@ -34,6 +34,9 @@ The pairs (transformers and torchvision needed; bf16 autocast unless said):
                                             (foreach), then SGD(fused=True)
   gpt2_train_bf16                           gpt2_train_fp32's model trained under bf16 autocast:
                                             the other fix for fp32 GEMMs, beside TF32
+  gpt2_train_fp16_scaler_foreach,           AMP's fp16 recipe (fp16 autocast, a GradScaler):
+  gpt2_train_fp16_scaler_fused              GradScaler reads found_inf (.item()) before each foreach
+                                            AdamW step, then AdamW(fused=True) checks it in its kernel
   gpt2_infer_fp32_eager_attn, gpt2_infer_fp32_sdpa  fused attention on fp32 inputs (TF32 off), which
                                             SDPA runs on its memory-efficient kernel: GPT-2's forward
   baddbmm_train_fp32_eager, baddbmm_train_fp32_sdpa  and the baddbmm decoder trained, in fp32
@@ -95,31 +98,37 @@ def _gpt2(device, attention="sdpa"):
                       vocab_size=50257)
 
 
-def gpt2_train_step(device, read_loss, fp32=False, tf32=False, attention="sdpa", fused=None, optimizer="AdamW"):
+def gpt2_train_step(device, read_loss, fp32=False, tf32=False, attention="sdpa", fused=None, optimizer="AdamW",
+                    fp16_scaler=False):
     """GPT-2 training steps (AdamW, or SGD with momentum); with `read_loss` the step logs
     loss.item(), as a training script's progress line does, else it keeps the loss on the GPU.
     `fp32`: no autocast, matmuls in fp32 with TF32 on or off. `fused`: the optimizer's fused
-    implementation (None: its default)."""
+    implementation (None: its default). `fp16_scaler`: fp16 autocast with a GradScaler."""
     model = _gpt2(device, attention)
     tokens = torch.randint(0, model.config.vocab_size, (8, 512) if device == "cuda" else (1, 64), device=device)
     if optimizer == "SGD":
         optimizer = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9, fused=fused)
     else:
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=fused)
-    return _training_step(device, lambda: model(tokens, labels=tokens).loss, optimizer, read_loss, fp32, tf32)
+    return _training_step(device, lambda: model(tokens, labels=tokens).loss, optimizer, read_loss, fp32, tf32,
+                          fp16_scaler)
 
 
-def _training_step(device, loss_of, optimizer, read_loss, fp32, tf32):
+def _training_step(device, loss_of, optimizer, read_loss, fp32, tf32, fp16_scaler=False):
     """A step: the loss (`loss_of()`) under bf16 autocast unless `fp32` (then TF32 as `tf32`), its
-    backward and the optimizer's step; `read_loss`: loss.item() each step, else kept on the GPU."""
+    backward and the optimizer's step; `read_loss`: loss.item() each step, else kept on the GPU.
+    `fp16_scaler`: fp16 autocast with AMP's GradScaler instead (on CUDA; bf16 on a CPU)."""
     losses = []
+    scaler = torch.amp.GradScaler(device, enabled=fp16_scaler and device == "cuda")
+    dtype = torch.float16 if fp16_scaler and device == "cuda" else torch.bfloat16
 
     def step():
         torch.backends.cuda.matmul.allow_tf32 = tf32  # read by each matmul
-        with torch.autocast(device, dtype=torch.bfloat16, enabled=not fp32):
+        with torch.autocast(device, dtype=dtype, enabled=not fp32):
             loss = loss_of()
-        loss.backward()
-        optimizer.step()
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
         optimizer.zero_grad(set_to_none=True)
         losses.append(loss.item() if read_loss else loss.detach())
         del losses[:-10]
@@ -388,6 +397,11 @@ PAIRS = {
     "gpt2_train_sgd_fused": ("gpt2_train_sgd", "after",
                              lambda d: gpt2_train_step(d, False, fused=d == "cuda", optimizer="SGD")),
     "gpt2_train_bf16": ("gpt2_train_tf32", "after", lambda d: gpt2_train_step(d, False)),
+    # AMP's fp16 recipe: GradScaler reads found_inf before each foreach step, not before a fused one
+    "gpt2_train_fp16_scaler_foreach": ("gpt2_train_fp16_scaler", "before",
+                                       lambda d: gpt2_train_step(d, False, fp16_scaler=True)),
+    "gpt2_train_fp16_scaler_fused": ("gpt2_train_fp16_scaler", "after",
+                                     lambda d: gpt2_train_step(d, False, fused=d == "cuda", fp16_scaler=True)),
     "baddbmm_infer_eager": ("baddbmm_infer_sdpa", "before", lambda d: baddbmm_step(d, sdpa=False, train=False)),
     "baddbmm_infer_sdpa": ("baddbmm_infer_sdpa", "after", lambda d: baddbmm_step(d, sdpa=True, train=False)),
     "baddbmm_train_eager": ("baddbmm_train_sdpa", "before", lambda d: baddbmm_step(d, sdpa=False, train=True)),

@@ -1,5 +1,5 @@
 """Minimal traces, built with tests/trace_builder.py, of the problems no real trace in tests/data
-shows (`.item()` in the middle of a step, data loading, a mask a model rebuilds, CUDA graph
+shows (`.item()` in the middle of a step, a boolean index, data loading, a mask a model rebuilds, CUDA graph
 launches): the finding rules' tests and the Spark tests load them as built_<name>."""
 
 import trace_builder as tb
@@ -22,6 +22,30 @@ def _item_loop():
                    tb.memcpy(t + 232, 3, c + 2, kind="DtoH", nbytes=4, host="Pageable"),
                    tb.launch(t + 240, c + 3, name="cudaStreamSynchronize", dur=3),
                    tb.op("aten::add", t + 300, 20), tb.launch(t + 305, c + 4), tb.kernel("add_kernel", t + 330, 300, c + 4)]
+    return tb.trace(events)
+
+
+def _bool_index_loop():
+    """Each step: a boolean index (out[mask]) in the forward, aten::index sizing its result with
+    aten::nonzero (an 8-byte count copied to the host, a stream sync), and its backward's
+    index_put_ on autograd's thread doing the same: one fix (the mask multiplied in) removes both."""
+    events = []
+    for n in range(4):
+        t, c = n * 1000, n * 10
+        events += [tb.step(n, t, 900),
+                   tb.op("aten::mul", t + 10, 20), tb.launch(t + 15, c + 1), tb.kernel("mul_kernel", t + 30, 200, c + 1),
+                   tb.op("aten::index", t + 40, 215), tb.op("aten::nonzero", t + 45, 205),
+                   tb.launch(t + 50, c + 2, name="cudaMemcpyAsync", dur=5),
+                   tb.memcpy(t + 232, 2, c + 2, kind="DtoH", nbytes=8, host="Pinned"),
+                   tb.launch(t + 57, c + 3, name="cudaStreamSynchronize", dur=180),
+                   tb.op("aten::add", t + 300, 20), tb.launch(t + 305, c + 4), tb.kernel("add_kernel", t + 330, 150, c + 4),
+                   tb.op("autograd::engine::evaluate_function: IndexBackward0", t + 400, 260, tid=2),
+                   tb.op("IndexBackward0", t + 402, 255, tid=2), tb.op("aten::index_put_", t + 405, 250, tid=2),
+                   tb.op("aten::_index_put_impl_", t + 407, 245, tid=2), tb.op("aten::nonzero", t + 410, 150, tid=2),
+                   tb.launch(t + 415, c + 5, name="cudaMemcpyAsync", dur=5, tid=2),
+                   tb.memcpy(t + 485, 2, c + 5, kind="DtoH", nbytes=8, host="Pinned"),
+                   tb.launch(t + 422, c + 6, name="cudaStreamSynchronize", dur=68, tid=2),
+                   tb.launch(t + 600, c + 7, tid=2), tb.kernel("index_put_kernel", t + 610, 100, c + 7)]
     return tb.trace(events)
 
 
@@ -89,7 +113,7 @@ def _graph_replay_without_graph_kernels():
     return content
 
 
-BUILT = {"item_loop": _item_loop, "loading_loop": _loading_loop, "pageable_readback": _pageable_readback,
+BUILT = {"item_loop": _item_loop, "bool_index_loop": _bool_index_loop, "loading_loop": _loading_loop, "pageable_readback": _pageable_readback,
          "mask_every_step": lambda: _mask_loop({0, 1, 2, 3}), "mask_cached": lambda: _mask_loop({0, 2}),
          "cuda_graph_loop": lambda: _graph_loop("cudaGraphLaunch"), "hip_graph_loop": lambda: _graph_loop("hipGraphLaunch"),
          "rtx5080_graph_kernels_left_out": _graph_replay_without_graph_kernels}

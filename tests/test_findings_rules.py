@@ -19,7 +19,11 @@ REAL = ([("samples", p) for p in sorted(SAMPLE_TRACES.glob("*.json.gz"))]
         + [("train", TEST_DATA / "h200" / "train_fp32" / "train_sdpa_default.json.gz")]
         + [("foreign", FOREIGN / f"{name}.json.gz") for name in (
             "l4_square_memcpy_two_steps", "v100_dgxs_mlp_train_step", "t4_resnet50_train",
-            "rtx5080_cuda_graph_replay_manual_capture")])
+            "rtx5080_cuda_graph_replay_manual_capture")]
+        # AMP's fp16 recipe on an H100: a GradScaler and AdamW's foreach step
+        + [("amp", TEST_DATA / "h100" / "more_ops" / "train_more_ops.json.gz")])
+
+
 @pytest.fixture(scope="module")
 def rules_db(tmp_path_factory):
     """The sample traces, an H200 training capture, four public traces and the built ones, each
@@ -193,6 +197,49 @@ def test_host_sync_finds_item_and_its_wait(found):
                             "aten::item → aten::_local_scalar_dense: the CPU waits 191.0 µs per step")
     assert row["estimate_us_per_step"] == pytest.approx(191.0)
     assert "torch.where" in row["fix"]
+
+
+def test_host_sync_takes_a_boolean_index_and_its_backward_for_one_sizing_op(rules_db, found):
+    row = _one(found, "built_bool_index_loop", "host_sync")
+    # the forward's aten::index and its backward's index_put_ each read the mask's count: one finding
+    assert row["title"] == ("2 device-to-host copies of 8 B or less per step and cudaStreamSynchronize from aten::nonzero "
+                            "(in aten::index; autograd::engine::evaluate_function: IndexBackward0): the CPU waits 258.0 µs per step")
+    assert row["fix"].startswith("aten::nonzero sizes its output by the GPU's data") and "torch.where(mask, x, 0)" in row["fix"]
+    assert row["whatif"] == "drop-sync:aten::nonzero"
+    # the fix takes both reads: the step replays shorter than without the forward's alone
+    from tracekit.api import whatif
+    both = whatif("built_bool_index_loop", ["drop-sync:aten::nonzero"], db=rules_db)
+    forward = whatif("built_bool_index_loop", ["drop-sync:^aten::index →"], db=rules_db)
+    assert both.saving_us > forward.saving_us > 0
+
+
+def test_host_sync_names_gradscalers_read_and_its_fix(rules_db, found):
+    """AMP's GradScaler reads found_inf (.item()) before each foreach AdamW step: no .item() of the
+    user's, so the advice is the fused optimizer, which checks it in its kernel."""
+    checks = _query(rules_db, "SELECT s.step, s.optimizer, o.name FROM scaler_checks s JOIN cpu_ops o "
+                              "ON o.trace = s.trace AND o.op_id = s.optimizer_op_id WHERE s.trace = 'amp_train_more_ops' ORDER BY s.step")
+    steps = _query(rules_db, "SELECT count(*) FROM cpu_ops WHERE trace = 'amp_train_more_ops' AND name = 'Optimizer.step#AdamW.step'")
+    assert checks == [(step, "AdamW", "Optimizer.step#AdamW.step") for step in range(3, 8)] and steps == [(5,)]
+    row = _one(found, "amp_train_more_ops", "host_sync")
+    assert row["title"].startswith("GradScaler's inf/NaN check before each AdamW step: 1 device-to-host copy")
+    assert "torch.optim.AdamW(model.parameters(), ..., fused=True)" in row["fix"] and "bf16 autocast" in row["fix"]
+    assert "read it every N steps" not in row["fix"]
+    assert row["whatif"] == "fuse-optimizer"
+    idle = _one(found, "amp_train_more_ops", "gpu_idle", title="GradScaler")
+    assert idle["whatif"] == "fuse-optimizer" and "fused=True" in idle["fix"]
+    # no other trace's read is taken for GradScaler's
+    assert _query(rules_db, "SELECT DISTINCT trace FROM scaler_checks") == [("amp_train_more_ops",)]
+
+
+def test_the_fused_optimizer_drops_gradscalers_read(rules_db):
+    from tracekit.api import whatif
+    fused = whatif("amp_train_more_ops", ["fuse-optimizer"], db=rules_db)
+    # the read already gone: dropping it again changes nothing
+    assert whatif("amp_train_more_ops", ["fuse-optimizer", "drop-scaler-checks"], db=rules_db).saving_us == fused.saving_us
+    # the read alone, as GradScaler's reads are the trace's only .item()
+    read = whatif("amp_train_more_ops", ["drop-scaler-checks"], db=rules_db)
+    assert read.saving_us == whatif("amp_train_more_ops", ["drop-sync:aten::item"], db=rules_db).saving_us
+    assert 0 < read.saving_us < fused.saving_us
 
 
 @pytest.mark.parametrize("trace", ["samples_naive", "samples_sdpa_flash", "train_train_sdpa_default",

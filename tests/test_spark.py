@@ -44,7 +44,8 @@ ODD_NAME = "rank 0=é%,#"  # a space, =, a non-ASCII letter, %: each escaped in 
 # make_rank_traces copies from it: a fourth copy would add 31,566 events to every query's scans.
 TRACE_FOLDERS = [SAMPLE_TRACES, TEST_DATA / "foreign", TEST_DATA / "cpu" / "naive_cpu.json.gz",
                  TEST_DATA / "cpu" / "memory" / "held_scores.json.gz",  # a peak_copy finding
-                 TEST_DATA / "h200" / "fp32"]
+                 TEST_DATA / "h200" / "fp32",
+                 TEST_DATA / "h100" / "more_ops" / "train_more_ops.json.gz"]  # AMP's GradScaler (scaler_checks)
 
 
 @pytest.fixture(scope="module")
@@ -196,6 +197,8 @@ VIEW_QUERIES = [
     "SELECT * FROM memory_events",
     # attention computed op by op: the naive samples' chains, found by their ops' shapes
     "SELECT * FROM attention_chains",
+    # GradScaler's reads before the optimizer's steps (AMP's fp16 recipe)
+    "SELECT * FROM scaler_checks",
 ]
 
 

@@ -1,6 +1,6 @@
 -- gpu_idle: gaps on a GPU between its kernels, copies and fills inside steady steps, with what the CPU was doing then
 -- why: while the GPU waits for work the step runs on without it: a sync or a device-to-host copy drained its queue, data loading held the CPU, the CPU computed on host tensors (input preparation on the main thread), the thread stalled (a sleep, a lock, host-side work), or Python and op dispatch could not launch kernels as fast as the GPU ran them, or the host's work around a CUDA graph's replay (input copies, guards) held it
--- fix: per cause (the finding says which): drop the sync or read results every N steps; load data in DataLoader workers with pinned memory; prepare inputs in workers or on the GPU; move a stall off the step; around a CUDA graph's replay, keep inputs in its static buffers; for slow launching, capture the step in a CUDA graph or torch.compile it, fuse small ops, or give each kernel more work
+-- fix: per cause (the finding says which): drop the sync or read results every N steps; for GradScaler's inf/NaN check before the optimizer's step, a fused optimizer (fused=True) or bf16 autocast without a scaler; load data in DataLoader workers with pinned memory; prepare inputs in workers or on the GPU; move a stall off the step; around a CUDA graph's replay, keep inputs in its static buffers; for slow launching, capture the step in a CUDA graph or torch.compile it, fuse small ops, or give each kernel more work
 -- saving: estimate: the time of the gaps per steady step (NULL for a trace without steps: no step to save it in), an upper bound; the replay of the cause's fix (whatif) says what the step would save
 -- unsaved: a gap whose cause no named change removes: work queued behind another stream or an event, a launch not in the trace, or the host's work around a CUDA graph's replay
 -- params:
@@ -72,13 +72,18 @@ WITH busy AS (
 ), waits AS (
     -- CPU calls that wait for the GPU: syncs, and the calls of copies that block (to the host, or from pageable memory).
     SELECT r.trace, r.name, r.ts_us, r.dur_us, r.correlation, r.cpu_op,
-           CASE WHEN m.kind IS NULL THEN 'sync' ELSE 'copy' END AS kind, coalesce(m.name ILIKE '%pageable%', FALSE) AS pageable,
+           -- GradScaler's read before the optimizer's step is no wait of the user's code
+           CASE WHEN coalesce(s1.optimizer, s2.optimizer) IS NOT NULL THEN 'scaler' WHEN m.kind IS NULL THEN 'sync' ELSE 'copy' END AS kind,
+           coalesce(s1.optimizer, s2.optimizer) AS scaler_before, coalesce(m.name ILIKE '%pageable%', FALSE) AS pageable,
            -- A bare synchronize after the step's last launch is a loop timing its steps; a value
            -- read there (loss.item() to log it, .cpu()) is the user's, and holds the next step back.
            coalesce(r.ts_us >= x.last_launch_us, TRUE) AND m.kind IS NULL AND coalesce(r.cpu_op, '') NOT LIKE 'aten::%' AS ends_step
     FROM runtime r
     LEFT JOIN memcpy m ON m.trace = r.trace AND m.correlation = r.correlation
     LEFT JOIN last_launch x ON x.trace = r.trace AND x.step IS NOT DISTINCT FROM r.step
+    LEFT JOIN cpu_ops o ON o.trace = r.trace AND o.op_id = r.cpu_op_id
+    LEFT JOIN scaler_checks s1 ON s1.trace = o.trace AND s1.op_id = o.op_id
+    LEFT JOIN scaler_checks s2 ON s2.trace = o.trace AND s2.op_id = o.parent_id
     WHERE ($trace IS NULL OR r.trace = $trace)
       AND (regexp_matches(r.name, '^(cuda|hip)(Device|Stream|Event)Synchronize|^cu(Ctx|Stream|Event)Synchronize')
            OR m.kind = 'DtoH' OR m.name LIKE '%Pageable%')
@@ -96,7 +101,7 @@ WITH busy AS (
     SELECT g.trace, g.device, g.gap_start_us, g.gap_us, g.steps, g.next_source, g.next_name, g.next_correlation,
            g.next_ts_us, g.next_dur_us, g.pid, g.tid, g.launch_us, g.launch_end_us, g.stretch_us, g.prev_work_end_us, g.graphed,
            w.name AS wait_name, w.kind AS wait_kind, w.pageable, w.ends_step, w.ts_us AS wait_ts_us, w.dur_us AS wait_dur_us,
-           w.correlation AS wait_correlation, w.cpu_op AS wait_op,
+           w.correlation AS wait_correlation, w.cpu_op AS wait_op, w.scaler_before,
            CASE WHEN g.launch_us IS NULL OR g.launch_end_us <= g.gap_start_us OR w.ts_us IS NULL THEN 0
                 ELSE least(g.gap_us, g.gap_start_us - w.ts_us) END AS wait_us,
            greatest(g.gap_start_us, coalesce(w.ts_us + w.dur_us, g.gap_start_us)) AS cpu_from_us
@@ -149,7 +154,7 @@ WITH busy AS (
            s.wait_name || coalesce(' in ' || regexp_replace(s.wait_op, '#[0-9]+$', '#N'), '') AS doing,
            'runtime' AS source, s.wait_name AS name, s.wait_ts_us AS ts_us, s.wait_dur_us AS dur_us,
            s.wait_correlation AS correlation, CAST(NULL AS BIGINT) AS cpu_op_id,
-           s.wait_name, s.wait_op, s.pageable, CAST(NULL AS DOUBLE) AS stretch_us
+           s.wait_name, s.wait_op, s.pageable, CAST(NULL AS DOUBLE) AS stretch_us, s.scaler_before
     FROM split s WHERE s.wait_us > 0
     UNION ALL
     SELECT s.trace, s.device, s.steps, s.gap_start_us, s.gap_us, s.gap_us - s.wait_us,
@@ -171,7 +176,7 @@ WITH busy AS (
            CASE WHEN c.name IS NULL THEN s.next_source ELSE 'cpu_ops' END,
            coalesce(c.name, s.next_name), coalesce(c.ts_us, s.next_ts_us), coalesce(c.dur_us, s.next_dur_us),
            CASE WHEN c.name IS NULL THEN s.next_correlation END, c.op_id,
-           NULL, NULL, FALSE, s.stretch_us
+           NULL, NULL, FALSE, s.stretch_us, NULL
     FROM split s LEFT JOIN busy_cpu c ON c.trace = s.trace AND c.device IS NOT DISTINCT FROM s.device AND c.gap_start_us = s.gap_start_us
     WHERE s.gap_us > s.wait_us
 ), counted AS (
@@ -186,6 +191,8 @@ WITH busy AS (
            -- What the cause's fix acts on: the waits by name, or by the op that made them; the stalls from the shortest.
            string_agg(DISTINCT c.wait_name, '|' ORDER BY c.wait_name) AS wait_names,
            string_agg(DISTINCT c.wait_op, '|' ORDER BY c.wait_op) AS wait_ops, bool_or(c.pageable) AS pageable,
+           -- the fix of GradScaler's reads: a fused optimizer, where every read came before one that has a fused step
+           bool_and(c.scaler_before IN ('Adam', 'AdamW', 'SGD')) AS scaler_fusable, any_value(c.scaler_before) AS scaler_before,
            min(c.stretch_us) FILTER (WHERE c.cause = 'stall') AS shortest_stall_us,
            to_json(list(struct_pack(source := c.source, trace := c.trace, name := c.name,
                                     ts_ns := CAST(round(c.ts_us * 1000) AS BIGINT), dur_ns := CAST(round(c.dur_us * 1000) AS BIGINT),
@@ -208,6 +215,7 @@ SELECT g.trace, 'gpu_idle' AS rule,
                    ELSE format('{:.1f} µs in a trace without steps ({:.0f}% of it)', g.idle_us,
                                100.0 * g.idle_us / s.step_us) END, $min_gap_us,
               CASE g.cause WHEN 'sync' THEN 'the CPU waited in ' || x.first_doing
+                           WHEN 'scaler' THEN 'the CPU waited for GradScaler''s inf/NaN check before the optimizer''s step: ' || x.first_doing
                            WHEN 'copy' THEN 'the CPU waited for a copy: ' || x.first_doing
                            WHEN 'data' THEN 'the CPU loaded data'
                            WHEN 'host' THEN 'the CPU computed on host tensors, making no CUDA call (most in ' || x.first_doing || ')'
@@ -228,6 +236,10 @@ SELECT g.trace, 'gpu_idle' AS rule,
                ELSE '' END AS detail,
        CASE g.cause
             WHEN 'sync' THEN 'drop the sync, or sync once every N steps: read results (loss.item(), .cpu(), print) only when you log them, and time with CUDA events rather than torch.cuda.synchronize()'
+            WHEN 'scaler' THEN 'the wait is GradScaler.step reading whether the gradients hold inf/NaN, not an .item() of your code: '
+                               || CASE WHEN g.scaler_fusable THEN format('torch.optim.{}(model.parameters(), ..., fused=True) checks in its fused kernel and GradScaler reads nothing', g.scaler_before)
+                                       ELSE 'an optimizer with fused=True (Adam, AdamW, SGD) checks in its kernel and GradScaler reads nothing' END
+                               || '; or train under bf16 autocast, which needs no GradScaler, on a GPU with BF16 (Ampere and later)'
             WHEN 'copy' THEN 'keep the value on the GPU (torch.where instead of a Python if on a tensor), or copy it into pinned memory with non_blocking=True and read it a step later'
             WHEN 'stall' THEN 'find what holds the launching thread (a sleep, a lock, logging, host-side work) and move it off the step: to another thread, or every N steps'
             WHEN 'host' THEN 'move the host-side work off the step: prepare inputs in DataLoader workers (num_workers > 0, pin_memory=True), or copy the raw batch (uint8, pinned, non_blocking=True) and transform it on the GPU; compute metrics on GPU tensors'
@@ -238,6 +250,7 @@ SELECT g.trace, 'gpu_idle' AS rule,
             ELSE 'profile with ProfilerActivity.CPU so the launches are in the trace' END AS fix,
        -- Not per step where the trace has none: a whole trace's idle time is no step's saving.
        CASE g.cause WHEN 'sync' THEN 'drop-sync:' || g.wait_names
+                    WHEN 'scaler' THEN CASE WHEN g.scaler_fusable THEN 'fuse-optimizer' ELSE 'drop-scaler-checks' END
                     WHEN 'copy' THEN CASE WHEN g.pageable THEN 'pin-copies' ELSE 'drop-sync:' || g.wait_ops END
                     -- the advice's pinned memory too, where the loaded batches are copied from pageable memory
                     WHEN 'data' THEN 'drop-cpu:(?i)dataloader'

@@ -1,7 +1,7 @@
 -- unfused_optimizer: Adam, AdamW or SGD stepping with its default foreach implementation (view optimizer_steps): a pass over whole lists of tensors for each operation of the update, where its fused implementation makes one
 -- why: the foreach step reads and writes whole lists of tensors once per operation (Adam's weight decay mul, the moments' lerp and addcmul, sqrt, div, add, the update's addcdiv: some 20 times the parameters' bytes a step; SGD's momentum mul_ and add_, then the update's add_: 8 times); the fused kernel reads each state once and writes each once (Adam: the parameters, gradients and both moments read, the parameters and moments written, 7 times their bytes; SGD with momentum 5 times)
 -- fix: torch.optim.AdamW(model.parameters(), ..., fused=True) (Adam and SGD take fused=True too), for parameters on the GPU; or torch.compile the optimizer's step
--- saving: estimate: per steady step, the foreach kernels' GPU time less that time scaled to the bytes a fused step moves (optimizer_steps.fused_bytes against the bytes the foreach kernels move, by their work models), at the bandwidth they reached; the replay (whatif fuse-optimizer) runs each step's foreach kernels as one kernel of that time
+-- saving: estimate: per steady step, the foreach kernels' GPU time less that time scaled to the bytes a fused step moves (optimizer_steps.fused_bytes against the bytes the foreach kernels move, by their work models), at the bandwidth they reached; the replay (whatif fuse-optimizer) runs each step's foreach kernels as one kernel of that time, and GradScaler's read before the step (view scaler_checks), which a fused step makes none of, waits no more
 -- params:
 --   trace = NULL: only this trace
 --   min_us_per_step = 20: ignore steps the fused form would shorten by less GPU time than this
@@ -39,7 +39,9 @@ SELECT p.trace, 'unfused_optimizer' AS rule,
          || CASE WHEN p.fused_us IS NULL THEN '; the kernels'' bytes are unknown (no work model for one of them), so the saving is not estimated'
                  ELSE format(': they move {:.1f} MB a step, {:.1f} times the parameters'' {:.1f} MB, where a fused step moves {:.0f} times; fused, about {:.1f} µs',
                              p.foreach_bytes / 1e6, p.foreach_bytes / p.param_bytes, p.param_bytes / 1e6,
-                             p.fused_bytes / p.param_bytes, p.fused_us / p.steps) END AS detail,
+                             p.fused_bytes / p.param_bytes, p.fused_us / p.steps) END
+         || coalesce(format('; before each, GradScaler reads whether the gradients hold inf/NaN ({} read(s), the CPU waiting for the GPU: host_sync), which a fused step checks in its kernel',
+                            c.reads), '') AS detail,
        format('torch.optim.{}(model.parameters(), ..., fused=True), for parameters on the GPU: one kernel a step in place of {}; or torch.compile the optimizer''s step',
               p.optimizer, CASE WHEN p.kernels % p.steps = 0 THEN CAST(p.kernels // p.steps AS VARCHAR) ELSE format('{:.1f}', p.kernels / p.steps) END) AS fix,
        'fuse-optimizer' AS whatif,
@@ -47,4 +49,8 @@ SELECT p.trace, 'unfused_optimizer' AS rule,
        p.evidence
 FROM per_trace p
 JOIN step_totals t USING (trace)
-WHERE p.fused_us IS NULL OR (p.foreach_us - p.fused_us) / p.steps >= CAST($min_us_per_step AS DOUBLE);
+LEFT JOIN (SELECT s.trace, count(*) AS reads
+           FROM scaler_checks s JOIN steady_window w ON w.trace = s.trace AND w.step IS NOT DISTINCT FROM s.step
+           WHERE s.optimizer IN ('Adam', 'AdamW', 'SGD') GROUP BY s.trace) c USING (trace)
+-- a step GradScaler waits before is worth fusing for the wait alone
+WHERE p.fused_us IS NULL OR (p.foreach_us - p.fused_us) / p.steps >= CAST($min_us_per_step AS DOUBLE) OR c.reads > 0;

@@ -38,7 +38,9 @@ _WHY_MORE_BY_KIND = {
     "fuse-attention-chains": ("fused, each chain's kernels and their launches become one, and the score "
                               "matrix is never written: more than the rule's count of the chain's kernels"),
     "fuse-optimizer": ("a fused step also launches one kernel where the foreach step launches many: the "
-                       "launches go too, not only the bytes the rule counts"),
+                       "launches go too, not only the bytes the rule counts, and GradScaler's read before "
+                       "the step, where there is one, waits no more"),
+    "drop-scaler-checks": _WAIT_GONE,
     "tensor-cores": ("the faster GEMMs also shorten what waited on them (the CPU's syncs, the work "
                      "queued behind them), which the rule's own figure leaves out"),
 }

@@ -16,7 +16,9 @@ from tracekit.errors import TracekitError
                    "no time), tensor-cores[:REGEX] (SIMT GEMMs at their Tensor Core roofline), pin-copies[:REGEX] "
                    "(pageable copies from pinned memory, non_blocking), prefetch-copies[:REGEX] (the same copies on a "
                    "side stream, issued a step ahead), cuda-graph[:US] (each step's launches as one "
-                   "graph), fuse-attention[:REGEX] (an attention op's calls as one fused kernel), no-profiler[:US] "
+                   "graph), fuse-attention[:REGEX] (an attention op's calls as one fused kernel), fuse-optimizer (foreach "
+                   "Adam/AdamW/SGD steps as fused=True, GradScaler's read before them gone), drop-scaler-checks "
+                   "(GradScaler's reads wait no more), no-profiler[:US] "
                    "(the loop without the profiler: each recorded op's cost of US µs taken out; without US, or "
                    "no-profiler:trace, the cost the trace's own gaps between ops show).")
 @click.option("--db", type=click.Path(dir_okay=False),

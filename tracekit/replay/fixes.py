@@ -55,7 +55,11 @@
   fp32 inputs, which SDPA runs on its memory-efficient kernel, the GEMMs at their own SIMT pace (a
   forward's at 0.7x of it: replay.attention_fix.FUSED_FP32_FORWARD);
 - `fuse-optimizer`: each Adam, AdamW or SGD step of the foreach implementation (view optimizer_steps) as
-  its fused one: its foreach kernels one kernel of their time at a fused step's bytes, one launch.
+  its fused one: its foreach kernels one kernel of their time at a fused step's bytes, one launch;
+  and GradScaler's read before such a step (view scaler_checks) waits no more, as a fused step
+  checks the gradients for inf/NaN in its kernel;
+- `drop-scaler-checks`: GradScaler's reads before every optimizer step wait no more (bf16 autocast,
+  which needs no scaler; or an optimizer that checks in its own kernel).
 """
 
 import bisect
@@ -73,6 +77,7 @@ from tracekit.replay.attention_fix import FUSED, fuse_attention, fuse_attention_
 from tracekit.replay.optimizer_fix import fuse_optimizer
 from tracekit.replay.graph import calls_inside
 from tracekit.replay.profiler_cost import MIN_GAPS, cost_per_op_us
+from tracekit.replay.scaler_fix import scaler_read_calls
 from tracekit.replay.side_stream import issued_a_step_ahead, on_side_stream
 from tracekit.replay.tensor_core_model import tensor_core_ns
 
@@ -81,7 +86,7 @@ FIXES = {"drop-copies": (True, "OP"), "drop": (True, "REGEX"), "drop-sync": (Tru
          "drop-cpu-gaps": (True, "US[-US]"), "drop-cpu": (True, "REGEX"), "drop-host-ops": (True, "US"), "tensor-cores": (False, "REGEX"),
          "pin-copies": (False, "REGEX"), "prefetch-copies": (False, "REGEX"), "cuda-graph": (False, "US"),
          "fuse-attention": (False, "REGEX"), "fuse-attention-chains": (False, ""), "fuse-optimizer": (False, ""),
-         "no-profiler": (False, "US")}
+         "drop-scaler-checks": (False, ""), "no-profiler": (False, "US")}
 TRACE_ESTIMATE = "trace"  # no-profiler's argument for the trace's own estimate (as no argument)
 # ATen ops that make a view of a tensor or allocate one: never host work, however long the profiler
 # made them (gpu_idle's host cause leaves them out too).
@@ -185,9 +190,22 @@ _SCALAR_READ = "aten::_local_scalar_dense"  # .item() and a tensor's bool: one e
 
 
 def _drop_sync(graph, argument, changed, con):
-    hit = _matching(re.compile(argument), graph.call_name, graph.call_op_path)
+    _no_wait(_matching(re.compile(argument), graph.call_name, graph.call_op_path), changed)
+
+
+def _no_wait(hit, changed):
+    """The calls `hit` stop waiting for the GPU (their copies' own transfers stay: _keep_transfers)."""
     changed["call_wait"][hit] = -1
     changed.setdefault(_SYNCS_DROPPED, np.zeros(len(hit), dtype=bool))[hit] = True
+
+
+def _fuse_optimizer(graph, argument, changed, con):
+    fuse_optimizer(graph, argument, changed, con)
+    _no_wait(scaler_read_calls(graph, con, fusable_only=True), changed)
+
+
+def _drop_scaler_checks(graph, argument, changed, con):
+    _no_wait(scaler_read_calls(graph, con, fusable_only=False), changed)
 
 
 def _keep_transfers(graph, changed):
@@ -529,6 +547,6 @@ _APPLY = {
     "drop-copies": lambda graph, argument, changed, con: _drop_items(graph, argument, changed, con, copies_only=True),
     "drop": _drop_items, "drop-sync": _drop_sync, "drop-cpu-gaps": _drop_cpu_gaps, "drop-cpu": _drop_cpu, "drop-host-ops": _drop_host_ops,
     "tensor-cores": _tensor_cores, "pin-copies": _pin_copies, "prefetch-copies": _pin_copies, "cuda-graph": _cuda_graph,
-    "fuse-attention": fuse_attention, "fuse-attention-chains": fuse_attention_chains, "fuse-optimizer": fuse_optimizer,
-    "no-profiler": _no_profiler,
+    "fuse-attention": fuse_attention, "fuse-attention-chains": fuse_attention_chains, "fuse-optimizer": _fuse_optimizer,
+    "drop-scaler-checks": _drop_scaler_checks, "no-profiler": _no_profiler,
 }
