@@ -1,5 +1,5 @@
 """Minimal traces, built with tests/trace_builder.py, of the problems no real trace in tests/data
-shows (`.item()` in the middle of a step, a boolean index, data loading, a mask a model rebuilds, CUDA graph
+shows (`.item()` in the middle of a step, a boolean index, a loss logged beside GradScaler's read, data loading, a mask a model rebuilds, CUDA graph
 launches): the finding rules' tests and the Spark tests load them as built_<name>."""
 
 import trace_builder as tb
@@ -46,6 +46,29 @@ def _bool_index_loop():
                    tb.memcpy(t + 485, 2, c + 5, kind="DtoH", nbytes=8, host="Pinned"),
                    tb.launch(t + 422, c + 6, name="cudaStreamSynchronize", dur=68, tid=2),
                    tb.launch(t + 600, c + 7, tid=2), tb.kernel("index_put_kernel", t + 610, 100, c + 7)]
+    return tb.trace(events)
+
+
+def _amp_loss_logged():
+    """AMP's fp16 recipe with the loss logged between scaler.unscale_() and scaler.step(): each step
+    unscales the gradients, reads loss.item() (the user's), then GradScaler reads found_inf right
+    before the optimizer's step (its own); each read a 4-byte copy and a stream sync."""
+    events = []
+    for n in range(4):
+        t, c = n * 1000, n * 10
+        events += [tb.step(n, t, 900),
+                   tb.op("aten::mm", t + 10, 20), tb.launch(t + 15, c + 1), tb.kernel("mm_kernel", t + 30, 250, c + 1),
+                   tb.op("aten::_amp_foreach_non_finite_check_and_unscale_", t + 40, 10),
+                   tb.launch(t + 42, c + 2), tb.kernel("unscale_kernel", t + 285, 5, c + 2)]
+        for k, (at, who) in enumerate(((t + 60, "loss"), (t + 320, "found_inf"))):
+            events += [tb.op("aten::item", at, 30 if who == "found_inf" else 240),
+                       tb.op("aten::_local_scalar_dense", at + 2, 25 if who == "found_inf" else 235),
+                       tb.launch(at + 4, c + 3 + 2 * k, name="cudaMemcpyAsync", dur=4),
+                       tb.memcpy(at + (6 if who == "found_inf" else 232), 2, c + 3 + 2 * k, kind="DtoH", nbytes=4),
+                       tb.launch(at + 10, c + 4 + 2 * k, name="cudaStreamSynchronize", dur=15 if who == "found_inf" else 225)]
+        events += [tb.annotation("Optimizer.step#AdamW.step", t + 360, 300),
+                   tb.op("aten::_foreach_add_", t + 370, 20), tb.launch(t + 375, c + 8),
+                   tb.kernel("multi_tensor_apply_kernel", t + 390, 200, c + 8)]
     return tb.trace(events)
 
 
@@ -113,7 +136,7 @@ def _graph_replay_without_graph_kernels():
     return content
 
 
-BUILT = {"item_loop": _item_loop, "bool_index_loop": _bool_index_loop, "loading_loop": _loading_loop, "pageable_readback": _pageable_readback,
+BUILT = {"item_loop": _item_loop, "bool_index_loop": _bool_index_loop, "amp_loss_logged": _amp_loss_logged, "loading_loop": _loading_loop, "pageable_readback": _pageable_readback,
          "mask_every_step": lambda: _mask_loop({0, 1, 2, 3}), "mask_cached": lambda: _mask_loop({0, 2}),
          "cuda_graph_loop": lambda: _graph_loop("cudaGraphLaunch"), "hip_graph_loop": lambda: _graph_loop("hipGraphLaunch"),
          "rtx5080_graph_kernels_left_out": _graph_replay_without_graph_kernels}

@@ -227,8 +227,9 @@ def test_host_sync_names_gradscalers_read_and_its_fix(rules_db, found):
     assert row["whatif"] == "fuse-optimizer"
     idle = _one(found, "amp_train_more_ops", "gpu_idle", title="GradScaler")
     assert idle["whatif"] == "fuse-optimizer" and "fused=True" in idle["fix"]
-    # no other trace's read is taken for GradScaler's
-    assert _query(rules_db, "SELECT DISTINCT trace FROM scaler_checks") == [("amp_train_more_ops",)]
+    # no other trace's read is taken for GradScaler's (the built trace of the test below aside)
+    assert sorted(_query(rules_db, "SELECT DISTINCT trace FROM scaler_checks")) == [
+        ("amp_train_more_ops",), ("built_amp_loss_logged",)]
 
 
 def test_the_fused_optimizer_drops_gradscalers_read(rules_db):
@@ -236,10 +237,26 @@ def test_the_fused_optimizer_drops_gradscalers_read(rules_db):
     fused = whatif("amp_train_more_ops", ["fuse-optimizer"], db=rules_db)
     # the read already gone: dropping it again changes nothing
     assert whatif("amp_train_more_ops", ["fuse-optimizer", "drop-scaler-checks"], db=rules_db).saving_us == fused.saving_us
-    # the read alone, as GradScaler's reads are the trace's only .item()
+    # the read alone; dropping the user's .item() calls leaves it (the trace has no other)
     read = whatif("amp_train_more_ops", ["drop-scaler-checks"], db=rules_db)
-    assert read.saving_us == whatif("amp_train_more_ops", ["drop-sync:aten::item"], db=rules_db).saving_us
     assert 0 < read.saving_us < fused.saving_us
+    user = whatif("amp_train_more_ops", ["drop-sync:aten::item"], db=rules_db)
+    assert user.saving_us == 0 and user.unchanged == ["drop-sync:aten::item"]
+
+
+def test_a_loss_logged_before_gradscalers_read_is_the_users(rules_db, found):
+    """loss.item() between scaler.unscale_() and scaler.step(): the user's read, fixed by reading it
+    every N steps; GradScaler's, right before the optimizer's step, by the fused optimizer."""
+    assert len(_query(rules_db, "SELECT * FROM scaler_checks WHERE trace = 'built_amp_loss_logged'")) == 4
+    rows = _rows(found, "built_amp_loss_logged", "host_sync")
+    assert len(rows) == 2
+    users, scalers = (rows[rows["title"].str.startswith("GradScaler's") == mine].iloc[0] for mine in (False, True))
+    assert users["title"].startswith("1 device-to-host copy") and "read it every N steps" in users["fix"]
+    assert (users["whatif"], scalers["whatif"]) == ("drop-sync:aten::item", "fuse-optimizer")
+    # each fix takes its own read: the user's 225 µs wait, GradScaler's 15
+    from tracekit.api import whatif
+    assert whatif("built_amp_loss_logged", ["drop-sync:aten::item"], db=rules_db).saving_us == pytest.approx(227.0)
+    assert whatif("built_amp_loss_logged", ["drop-scaler-checks"], db=rules_db).saving_us == pytest.approx(17.0)
 
 
 @pytest.mark.parametrize("trace", ["samples_naive", "samples_sdpa_flash", "train_train_sdpa_default",

@@ -11,7 +11,7 @@ from tracekit.errors import TracekitError
 @click.option("--apply", "fixes", multiple=True, metavar="FIX",
               help="A fix to replay with, repeatable: drop-copies:OP (the copies OP makes where you call it, "
                    "what its in-place form removes), drop:REGEX (GPU items whose name or op chain matches), "
-                   "drop-sync:REGEX (runtime calls, by name or op chain, that stop waiting), drop-cpu-gaps:US[-US] "
+                   "drop-sync:REGEX (runtime calls, by name or op chain, that stop waiting; not GradScaler's reads), drop-cpu-gaps:US[-US] "
                    "(a thread's own time of at least US µs, at most the second, between two calls), drop-cpu:REGEX (CPU ops that take "
                    "no time), tensor-cores[:REGEX] (SIMT GEMMs at their Tensor Core roofline), pin-copies[:REGEX] "
                    "(pageable copies from pinned memory, non_blocking), prefetch-copies[:REGEX] (the same copies on a "

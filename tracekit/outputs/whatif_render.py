@@ -22,8 +22,10 @@ def as_text(result):
 
 
 def _unchanged_note(fix):
+    scaler = (", or what matches is AMP's GradScaler reading found_inf, which drop-sync leaves "
+              "(fuse-optimizer or drop-scaler-checks drop it)") if fix.startswith("drop-sync:") else ""
     return (f"Note: {fix} changed nothing in the trace: nothing in it matches (a name or pattern misspelt?), "
-            "or what matches is as fast as the fix would make it.")
+            f"or what matches is as fast as the fix would make it{scaler}.")
 
 
 def as_json(result):

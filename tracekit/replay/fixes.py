@@ -5,7 +5,8 @@
   OP removes (`drop-copies:aten::masked_fill`);
 - `drop:REGEX`: the GPU items (kernels, copies, fills) whose name or op chain REGEX finds;
 - `drop-sync:REGEX`: the runtime calls whose name or op chain REGEX finds stop waiting for the GPU
-  and cost nothing (`drop-sync:cudaDeviceSynchronize`, `drop-sync:aten::item` for `.item()`) but a
+  and cost nothing (`drop-sync:cudaDeviceSynchronize`, `drop-sync:aten::item` for `.item()`; not
+  GradScaler's reads, which are no code of the user's: `fuse-optimizer`, `drop-scaler-checks`) but a
   copy's own transfer: a copy call keeps its GPU copies' time (in a trace that recorded no GPU
   copy, all its time, as nothing there tells its wait from its transfer, but a scalar read's:
   `.item()` moves one element), as dropping a wait moves no data;
@@ -190,7 +191,9 @@ _SCALAR_READ = "aten::_local_scalar_dense"  # .item() and a tensor's bool: one e
 
 
 def _drop_sync(graph, argument, changed, con):
-    _no_wait(_matching(re.compile(argument), graph.call_name, graph.call_op_path), changed)
+    # GradScaler's reads are no code of the user's to drop: a fused optimizer or no scaler drops them
+    _no_wait(_matching(re.compile(argument), graph.call_name, graph.call_op_path)
+             & ~scaler_read_calls(graph, con, fusable_only=False), changed)
 
 
 def _no_wait(hit, changed):

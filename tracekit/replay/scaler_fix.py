@@ -2,7 +2,8 @@
 whether the gradients held inf/NaN, a scalar copied to the host that makes the CPU wait for the
 backward's kernels. An optimizer whose fused implementation takes the check into its kernel
 (Adam, AdamW, SGD with fused=True) makes no read, so `fuse-optimizer` drops the reads before the
-steps it fuses; `drop-scaler-checks` drops them all (bf16 autocast, which needs no scaler).
+steps it fuses; `drop-scaler-checks` drops them all (bf16 autocast, which needs no scaler). No
+`drop-sync` takes them: dropping the user's .item() calls leaves GradScaler's.
 """
 
 import numpy as np
@@ -22,7 +23,14 @@ ORDER BY q.ts_ns
 
 def scaler_read_calls(graph, con, fusable_only):
     """Which of the graph's calls are inside GradScaler's reads (before the steps of a fusable
-    optimizer alone, with `fusable_only`): a boolean per call."""
+    optimizer alone, with `fusable_only`): a boolean per call, read once a graph."""
+    key = ("scaler-reads", fusable_only)
+    if key not in graph.read_by_fixes:  # findings replays each fix alone and with the others
+        graph.read_by_fixes[key] = _read_calls(graph, con, fusable_only)
+    return graph.read_by_fixes[key]
+
+
+def _read_calls(graph, con, fusable_only):
     hit = np.zeros(len(graph.call_lane), dtype=bool)
     if con is None:
         return hit

@@ -159,9 +159,11 @@ GROUP BY r.trace, r.step, r.optimizer, r.op_id, r.pid, r.tid, r.ts_us, r.end_us;
 
 -- @view scaler_checks: the scalar reads GradScaler.step makes to check the gradients for inf/NaN
 -- before it lets the optimizer step (`if not sum(v.item() for v in found_inf_per_device)`): a
--- read (aten::item, or a bare aten::_local_scalar_dense) whose next op beside it on its thread,
--- other reads aside, is an Optimizer.step#NAME.step range, after AMP unscaled the step's gradients
--- (aten::_amp_foreach_non_finite_check_and_unscale_) on that thread. The user's code has no
+-- read (aten::item, or a bare aten::_local_scalar_dense) whose next op beside it on its thread is
+-- an Optimizer.step#NAME.step range, after AMP unscaled the step's gradients
+-- (aten::_amp_foreach_non_finite_check_and_unscale_) on that thread. The read right before the
+-- step alone: a loss.item() the user logs between scaler.unscale_() and scaler.step() is theirs
+-- (a model on several GPUs has one read a GPU, and the others count as the user's). The user's code has no
 -- .item() to drop there: an optimizer whose fused implementation takes the check into its kernel
 -- (Adam, AdamW, SGD with fused=True) makes no read, nor does bf16 autocast, which needs no scaler.
 --   trace, step, op_id (cpu_ops.op_id of the read), pid, tid, ts_us, dur_us: the read
@@ -175,14 +177,10 @@ WITH unscaled AS (
     WHERE name = 'aten::_amp_foreach_non_finite_check_and_unscale_'
     GROUP BY trace, pid, tid, step
 ), siblings AS (
-    -- the ops of those steps and threads, each with the next op beside it that is no read
+    -- the ops of those steps and threads, each with the next op beside it
     SELECT o.trace, o.op_id, o.name, o.step, o.pid, o.tid, o.ts_us, o.dur_us, u.first_unscale_us,
-           first_value(CASE WHEN o.name NOT IN ('aten::item', 'aten::_local_scalar_dense') THEN o.name END IGNORE NULLS)
-             OVER (PARTITION BY o.trace, o.pid, o.tid, o.parent_id ORDER BY o.ts_us, o.op_id
-                   ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING) AS next_name,
-           first_value(CASE WHEN o.name NOT IN ('aten::item', 'aten::_local_scalar_dense') THEN o.op_id END IGNORE NULLS)
-             OVER (PARTITION BY o.trace, o.pid, o.tid, o.parent_id ORDER BY o.ts_us, o.op_id
-                   ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING) AS next_op_id
+           lead(o.name) OVER (PARTITION BY o.trace, o.pid, o.tid, o.parent_id ORDER BY o.ts_us, o.op_id) AS next_name,
+           lead(o.op_id) OVER (PARTITION BY o.trace, o.pid, o.tid, o.parent_id ORDER BY o.ts_us, o.op_id) AS next_op_id
     FROM cpu_ops o
     JOIN unscaled u ON u.trace = o.trace AND u.pid = o.pid AND u.tid = o.tid AND u.step IS NOT DISTINCT FROM o.step
 )
