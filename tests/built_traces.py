@@ -1,5 +1,5 @@
 """Minimal traces, built with tests/trace_builder.py, of the problems no real trace in tests/data
-shows (`.item()` in the middle of a step, a boolean index, a loss logged beside GradScaler's read, data loading, a mask a model rebuilds, CUDA graph
+shows (`.item()` in the middle of a step, a boolean index, a loss logged beside GradScaler's read, a step timed with CUDA events, data loading, a mask a model rebuilds, CUDA graph
 launches): the finding rules' tests and the Spark tests load them as built_<name>."""
 
 import trace_builder as tb
@@ -72,6 +72,20 @@ def _amp_loss_logged():
     return tb.trace(events)
 
 
+def _event_timed_loop():
+    """Each step times its first half with CUDA events: end.synchronize() (cudaEventSynchronize,
+    no op open) waits for the kernel before the CPU launches the second half."""
+    events = []
+    for n in range(4):
+        t, c = n * 1000, n * 10
+        events += [tb.step(n, t, 900),
+                   tb.op("aten::mul", t + 10, 20), tb.launch(t + 15, c + 1), tb.kernel("mul_kernel", t + 30, 200, c + 1),
+                   tb.launch(t + 40, c + 2, name="cudaEventRecord", dur=3),
+                   tb.launch(t + 45, c + 3, name="cudaEventSynchronize", dur=186),
+                   tb.op("aten::add", t + 300, 20), tb.launch(t + 305, c + 4), tb.kernel("add_kernel", t + 330, 300, c + 4)]
+    return tb.trace(events)
+
+
 def _loading_loop():
     """Each step loads its batch on the CPU (800 us) after the GPU has finished the last one."""
     events = []
@@ -136,7 +150,8 @@ def _graph_replay_without_graph_kernels():
     return content
 
 
-BUILT = {"item_loop": _item_loop, "bool_index_loop": _bool_index_loop, "amp_loss_logged": _amp_loss_logged, "loading_loop": _loading_loop, "pageable_readback": _pageable_readback,
+BUILT = {"item_loop": _item_loop, "bool_index_loop": _bool_index_loop, "amp_loss_logged": _amp_loss_logged,
+         "event_timed_loop": _event_timed_loop, "loading_loop": _loading_loop, "pageable_readback": _pageable_readback,
          "mask_every_step": lambda: _mask_loop({0, 1, 2, 3}), "mask_cached": lambda: _mask_loop({0, 2}),
          "cuda_graph_loop": lambda: _graph_loop("cudaGraphLaunch"), "hip_graph_loop": lambda: _graph_loop("hipGraphLaunch"),
          "rtx5080_graph_kernels_left_out": _graph_replay_without_graph_kernels}

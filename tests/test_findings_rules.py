@@ -206,11 +206,20 @@ def test_host_sync_takes_a_boolean_index_and_its_backward_for_one_sizing_op(rule
                             "(in aten::index; autograd::engine::evaluate_function: IndexBackward0): the CPU waits 258.0 µs per step")
     assert row["fix"].startswith("aten::nonzero sizes its output by the GPU's data") and "torch.where(mask, x, 0)" in row["fix"]
     assert row["whatif"] == "drop-sync:aten::nonzero"
+    idle = _one(found, "built_bool_index_loop", "gpu_idle", title="to read the size of an output")
+    assert idle["whatif"] == "drop-sync:aten::nonzero" and "torch.where(mask, x, 0)" in idle["fix"]
     # the fix takes both reads: the step replays shorter than without the forward's alone
     from tracekit.api import whatif
     both = whatif("built_bool_index_loop", ["drop-sync:aten::nonzero"], db=rules_db)
     forward = whatif("built_bool_index_loop", ["drop-sync:^aten::index →"], db=rules_db)
     assert both.saving_us > forward.saving_us > 0
+
+
+def test_host_sync_tells_a_step_timed_by_events_to_read_them_later(found):
+    row = _one(found, "built_event_timed_loop", "host_sync")
+    assert row["title"] == "1 cudaEventSynchronize per step from ProfilerStep#N: the CPU waits 186.0 µs per step"
+    assert "read their elapsed_time every N steps or after the loop" in row["fix"]
+    assert row["whatif"] == "drop-sync:cudaEventSynchronize"
 
 
 def test_host_sync_names_gradscalers_read_and_its_fix(rules_db, found):

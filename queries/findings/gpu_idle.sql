@@ -1,6 +1,6 @@
 -- gpu_idle: gaps on a GPU between its kernels, copies and fills inside steady steps, with what the CPU was doing then
 -- why: while the GPU waits for work the step runs on without it: a sync or a device-to-host copy drained its queue, data loading held the CPU, the CPU computed on host tensors (input preparation on the main thread), the thread stalled (a sleep, a lock, host-side work), or Python and op dispatch could not launch kernels as fast as the GPU ran them, or the host's work around a CUDA graph's replay (input copies, guards) held it
--- fix: per cause (the finding says which): drop the sync or read results every N steps; for GradScaler's inf/NaN check before the optimizer's step, a fused optimizer (fused=True) or bf16 autocast without a scaler; load data in DataLoader workers with pinned memory; prepare inputs in workers or on the GPU; move a stall off the step; around a CUDA graph's replay, keep inputs in its static buffers; for slow launching, capture the step in a CUDA graph or torch.compile it, fuse small ops, or give each kernel more work
+-- fix: per cause (the finding says which): drop the sync or read results every N steps; for an op that sizes its output by the GPU's data (a boolean index's nonzero), multiply by the mask or give the size; for GradScaler's inf/NaN check before the optimizer's step, a fused optimizer (fused=True) or bf16 autocast without a scaler; load data in DataLoader workers with pinned memory; prepare inputs in workers or on the GPU; move a stall off the step; around a CUDA graph's replay, keep inputs in its static buffers; for slow launching, capture the step in a CUDA graph or torch.compile it, fuse small ops, or give each kernel more work
 -- saving: estimate: the time of the gaps per steady step (NULL for a trace without steps: no step to save it in), an upper bound; the replay of the cause's fix (whatif) says what the step would save
 -- unsaved: a gap whose cause no named change removes: work queued behind another stream or an event, a launch not in the trace, or the host's work around a CUDA graph's replay
 -- params:
@@ -73,7 +73,10 @@ WITH busy AS (
     -- CPU calls that wait for the GPU: syncs, and the calls of copies that block (to the host, or from pageable memory).
     SELECT r.trace, r.name, r.ts_us, r.dur_us, r.correlation, r.cpu_op,
            -- GradScaler's read before the optimizer's step is no wait of the user's code
-           CASE WHEN coalesce(s1.optimizer, s2.optimizer) IS NOT NULL THEN 'scaler' WHEN m.kind IS NULL THEN 'sync' ELSE 'copy' END AS kind,
+           CASE WHEN coalesce(s1.optimizer, s2.optimizer) IS NOT NULL THEN 'scaler'
+                -- an op that sizes its output by the GPU's data reads the size (host_sync names them alike)
+                WHEN regexp_matches(coalesce(r.cpu_op, ''), '^aten::(nonzero|nonzero_numpy|masked_select|_unique|_unique2|unique_consecutive|unique_dim|unique_dim_consecutive|repeat_interleave|bincount)$') THEN 'shape'
+                WHEN m.kind IS NULL THEN 'sync' ELSE 'copy' END AS kind,
            coalesce(s1.optimizer, s2.optimizer) AS scaler_before, coalesce(m.name ILIKE '%pageable%', FALSE) AS pageable,
            -- A bare synchronize after the step's last launch is a loop timing its steps; a value
            -- read there (loss.item() to log it, .cpu()) is the user's, and holds the next step back.
@@ -216,6 +219,7 @@ SELECT g.trace, 'gpu_idle' AS rule,
                                100.0 * g.idle_us / s.step_us) END, $min_gap_us,
               CASE g.cause WHEN 'sync' THEN 'the CPU waited in ' || x.first_doing
                            WHEN 'scaler' THEN 'the CPU waited for GradScaler''s inf/NaN check before the optimizer''s step: ' || x.first_doing
+                           WHEN 'shape' THEN 'the CPU waited to read the size of an output the GPU''s data sets: ' || x.first_doing
                            WHEN 'copy' THEN 'the CPU waited for a copy: ' || x.first_doing
                            WHEN 'data' THEN 'the CPU loaded data'
                            WHEN 'host' THEN 'the CPU computed on host tensors, making no CUDA call (most in ' || x.first_doing || ')'
@@ -240,6 +244,7 @@ SELECT g.trace, 'gpu_idle' AS rule,
                                || CASE WHEN g.scaler_fusable THEN format('torch.optim.{}(model.parameters(), ..., fused=True) checks in its fused kernel and GradScaler reads nothing', g.scaler_before)
                                        ELSE 'an optimizer with fused=True (Adam, AdamW, SGD) checks in its kernel and GradScaler reads nothing' END
                                || '; or train under bf16 autocast, which needs no GradScaler, on a GPU with BF16 (Ampere and later)'
+            WHEN 'shape' THEN 'size the output without the GPU''s data: for a boolean index (x[mask], a loss over masked elements) multiply by the mask or use torch.where(mask, x, 0), and divide by mask.sum() on the GPU; where a bound on the size is known, torch.nonzero_static(mask, size=N) or repeat_interleave(..., output_size=N); else move it out of the step'
             WHEN 'copy' THEN 'keep the value on the GPU (torch.where instead of a Python if on a tensor), or copy it into pinned memory with non_blocking=True and read it a step later'
             WHEN 'stall' THEN 'find what holds the launching thread (a sleep, a lock, logging, host-side work) and move it off the step: to another thread, or every N steps'
             WHEN 'host' THEN 'move the host-side work off the step: prepare inputs in DataLoader workers (num_workers > 0, pin_memory=True), or copy the raw batch (uint8, pinned, non_blocking=True) and transform it on the GPU; compute metrics on GPU tensors'
@@ -251,6 +256,8 @@ SELECT g.trace, 'gpu_idle' AS rule,
        -- Not per step where the trace has none: a whole trace's idle time is no step's saving.
        CASE g.cause WHEN 'sync' THEN 'drop-sync:' || g.wait_names
                     WHEN 'scaler' THEN CASE WHEN g.scaler_fusable THEN 'fuse-optimizer' ELSE 'drop-scaler-checks' END
+                    -- by the sizing op, in the forward and in the backward alike
+                    WHEN 'shape' THEN 'drop-sync:' || g.wait_ops
                     WHEN 'copy' THEN CASE WHEN g.pageable THEN 'pin-copies' ELSE 'drop-sync:' || g.wait_ops END
                     -- the advice's pinned memory too, where the loaded batches are copied from pageable memory
                     WHEN 'data' THEN 'drop-cpu:(?i)dataloader'

@@ -95,6 +95,9 @@ SELECT e.trace, 'host_sync' AS rule,
                  THEN 'keep the value on the GPU (torch.where or a mask instead of a Python if on a tensor), or read it every N steps; to log it, copy it into pinned memory with non_blocking=True and read it a step later'
             WHEN regexp_matches(e.caller, 'aten::(to|_to_copy|copy_)$')
                  THEN 'copy from pinned memory with non_blocking=True (pin_memory=True in the DataLoader, or tensor.pin_memory()), so the copy does not wait for the stream'
+            WHEN (e.caller LIKE 'ProfilerStep#N' OR e.caller = 'Python (no op open)') AND e.names LIKE '%EventSynchronize%'
+                      AND e.names NOT LIKE '%DeviceSynchronize%' AND e.names NOT LIKE '%StreamSynchronize%'
+                 THEN 'a CUDA event waited on in the step (end.synchronize() before end.elapsed_time(), as a loop timing each step does): keep each step''s events and read their elapsed_time every N steps or after the loop'
             WHEN e.caller LIKE 'ProfilerStep#N' OR e.caller = 'Python (no op open)'
                  THEN 'drop the explicit torch.cuda.synchronize() (or stream/event synchronize) from the step, or do it every N steps; time steps with CUDA events'
             ELSE 'find what needs the result on the CPU in ' || e.caller || ' and keep it on the GPU, or move it out of the step' END AS fix,
