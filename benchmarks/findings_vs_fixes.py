@@ -138,6 +138,13 @@ MODEL_FIX_PAIRS = [
     # DDP's bucket copies and gradient_as_bucket_view=True (tests/data/h200/ddp_pairs, one rank):
     # fix_rounds.py times the job's loop once for its ranks' traces
     ("hidden_copy", "ddp_pairs/ddp_bucket_copy_rank0", "ddp_pairs/ddp_bucket_view_rank0"),
+    # AMP's fp16 recipe (tests/data/h100/amp_pairs): GradScaler reads found_inf before each foreach
+    # AdamW step, which host_sync names and whose fix, AdamW(fused=True), both rules replay
+    ("host_sync", "amp_pairs/train_scaler_foreach", "amp_pairs/train_scaler_fused"),
+    ("unfused_optimizer", "amp_pairs/gpt2_train_fp16_scaler_foreach", "amp_pairs/gpt2_train_fp16_scaler_fused"),
+    ("host_sync", "amp_pairs/gpt2_train_fp16_scaler_foreach", "amp_pairs/gpt2_train_fp16_scaler_fused"),
+    # a boolean index's size read in the forward and in its backward, and the mask multiplied in
+    ("host_sync", "amp_pairs/train_bool_index", "amp_pairs/train_masked_loss"),
 ]
 
 

@@ -44,10 +44,11 @@ unless said):
   train_sdpa_efficient, train_sdpa_cudnn    backends: SDPA pinned to memory-efficient, or cuDNN
   train_scaler_foreach, train_scaler_fused  host_sync in AMP's gradient scaler: sync_step's model
                                             (no .item() of its own) trained under fp16 autocast with
-                                            a GradScaler and AdamW: foreach, whose step GradScaler
-                                            lets run only after reading found_inf (.item()), then
-                                            fused=True, which checks it in its kernel (bf16 and no
-                                            scaler on a CPU)
+                                            a GradScaler and AdamW(fused=False), which with foreach
+                                            unset runs the for-loop implementation (a parameter at
+                                            a time), its step let run only after GradScaler reads
+                                            found_inf (.item()); then fused=True, which checks it
+                                            in its kernel (bf16 and no scaler on a CPU)
   train_bool_index, train_masked_loss       host_sync from a data-dependent shape: sync_step's model
                                             (no .item()) trained on a loss over the outputs a mask
                                             keeps, out[mask] (aten::index sizes its result by the
@@ -177,9 +178,9 @@ def sync_step(device, train, read):
 
 def scaler_step(device, fused):
     """sync_step's model without its check, trained as AMP's recipe trains in fp16: autocast, a
-    GradScaler, AdamW (its foreach step, or `fused`). GradScaler.step reads found_inf before a
-    foreach step lets it run; a fused step takes found_inf into its kernel. On a CPU, bf16 and no
-    scaler (the reads are CUDA's)."""
+    GradScaler, AdamW(fused=`fused`). fused=False with foreach unset picks AdamW's for-loop
+    implementation, whose step GradScaler.step lets run after reading found_inf; a fused step takes
+    found_inf into its kernel. On a CPU, bf16 and no scaler (the reads are CUDA's)."""
     body, batch = trunk(device)
     tail = head(device)
     body, tail = body.float(), tail.float()  # fp32 weights: autocast makes the fp16 copies

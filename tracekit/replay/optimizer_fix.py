@@ -1,9 +1,11 @@
-"""The fix `fuse-optimizer`: each Adam, AdamW or SGD step that ran its foreach implementation (view
-optimizer_steps) replayed as its fused implementation (fused=True) runs it: the step's foreach
-kernels as one kernel, their time scaled to the bytes a fused step moves (each state read once and
-written once: for Adam(W) the parameters, gradients and both moments read, the parameters and
-moments written, 7 times the parameters' bytes; optimizer_steps.fused_bytes) against the bytes
-they move, at the bandwidth they reached; one launch.
+"""The fix `fuse-optimizer`: each Adam, AdamW or SGD step that ran its foreach or for-loop
+implementation (view optimizer_steps) replayed as its fused implementation (fused=True) runs it:
+the step's unfused kernels (its foreach ops', or all of a for-loop step's) as one kernel, their
+time scaled to the bytes a fused step moves (each state read once and written once: for Adam(W)
+the parameters, gradients and both moments read, the parameters and moments written, 7 times the
+parameters' bytes; optimizer_steps.fused_bytes) against the bytes they move, at the bandwidth they
+reached; one launch, the calls that launched the rest and the CPU's time before them gone (a
+for-loop step's dispatch a parameter at a time with them).
 """
 
 import numpy as np
@@ -14,10 +16,11 @@ from tracekit.replay.graph import calls_inside
 
 # Each unfused step's range, and the share of its foreach kernels' time a fused step takes.
 _STEPS = """
-SELECT o.pid, o.tid, q.ts_ns, q.ts_ns + q.dur_ns AS end_ns, least(o.fused_bytes / o.foreach_bytes, 1) AS share
+SELECT o.pid, o.tid, q.ts_ns, q.ts_ns + q.dur_ns AS end_ns, least(o.fused_bytes / o.unfused_bytes, 1) AS share,
+       o.implementation = 'for-loop' AS every_op
 FROM optimizer_steps o JOIN trace_files t ON t.trace = o.trace
 JOIN cpu_op_rows q ON q.trace_id = t.trace_id AND q.op_id = o.op_id
-WHERE o.trace = $trace AND o.fused_bytes IS NOT NULL AND NOT o.fused AND o.foreach_bytes > 0
+WHERE o.trace = $trace AND o.fused_bytes IS NOT NULL AND NOT o.fused AND o.unfused_bytes > 0
 ORDER BY q.ts_ns
 """
 
@@ -37,11 +40,14 @@ def _fused(graph, con):
     steps = con.execute(_STEPS, {"trace": graph.trace}).fetchall()
     call_group = np.full(len(graph.call_lane), -1, dtype=np.int64)
     for group, on_lane, lo, hi in calls_inside(graph, [(k, pid, tid, start, end)
-                                                       for k, (pid, tid, start, end, _) in enumerate(steps)]):
+                                                       for k, (pid, tid, start, end, *_) in enumerate(steps)]):
         call_group[on_lane[lo:hi]] = group
     launched = graph.item_launch >= 0
     foreach = np.array(["aten::_foreach_" in path for path in graph.item_op_path], dtype=bool)
-    group = np.where(launched & foreach, call_group[np.maximum(graph.item_launch, 0)], -1)
+    item_group = call_group[np.maximum(graph.item_launch, 0)]
+    # a foreach step's foreach kernels; every kernel a for-loop step launched
+    every_op = np.array([row[5] for row in steps] + [False], dtype=bool)[item_group]
+    group = np.where(launched & (foreach | every_op) & (graph.item_kind == "kernel"), item_group, -1)
     members = np.flatnonzero(group >= 0)
     if not len(members):
         return None

@@ -88,16 +88,22 @@ WHERE is_softmax AND a_rows IS NOT NULL
 --   trace, step, optimizer (Adam, AdamW, SGD, ...), op_id (cpu_ops.op_id of the range), pid, tid,
 --   ts_us, end_us: the range
 --   kernels, gpu_us: its kernels and their GPU time
+--   implementation: 'fused' (an aten::_fused_* op), 'foreach' (aten::_foreach_* ops: a pass over
+--     each list of tensors per operation, the default), 'for-loop' (neither: one op per parameter
+--     per operation, as foreach=False, or fused=False with foreach unset, runs it); NULL where the
+--     step launched nothing
 --   foreach_kernels, foreach_us, foreach_bytes: those of its foreach ops (aten::_foreach_*) and the
 --     bytes they move by their work models (NULL where a kernel's bytes are unknown)
---   param_bytes: the parameters' bytes, half the least a foreach op of the step moves (an op of one
---     tensor list in and one out, such as sqrt, moves the parameters' bytes twice; a third for SGD
---     without momentum, whose update reads two lists and writes one)
+--   unfused_kernels, unfused_us, unfused_bytes: the same of the ops a fused step replaces: its
+--     foreach ops, or every op of a for-loop step; 0 for a fused step
+--   param_bytes: the parameters' bytes, half the least one operation of the step moves over all
+--     its tensors (one tensor in and one out, such as sqrt, moves the parameters' bytes twice; a
+--     third for SGD without momentum, whose update reads two tensors and writes one)
 --   fused_bytes: the bytes its fused implementation (fused=True) moves a step, each state read once
 --     and written once: Adam and AdamW read the parameters, gradients and both moments and write
---     the parameters and moments (7 times param_bytes); SGD with momentum (a foreach mul_ of its
---     momentum buffers) reads the parameters, gradients and buffers and writes the parameters and
---     buffers (5 times), without it 3 times; NULL for other optimizers
+--     the parameters and moments (7 times param_bytes); SGD with momentum (a mul_ of its momentum
+--     buffers) reads the parameters, gradients and buffers and writes the parameters and buffers
+--     (5 times), without it 3 times; NULL for other optimizers
 --   fused: whether the step ran a fused implementation (an aten::_fused_* op)
 CREATE OR REPLACE VIEW optimizer_steps AS
 WITH ranges AS (
@@ -126,34 +132,50 @@ WITH ranges AS (
           SELECT trace, pid, tid, op_ts_us, 1, NULL, NULL, dur_us, bytes, op, op_end_us FROM kernel_ops) x
 ), per_op AS (
     SELECT trace, open_range AS range_id, op, count(*) AS n, count(bytes) AS with_bytes, sum(dur_us) AS us,
-           sum(bytes) AS bytes, op LIKE 'aten::_foreach%' AS foreach
+           sum(bytes) AS bytes, op LIKE 'aten::_foreach%' AS foreach, op LIKE 'aten::_fused%' AS fused_op
     FROM swept
     WHERE is_kernel = 1 AND op_end_us <= open_end_us
     GROUP BY trace, open_range, op
+), implementations AS (
+    SELECT trace, range_id,
+           CASE WHEN bool_or(fused_op) THEN 'fused' WHEN bool_or(foreach) THEN 'foreach' ELSE 'for-loop' END AS implementation
+    FROM per_op GROUP BY trace, range_id
+), unfused_ops AS (
+    -- the ops a fused step replaces: a foreach step's foreach ops, every op of a for-loop step
+    SELECT p.*, i.implementation,
+           (i.implementation = 'foreach' AND p.foreach) OR i.implementation = 'for-loop' AS unfused
+    FROM per_op p JOIN implementations i USING (trace, range_id)
 ), momentum AS (
-    -- SGD's momentum scales its buffers (a foreach mul_, which moves them twice); without it its
-    -- one update (params += -lr * grads, after weight decay's add) moves the parameters' bytes
-    -- 3 times: the least a foreach op of the step moves, over these passes, is the parameters' bytes
-    SELECT r.trace, r.op_id AS range_id, coalesce(bool_or(p.op = 'aten::_foreach_mul_'), FALSE) AS momentum,
-           CASE WHEN any_value(r.optimizer) = 'SGD' AND NOT coalesce(bool_or(p.op = 'aten::_foreach_mul_'), FALSE)
+    -- SGD's momentum scales its buffers (a mul_, which moves them twice); without it its one
+    -- update (params += -lr * grads, after weight decay's add) moves the parameters' bytes 3
+    -- times: the least an operation of the step moves, over these passes, is the parameters' bytes
+    SELECT r.trace, r.op_id AS range_id,
+           coalesce(bool_or(p.op IN ('aten::_foreach_mul_', 'aten::mul_') AND p.unfused), FALSE) AS momentum,
+           CASE WHEN any_value(r.optimizer) = 'SGD'
+                     AND NOT coalesce(bool_or(p.op IN ('aten::_foreach_mul_', 'aten::mul_') AND p.unfused), FALSE)
                 THEN 3 ELSE 2 END AS param_passes
-    FROM ranges r LEFT JOIN per_op p ON p.trace = r.trace AND p.range_id = r.op_id
+    FROM ranges r LEFT JOIN unfused_ops p ON p.trace = r.trace AND p.range_id = r.op_id
     GROUP BY r.trace, r.op_id
 )
 SELECT r.trace, r.step, r.optimizer, r.op_id, r.pid, r.tid, r.ts_us, r.end_us,
        coalesce(sum(p.n), 0) AS kernels, coalesce(sum(p.us), 0) AS gpu_us,
+       any_value(p.implementation) AS implementation,
        coalesce(sum(p.n) FILTER (WHERE p.foreach), 0) AS foreach_kernels,
        coalesce(sum(p.us) FILTER (WHERE p.foreach), 0) AS foreach_us,
        CASE WHEN sum(p.n) FILTER (WHERE p.foreach) = sum(p.with_bytes) FILTER (WHERE p.foreach)
             THEN sum(p.bytes) FILTER (WHERE p.foreach) END AS foreach_bytes,
-       min(p.bytes) FILTER (WHERE p.foreach AND p.n = p.with_bytes) / any_value(m.param_passes) AS param_bytes,
-       min(p.bytes) FILTER (WHERE p.foreach AND p.n = p.with_bytes) / any_value(m.param_passes)
+       coalesce(sum(p.n) FILTER (WHERE p.unfused), 0) AS unfused_kernels,
+       coalesce(sum(p.us) FILTER (WHERE p.unfused), 0) AS unfused_us,
+       CASE WHEN sum(p.n) FILTER (WHERE p.unfused) = sum(p.with_bytes) FILTER (WHERE p.unfused)
+            THEN sum(p.bytes) FILTER (WHERE p.unfused) END AS unfused_bytes,
+       min(p.bytes) FILTER (WHERE p.unfused AND p.n = p.with_bytes) / any_value(m.param_passes) AS param_bytes,
+       min(p.bytes) FILTER (WHERE p.unfused AND p.n = p.with_bytes) / any_value(m.param_passes)
          * CASE WHEN r.optimizer IN ('Adam', 'AdamW') THEN 7
                 WHEN r.optimizer = 'SGD' THEN CASE WHEN any_value(m.momentum) THEN 5 ELSE 3 END
            END AS fused_bytes,
-       coalesce(bool_or(p.op LIKE 'aten::_fused%'), FALSE) AS fused
+       coalesce(bool_or(p.fused_op), FALSE) AS fused
 FROM ranges r
-LEFT JOIN per_op p ON p.trace = r.trace AND p.range_id = r.op_id
+LEFT JOIN unfused_ops p ON p.trace = r.trace AND p.range_id = r.op_id
 LEFT JOIN momentum m ON m.trace = r.trace AND m.range_id = r.op_id
 GROUP BY r.trace, r.step, r.optimizer, r.op_id, r.pid, r.tid, r.ts_us, r.end_us;
 
