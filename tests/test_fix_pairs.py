@@ -1466,7 +1466,7 @@ def test_under_amp_the_read_and_the_optimizer_are_one_fix(amp_found):
         assert sync["saving_us_per_step"] == optimizer["saving_us_per_step"]
     loop = amp_found[(amp_found["trace"] == "train_scaler_foreach") & (amp_found["rule"] == "unfused_optimizer")].iloc[0]
     assert loop["title"].startswith("AdamW steps a parameter at a time (its for-loop implementation): 560 kernels")
-    assert "fused=False with foreach unset runs the for-loop" in loop["fix"]
+    assert "is what foreach=False runs, and fused=False with foreach unset" in loop["fix"]
 
 
 def test_a_boolean_index_reads_its_size_in_the_forward_and_the_backward(amp_found):

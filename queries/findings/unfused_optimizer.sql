@@ -53,7 +53,7 @@ SELECT p.trace, 'unfused_optimizer' AS rule,
        format('torch.optim.{}(model.parameters(), ..., fused=True), for parameters on the GPU: one kernel a step in place of {}; or torch.compile the optimizer''s step',
               p.optimizer, CASE WHEN p.kernels % p.steps = 0 THEN CAST(p.kernels // p.steps AS VARCHAR) ELSE format('{:.1f}', p.kernels / p.steps) END)
          -- fused=False reads as "not fused", but with foreach unset it picks the for-loop
-         || CASE WHEN p.implementation = 'for-loop' THEN ' (fused=False with foreach unset runs the for-loop, a parameter at a time; the default, neither set, runs foreach)' ELSE '' END AS fix,
+         || CASE WHEN p.implementation = 'for-loop' THEN ' (the for-loop, a parameter at a time, is what foreach=False runs, and fused=False with foreach unset, and PyTorch before 2.0 by default; since 2.0 the default, neither set, runs foreach)' ELSE '' END AS fix,
        'fuse-optimizer' AS whatif,
        (p.foreach_us - p.fused_us) / p.steps AS estimate_us_per_step,
        p.evidence
