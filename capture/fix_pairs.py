@@ -49,6 +49,7 @@ unless said):
                                             a time), its step let run only after GradScaler reads
                                             found_inf (.item()); then fused=True, which checks it
                                             in its kernel (bf16 and no scaler on a CPU)
+  train_scaler_default                      the same with AdamW's default, foreach (fused unset)
   train_bool_index, train_masked_loss       host_sync from a data-dependent shape: sync_step's model
                                             (no .item()) trained on a loss over the outputs a mask
                                             keeps, out[mask] (aten::index sizes its result by the
@@ -186,7 +187,7 @@ def scaler_step(device, fused):
     body, tail = body.float(), tail.float()  # fp32 weights: autocast makes the fp16 copies
     batch = batch.float()
     parameters = list(body.parameters()) + list(tail.parameters())
-    optimizer = torch.optim.AdamW(parameters, lr=1e-4, fused=fused and device == "cuda")
+    optimizer = torch.optim.AdamW(parameters, lr=1e-4, fused=fused if device == "cuda" else None)
     scaler = torch.amp.GradScaler(device, enabled=device == "cuda")
     dtype = torch.float16 if device == "cuda" else torch.bfloat16
 
@@ -366,6 +367,8 @@ PAIRS = {
     "train_sdpa_cudnn": ("train_sdpa", "after", lambda d: sdpa_step(d, True, "CUDNN_ATTENTION")),
     "train_scaler_foreach": ("train_scaler", "before", lambda d: scaler_step(d, fused=False)),
     "train_scaler_fused": ("train_scaler", "after", lambda d: scaler_step(d, fused=True)),
+    # the same with AdamW's default (foreach): GradScaler's read before a foreach step
+    "train_scaler_default": ("train_scaler", "before", lambda d: scaler_step(d, fused=None)),
     "train_bool_index": ("train_bool_index", "before", lambda d: bool_index_step(d, indexed=True)),
     "train_masked_loss": ("train_bool_index", "after", lambda d: bool_index_step(d, indexed=False)),
     "infer_naive": ("infer_naive", "before", lambda d: naive_step(d, False, in_place=False)),
