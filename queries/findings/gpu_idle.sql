@@ -73,20 +73,20 @@ WITH busy AS (
     -- CPU calls that wait for the GPU: syncs, and the calls of copies that block (to the host, or from pageable memory).
     SELECT r.trace, r.name, r.ts_us, r.dur_us, r.correlation, r.cpu_op,
            -- GradScaler's read before the optimizer's step is no wait of the user's code
-           CASE WHEN coalesce(s1.optimizer, s2.optimizer) IS NOT NULL THEN 'scaler'
+           CASE WHEN s.optimizer IS NOT NULL THEN 'scaler'
                 -- an op that sizes its output by the GPU's data reads the size (host_sync names them alike)
                 WHEN regexp_matches(coalesce(r.cpu_op, ''), '^aten::(nonzero|nonzero_numpy|masked_select|_unique|_unique2|unique_consecutive|unique_dim|unique_dim_consecutive|repeat_interleave|bincount)$') THEN 'shape'
                 WHEN m.kind IS NULL THEN 'sync' ELSE 'copy' END AS kind,
-           coalesce(s1.optimizer, s2.optimizer) AS scaler_before, coalesce(m.name ILIKE '%pageable%', FALSE) AS pageable,
+           s.optimizer AS scaler_before, coalesce(m.name ILIKE '%pageable%', FALSE) AS pageable,
            -- A bare synchronize after the step's last launch is a loop timing its steps; a value
            -- read there (loss.item() to log it, .cpu()) is the user's, and holds the next step back.
            coalesce(r.ts_us >= x.last_launch_us, TRUE) AND m.kind IS NULL AND coalesce(r.cpu_op, '') NOT LIKE 'aten::%' AS ends_step
     FROM runtime r
     LEFT JOIN memcpy m ON m.trace = r.trace AND m.correlation = r.correlation
     LEFT JOIN last_launch x ON x.trace = r.trace AND x.step IS NOT DISTINCT FROM r.step
-    LEFT JOIN cpu_ops o ON o.trace = r.trace AND o.op_id = r.cpu_op_id
-    LEFT JOIN scaler_checks s1 ON s1.trace = o.trace AND s1.op_id = o.op_id
-    LEFT JOIN scaler_checks s2 ON s2.trace = o.trace AND s2.op_id = o.parent_id
+    -- a call inside GradScaler's read (its copy, its sync): the few reads, not every op, joined
+    LEFT JOIN scaler_checks s ON s.trace = r.trace AND s.pid = r.pid AND s.tid = r.tid
+                             AND r.ts_us >= s.ts_us AND r.ts_us <= s.ts_us + s.dur_us
     WHERE ($trace IS NULL OR r.trace = $trace)
       AND (regexp_matches(r.name, '^(cuda|hip)(Device|Stream|Event)Synchronize|^cu(Ctx|Stream|Event)Synchronize')
            OR m.kind = 'DtoH' OR m.name LIKE '%Pageable%')

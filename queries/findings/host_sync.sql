@@ -27,14 +27,15 @@ WITH gpu_work AS (
                                  '(aten::(nonzero|nonzero_numpy|masked_select|_unique|_unique2|unique_consecutive|unique_dim|unique_dim_consecutive|repeat_interleave|bincount))( →|$)', 1),
                   '') AS shape_op,
            -- GradScaler's own read before the optimizer's step: no .item() of the user's
-           coalesce(s1.optimizer, s2.optimizer) AS scaler_before
+           s.optimizer AS scaler_before
     FROM runtime r
     JOIN steady_window w ON w.trace = r.trace AND w.step IS NOT DISTINCT FROM r.step
     LEFT JOIN memcpy m ON m.trace = r.trace AND m.correlation = r.correlation
     LEFT JOIN cpu_ops o ON o.trace = r.trace AND o.op_id = r.cpu_op_id
     LEFT JOIN last_launch x ON x.trace = r.trace AND x.step IS NOT DISTINCT FROM r.step
-    LEFT JOIN scaler_checks s1 ON s1.trace = o.trace AND s1.op_id = o.op_id
-    LEFT JOIN scaler_checks s2 ON s2.trace = o.trace AND s2.op_id = o.parent_id
+    -- a call inside GradScaler's read (its copy, its sync)
+    LEFT JOIN scaler_checks s ON s.trace = r.trace AND s.pid = r.pid AND s.tid = r.tid
+                             AND r.ts_us >= s.ts_us AND r.ts_us <= s.ts_us + s.dur_us
     WHERE ($trace IS NULL OR r.trace = $trace)
       AND (regexp_matches(r.name, '^(cuda|hip)(Device|Stream|Event)Synchronize|^cu(Ctx|Stream|Event)Synchronize')
            OR (m.kind = 'DtoH' AND m.bytes <= CAST($max_copy_bytes AS BIGINT)))
