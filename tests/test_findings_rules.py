@@ -425,3 +425,80 @@ def test_unfused_attention_finds_the_articles_chain_and_not_sdpa(rules_db):
     assert {row[2:] for row in chains} == {(2048, 2048, 64)}
     row = frame[frame["trace"] == "samples_naive"].iloc[0]
     assert row["whatif"] == "fuse-attention-chains" and row["saving_us_per_step"] > 0.5 * row["estimate_us_per_step"]
+
+
+# Three cases a review of the GradScaler and sizing-op rules built (each a trace of tests/trace_builder.py)
+
+def _built_findings(tmp_path, name, content):
+    con = connect(tmp_path / f"{name}.duckdb")
+    assert load_file(con, tb.write(tmp_path, name, content)).status == "loaded"
+    con.close()
+    return tmp_path / f"{name}.duckdb", _findings(tmp_path / f"{name}.duckdb", None)
+
+
+def test_a_size_read_through_item_is_the_sizing_ops_in_gpu_idle_as_in_host_sync(tmp_path):
+    """repeat_interleave (and bincount) read their output's size with .item(): the wait's own op is
+    aten::_local_scalar_dense, its chain the sizing op's; the fix drops that op's reads, not every sync."""
+    events = []
+    for n in range(4):
+        t, c = n * 1000, n * 10
+        events += [tb.step(n, t, 900),
+                   tb.op("aten::mul", t + 10, 20), tb.launch(t + 15, c + 1), tb.kernel("mul_kernel", t + 30, 200, c + 1),
+                   tb.op("aten::repeat_interleave", t + 40, 215), tb.op("aten::item", t + 45, 205),
+                   tb.op("aten::_local_scalar_dense", t + 46, 200),
+                   tb.launch(t + 50, c + 2, name="cudaMemcpyAsync", dur=5),
+                   tb.memcpy(t + 232, 2, c + 2, kind="DtoH", nbytes=8, host="Pinned"),
+                   tb.launch(t + 57, c + 3, name="cudaStreamSynchronize", dur=180),
+                   tb.op("aten::add", t + 300, 20), tb.launch(t + 305, c + 4), tb.kernel("add_kernel", t + 330, 150, c + 4)]
+    _, found = _built_findings(tmp_path, "repeat", tb.trace(events))
+    sync = _one(found, "repeat", "host_sync")
+    assert sync["title"].endswith("from aten::repeat_interleave: the CPU waits 185.0 µs per step")  # no "(in itself)"
+    idle = _one(found, "repeat", "gpu_idle", title="to read the size")
+    assert idle["title"].endswith("cudaStreamSynchronize in aten::_local_scalar_dense of aten::repeat_interleave")
+    assert sync["whatif"] == idle["whatif"] == "drop-sync:aten::repeat_interleave"
+
+
+def test_a_clip_hook_inside_the_optimizers_step_leaves_a_for_loop_step_a_for_loop(tmp_path):
+    """A step pre-hook runs inside the Optimizer.step range: its clip's _foreach_norm is no foreach
+    update; the step's ten add_ kernels, a parameter at a time, are."""
+    events = []
+    for n in range(4):
+        t, c = n * 2000, n * 100
+        events += [tb.step(n, t, 1900), tb.op("aten::mm", t + 10, 20), tb.launch(t + 15, c + 1),
+                   tb.kernel("mm_kernel", t + 30, 250, c + 1), tb.annotation("Optimizer.step#SGD.step", t + 300, 1500),
+                   tb.op("aten::_foreach_norm", t + 310, 20), tb.launch(t + 315, c + 2),
+                   tb.kernel("multi_tensor_apply_kernel", t + 320, 10, c + 2)]
+        for p in range(10):
+            s = t + 400 + p * 100
+            events += [tb.op("aten::add_", s, 30), tb.launch(s + 5, c + 10 + p), tb.kernel("add_kernel", s + 10, 50, c + 10 + p)]
+    db, found = _built_findings(tmp_path, "clip_hook", tb.trace(events))
+    assert set(_query(db, "SELECT implementation, kernels, unfused_kernels, unfused_us FROM optimizer_steps")) == {
+        ("for-loop", 11, 10, 500.0)}
+    assert _one(found, "clip_hook", "unfused_optimizer")["title"].startswith(
+        "SGD steps a parameter at a time (its for-loop implementation): 10 kernels, 500.0 µs of GPU time")
+
+
+def test_gradscalers_read_before_a_step_it_skipped_is_still_gradscalers(tmp_path):
+    """Where the read finds inf/NaN, GradScaler skips the optimizer's step and scaler.update() comes
+    next: the read is GradScaler's all the same, one finding for all six."""
+    events = []
+    for n in range(6):
+        t, c = n * 1000, n * 10
+        events += [tb.step(n, t, 900),
+                   tb.op("aten::mm", t + 10, 20), tb.launch(t + 15, c + 1), tb.kernel("mm_kernel", t + 30, 250, c + 1),
+                   tb.op("aten::_amp_foreach_non_finite_check_and_unscale_", t + 40, 10),
+                   tb.launch(t + 42, c + 2), tb.kernel("unscale_kernel", t + 285, 5, c + 2),
+                   tb.op("aten::item", t + 60, 240), tb.op("aten::_local_scalar_dense", t + 62, 235),
+                   tb.launch(t + 64, c + 3, name="cudaMemcpyAsync", dur=230), tb.memcpy(t + 292, 2, c + 3, kind="DtoH", nbytes=4),
+                   tb.launch(t + 296, c + 4, name="cudaStreamSynchronize", dur=3)]
+        if n != 3:
+            events += [tb.annotation("Optimizer.step#AdamW.step", t + 360, 300),
+                       tb.op("aten::_foreach_add_", t + 370, 20), tb.launch(t + 375, c + 8),
+                       tb.kernel("multi_tensor_apply_kernel", t + 390, 200, c + 8)]
+        events += [tb.op("aten::_amp_update_scale_", t + 700, 10), tb.launch(t + 702, c + 9),
+                   tb.kernel("update_kernel", t + 710, 5, c + 9)]
+    db, found = _built_findings(tmp_path, "skipped", tb.trace(events))
+    assert _query(db, "SELECT step, optimizer, optimizer_op_id IS NULL FROM scaler_checks ORDER BY step") == [
+        (n, "AdamW", n == 3) for n in range(6)]
+    rows = _rows(found, "skipped", "host_sync")
+    assert len(rows) == 1 and rows.iloc[0]["title"].startswith("GradScaler's inf/NaN check before each AdamW step: 1 device")

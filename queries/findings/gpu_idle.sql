@@ -75,16 +75,18 @@ WITH busy AS (
            -- GradScaler's read before the optimizer's step is no wait of the user's code
            CASE WHEN s.optimizer IS NOT NULL THEN 'scaler'
                 -- an op that sizes its output by the GPU's data reads the size (host_sync names them alike)
-                WHEN regexp_matches(coalesce(r.cpu_op, ''), '^aten::(nonzero|nonzero_numpy|masked_select|_unique|_unique2|unique_consecutive|unique_dim|unique_dim_consecutive|repeat_interleave|bincount)$') THEN 'shape'
+                WHEN regexp_matches(coalesce(o.op_path, r.cpu_op, ''), 'aten::(nonzero|nonzero_numpy|masked_select|_unique|_unique2|unique_consecutive|unique_dim|unique_dim_consecutive|repeat_interleave|bincount)( →|$)') THEN 'shape'
                 WHEN m.kind IS NULL THEN 'sync' ELSE 'copy' END AS kind,
            s.optimizer AS scaler_before, coalesce(m.name ILIKE '%pageable%', FALSE) AS pageable,
+           nullif(regexp_extract(coalesce(o.op_path, r.cpu_op, ''), '(aten::(nonzero|nonzero_numpy|masked_select|_unique|_unique2|unique_consecutive|unique_dim|unique_dim_consecutive|repeat_interleave|bincount))( →|$)', 1), '') AS shape_op,
            -- A bare synchronize after the step's last launch is a loop timing its steps; a value
            -- read there (loss.item() to log it, .cpu()) is the user's, and holds the next step back.
            coalesce(r.ts_us >= x.last_launch_us, TRUE) AND m.kind IS NULL AND coalesce(r.cpu_op, '') NOT LIKE 'aten::%' AS ends_step
     FROM runtime r
     LEFT JOIN memcpy m ON m.trace = r.trace AND m.correlation = r.correlation
     LEFT JOIN last_launch x ON x.trace = r.trace AND x.step IS NOT DISTINCT FROM r.step
-    -- a call inside GradScaler's read (its copy, its sync): the few reads, not every op, joined
+    LEFT JOIN cpu_ops o ON o.trace = r.trace AND o.op_id = r.cpu_op_id
+    -- a call inside GradScaler's read (its copy, its sync)
     LEFT JOIN scaler_checks s ON s.trace = r.trace AND s.pid = r.pid AND s.tid = r.tid
                              AND r.ts_us >= s.ts_us AND r.ts_us <= s.ts_us + s.dur_us
     WHERE ($trace IS NULL OR r.trace = $trace)
@@ -104,7 +106,7 @@ WITH busy AS (
     SELECT g.trace, g.device, g.gap_start_us, g.gap_us, g.steps, g.next_source, g.next_name, g.next_correlation,
            g.next_ts_us, g.next_dur_us, g.pid, g.tid, g.launch_us, g.launch_end_us, g.stretch_us, g.prev_work_end_us, g.graphed,
            w.name AS wait_name, w.kind AS wait_kind, w.pageable, w.ends_step, w.ts_us AS wait_ts_us, w.dur_us AS wait_dur_us,
-           w.correlation AS wait_correlation, w.cpu_op AS wait_op, w.scaler_before,
+           w.correlation AS wait_correlation, w.cpu_op AS wait_op, w.scaler_before, w.shape_op,
            CASE WHEN g.launch_us IS NULL OR g.launch_end_us <= g.gap_start_us OR w.ts_us IS NULL THEN 0
                 ELSE least(g.gap_us, g.gap_start_us - w.ts_us) END AS wait_us,
            greatest(g.gap_start_us, coalesce(w.ts_us + w.dur_us, g.gap_start_us)) AS cpu_from_us
@@ -154,10 +156,11 @@ WITH busy AS (
 ), causes AS (
     -- Each gap's parts, by cause, each with the event it is explained by and the gap's span to draw.
     SELECT s.trace, s.device, s.steps, s.gap_start_us, s.gap_us, s.wait_us AS idle_us, s.wait_kind AS cause, s.ends_step,
-           s.wait_name || coalesce(' in ' || regexp_replace(s.wait_op, '#[0-9]+$', '#N'), '') AS doing,
+           s.wait_name || coalesce(' in ' || regexp_replace(s.wait_op, '#[0-9]+$', '#N'), '')
+             || CASE WHEN s.shape_op IS NOT NULL AND s.shape_op <> s.wait_op THEN ' of ' || s.shape_op ELSE '' END AS doing,
            'runtime' AS source, s.wait_name AS name, s.wait_ts_us AS ts_us, s.wait_dur_us AS dur_us,
            s.wait_correlation AS correlation, CAST(NULL AS BIGINT) AS cpu_op_id,
-           s.wait_name, s.wait_op, s.pageable, CAST(NULL AS DOUBLE) AS stretch_us, s.scaler_before
+           s.wait_name, s.wait_op, s.pageable, CAST(NULL AS DOUBLE) AS stretch_us, s.scaler_before, s.shape_op
     FROM split s WHERE s.wait_us > 0
     UNION ALL
     SELECT s.trace, s.device, s.steps, s.gap_start_us, s.gap_us, s.gap_us - s.wait_us,
@@ -179,7 +182,7 @@ WITH busy AS (
            CASE WHEN c.name IS NULL THEN s.next_source ELSE 'cpu_ops' END,
            coalesce(c.name, s.next_name), coalesce(c.ts_us, s.next_ts_us), coalesce(c.dur_us, s.next_dur_us),
            CASE WHEN c.name IS NULL THEN s.next_correlation END, c.op_id,
-           NULL, NULL, FALSE, s.stretch_us, NULL
+           NULL, NULL, FALSE, s.stretch_us, NULL, NULL
     FROM split s LEFT JOIN busy_cpu c ON c.trace = s.trace AND c.device IS NOT DISTINCT FROM s.device AND c.gap_start_us = s.gap_start_us
     WHERE s.gap_us > s.wait_us
 ), counted AS (
@@ -194,6 +197,7 @@ WITH busy AS (
            -- What the cause's fix acts on: the waits by name, or by the op that made them; the stalls from the shortest.
            string_agg(DISTINCT c.wait_name, '|' ORDER BY c.wait_name) AS wait_names,
            string_agg(DISTINCT c.wait_op, '|' ORDER BY c.wait_op) AS wait_ops, bool_or(c.pageable) AS pageable,
+           string_agg(DISTINCT c.shape_op, '|' ORDER BY c.shape_op) AS shape_ops,
            -- the fix of GradScaler's reads: a fused optimizer, where every read came before one that has a fused step
            bool_and(c.scaler_before IN ('Adam', 'AdamW', 'SGD')) AS scaler_fusable, any_value(c.scaler_before) AS scaler_before,
            min(c.stretch_us) FILTER (WHERE c.cause = 'stall') AS shortest_stall_us,
@@ -257,7 +261,7 @@ SELECT g.trace, 'gpu_idle' AS rule,
        CASE g.cause WHEN 'sync' THEN 'drop-sync:' || g.wait_names
                     WHEN 'scaler' THEN CASE WHEN g.scaler_fusable THEN 'fuse-optimizer' ELSE 'drop-scaler-checks' END
                     -- by the sizing op, in the forward and in the backward alike
-                    WHEN 'shape' THEN 'drop-sync:' || g.wait_ops
+                    WHEN 'shape' THEN 'drop-sync:' || g.shape_ops
                     WHEN 'copy' THEN CASE WHEN g.pageable THEN 'pin-copies' ELSE 'drop-sync:' || g.wait_ops END
                     -- the advice's pinned memory too, where the loaded batches are copied from pageable memory
                     WHEN 'data' THEN 'drop-cpu:(?i)dataloader'

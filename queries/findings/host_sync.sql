@@ -74,7 +74,7 @@ SELECT e.trace, 'host_sync' AS rule,
             THEN format('{} device-to-host cop{} of {} B or less per step{} from {}',
                         CASE WHEN e.copies % e.steps = 0 THEN CAST(e.copies // e.steps AS VARCHAR) ELSE format('{:.1f}', e.copies / e.steps) END,
                         CASE WHEN e.copies = e.steps THEN 'y' ELSE 'ies' END, e.max_copy_bytes,
-                        coalesce(' and ' || e.names, ''), e.caller || coalesce(' (in ' || CASE WHEN e.shape_op IS NOT NULL THEN e.made_in END || ')', ''))
+                        coalesce(' and ' || e.names, ''), e.caller || coalesce(' (in ' || CASE WHEN e.shape_op IS NOT NULL AND e.made_in <> e.shape_op THEN e.made_in END || ')', ''))
             ELSE format('{} {} per step from {}',
                         CASE WHEN e.calls % e.steps = 0 THEN CAST(e.calls // e.steps AS VARCHAR) ELSE format('{:.1f}', e.calls / e.steps) END,
                         e.names, e.caller) END

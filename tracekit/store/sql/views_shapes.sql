@@ -89,13 +89,14 @@ WHERE is_softmax AND a_rows IS NOT NULL
 --   ts_us, end_us: the range
 --   kernels, gpu_us: its kernels and their GPU time
 --   implementation: 'fused' (an aten::_fused_* op), 'foreach' (aten::_foreach_* ops: a pass over
---     each list of tensors per operation, the default), 'for-loop' (neither: one op per parameter
---     per operation, as foreach=False, or fused=False with foreach unset, runs it); NULL where the
---     step launched nothing
+--     each list of tensors per operation, the default), 'for-loop' (more kernels of other ops than
+--     of foreach ones: one op per parameter per operation, as foreach=False, or fused=False with
+--     foreach unset, runs it); NULL where the step launched nothing
 --   foreach_kernels, foreach_us, foreach_bytes: those of its foreach ops (aten::_foreach_*) and the
 --     bytes they move by their work models (NULL where a kernel's bytes are unknown)
 --   unfused_kernels, unfused_us, unfused_bytes: the same of the ops a fused step replaces: its
---     foreach ops, or every op of a for-loop step; 0 for a fused step
+--     foreach ops, or a for-loop step's others (a step hook's foreach ops, such as a clip's, stay); 0
+--     for a fused step
 --   param_bytes: the parameters' bytes, half the least one operation of the step moves over all
 --     its tensors (one tensor in and one out, such as sqrt, moves the parameters' bytes twice; a
 --     third for SGD without momentum, whose update reads two tensors and writes one)
@@ -137,13 +138,17 @@ WITH ranges AS (
     WHERE is_kernel = 1 AND op_end_us <= open_end_us
     GROUP BY trace, open_range, op
 ), implementations AS (
+    -- a for-loop step launches a kernel per parameter per operation, more than the foreach kernels
+    -- a step hook inside the range may add (clip_grad_norm_'s _foreach_norm and _foreach_mul_)
     SELECT trace, range_id,
-           CASE WHEN bool_or(fused_op) THEN 'fused' WHEN bool_or(foreach) THEN 'foreach' ELSE 'for-loop' END AS implementation
+           CASE WHEN bool_or(fused_op) THEN 'fused'
+                WHEN coalesce(sum(n) FILTER (WHERE foreach), 0) >= coalesce(sum(n) FILTER (WHERE NOT foreach), 0) THEN 'foreach'
+                ELSE 'for-loop' END AS implementation
     FROM per_op GROUP BY trace, range_id
 ), unfused_ops AS (
-    -- the ops a fused step replaces: a foreach step's foreach ops, every op of a for-loop step
+    -- the ops a fused step replaces: a foreach step's foreach ops, a for-loop step's other ops
     SELECT p.*, i.implementation,
-           (i.implementation = 'foreach' AND p.foreach) OR i.implementation = 'for-loop' AS unfused
+           (i.implementation = 'foreach' AND p.foreach) OR (i.implementation = 'for-loop' AND NOT p.foreach) AS unfused
     FROM per_op p JOIN implementations i USING (trace, range_id)
 ), momentum AS (
     -- SGD's momentum scales its buffers (a mul_, which moves them twice); without it its one
@@ -185,12 +190,15 @@ GROUP BY r.trace, r.step, r.optimizer, r.op_id, r.pid, r.tid, r.ts_us, r.end_us;
 -- an Optimizer.step#NAME.step range, after AMP unscaled the step's gradients
 -- (aten::_amp_foreach_non_finite_check_and_unscale_) on that thread. The read right before the
 -- step alone: a loss.item() the user logs between scaler.unscale_() and scaler.step() is theirs
--- (a model on several GPUs has one read a GPU, and the others count as the user's). The user's code has no
+-- (a model on several GPUs has one read a GPU, and the others count as the user's). A step the
+-- read found inf/NaN in has no optimizer step: there the read is followed by scaler.update()'s
+-- aten::_amp_update_scale_, no optimizer step having run since the unscale. The user's code has no
 -- .item() to drop there: an optimizer whose fused implementation takes the check into its kernel
 -- (Adam, AdamW, SGD with fused=True) makes no read, nor does bf16 autocast, which needs no scaler.
 --   trace, step, op_id (cpu_ops.op_id of the read), pid, tid, ts_us, dur_us: the read
 --   optimizer, optimizer_op_id: the optimizer (Adam, AdamW, SGD, ...) and the cpu_ops.op_id of the
---     step range the read let run (view optimizer_steps)
+--     step range the read let run (view optimizer_steps); a skipped step's read has the optimizer
+--     of its thread's other reads and no optimizer_op_id
 CREATE OR REPLACE VIEW scaler_checks AS
 WITH unscaled AS (
     -- where AMP first unscaled gradients in each step of each thread
@@ -202,12 +210,28 @@ WITH unscaled AS (
     -- the ops of those steps and threads, each with the next op beside it
     SELECT o.trace, o.op_id, o.name, o.step, o.pid, o.tid, o.ts_us, o.dur_us, u.first_unscale_us,
            lead(o.name) OVER (PARTITION BY o.trace, o.pid, o.tid, o.parent_id ORDER BY o.ts_us, o.op_id) AS next_name,
-           lead(o.op_id) OVER (PARTITION BY o.trace, o.pid, o.tid, o.parent_id ORDER BY o.ts_us, o.op_id) AS next_op_id
+           lead(o.op_id) OVER (PARTITION BY o.trace, o.pid, o.tid, o.parent_id ORDER BY o.ts_us, o.op_id) AS next_op_id,
+           -- the last optimizer step to start before this op in its step
+           max(CASE WHEN o.name LIKE 'Optimizer.step#%.step' THEN o.ts_us END)
+             OVER (PARTITION BY o.trace, o.pid, o.tid, o.step ORDER BY o.ts_us, o.op_id
+                   ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS stepped_us
     FROM cpu_ops o
     JOIN unscaled u ON u.trace = o.trace AND u.pid = o.pid AND u.tid = o.tid AND u.step IS NOT DISTINCT FROM o.step
+), reads AS (
+    SELECT trace, step, op_id, pid, tid, ts_us, dur_us,
+           CASE WHEN next_name LIKE 'Optimizer.step#%.step'
+                THEN replace(replace(next_name, 'Optimizer.step#', ''), '.step', '') END AS stepped,
+           CASE WHEN next_name LIKE 'Optimizer.step#%.step' THEN next_op_id END AS optimizer_op_id
+    FROM siblings
+    WHERE name IN ('aten::item', 'aten::_local_scalar_dense') AND ts_us > first_unscale_us
+      AND (next_name LIKE 'Optimizer.step#%.step'
+           -- a skipped step: scaler.update() next, no optimizer step since the unscale
+           OR (next_name = 'aten::_amp_update_scale_' AND coalesce(stepped_us < first_unscale_us, TRUE)))
 )
-SELECT trace, step, op_id, pid, tid, ts_us, dur_us,
-       replace(replace(next_name, 'Optimizer.step#', ''), '.step', '') AS optimizer, next_op_id AS optimizer_op_id
-FROM siblings
-WHERE name IN ('aten::item', 'aten::_local_scalar_dense') AND next_name LIKE 'Optimizer.step#%.step'
-  AND ts_us > first_unscale_us;
+SELECT * FROM (
+    SELECT trace, step, op_id, pid, tid, ts_us, dur_us,
+           coalesce(stepped, first_value(stepped IGNORE NULLS) OVER (PARTITION BY trace, pid, tid ORDER BY ts_us
+                                                                    ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)) AS optimizer,
+           optimizer_op_id
+    FROM reads
+) r WHERE optimizer IS NOT NULL;
