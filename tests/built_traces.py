@@ -9,20 +9,28 @@ GRAPH_REPLAY = TEST_DATA / "foreign" / "rtx5080_cuda_graph_replay_manual_capture
 LOADING = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
 
 
+def read_in_step(n, ops, *, waits_in="sync", nbytes=8, host="Pinned", add_us=150):
+    """Step `n` (1000 µs apart) of a loop whose CPU reads a value between two kernels: a kernel, the
+    read under `ops` ((name, µs after the step's start, µs), outermost first), a device-to-host copy
+    of `nbytes` whose wait is in its copy call or in the stream sync after it (`waits_in`), and a
+    kernel of `add_us` launched after the read."""
+    t, c = n * 1000, n * 10
+    copy_us, copy_dur, sync_at, sync_us = (188, 3, 240, 3) if waits_in == "copy" else (5, 2, 57, 180)
+    return ([tb.step(n, t, 900),
+             tb.op("aten::mul", t + 10, 20), tb.launch(t + 15, c + 1), tb.kernel("mul_kernel", t + 30, 200, c + 1)]
+            + [tb.op(name, t + at, dur) for name, at, dur in ops]
+            + [tb.launch(t + 50, c + 2, name="cudaMemcpyAsync", dur=copy_us),
+               tb.memcpy(t + 232, copy_dur, c + 2, kind="DtoH", nbytes=nbytes, host=host),
+               tb.launch(t + sync_at, c + 3, name="cudaStreamSynchronize", dur=sync_us),
+               tb.op("aten::add", t + 300, 20), tb.launch(t + 305, c + 4), tb.kernel("add_kernel", t + 330, add_us, c + 4)])
+
+
 def _item_loop():
     """Each step: a kernel, then `.item()` (a 4-byte copy to pageable memory and a stream sync) and
     more work after it: the CPU waits for the kernel before it can launch the next one."""
-    events = []
-    for n in range(4):
-        t, c = n * 1000, n * 10
-        events += [tb.step(n, t, 900),
-                   tb.op("aten::mul", t + 10, 20), tb.launch(t + 15, c + 1), tb.kernel("mul_kernel", t + 30, 200, c + 1),
-                   tb.op("aten::item", t + 40, 210), tb.op("aten::_local_scalar_dense", t + 45, 200),
-                   tb.launch(t + 50, c + 2, name="cudaMemcpyAsync", dur=188),
-                   tb.memcpy(t + 232, 3, c + 2, kind="DtoH", nbytes=4, host="Pageable"),
-                   tb.launch(t + 240, c + 3, name="cudaStreamSynchronize", dur=3),
-                   tb.op("aten::add", t + 300, 20), tb.launch(t + 305, c + 4), tb.kernel("add_kernel", t + 330, 300, c + 4)]
-    return tb.trace(events)
+    return tb.trace([event for n in range(4) for event in read_in_step(
+        n, [("aten::item", 40, 210), ("aten::_local_scalar_dense", 45, 200)],
+        waits_in="copy", nbytes=4, host="Pageable", add_us=300)])
 
 
 def _bool_index_loop():
@@ -32,14 +40,8 @@ def _bool_index_loop():
     events = []
     for n in range(4):
         t, c = n * 1000, n * 10
-        events += [tb.step(n, t, 900),
-                   tb.op("aten::mul", t + 10, 20), tb.launch(t + 15, c + 1), tb.kernel("mul_kernel", t + 30, 200, c + 1),
-                   tb.op("aten::index", t + 40, 215), tb.op("aten::nonzero", t + 45, 205),
-                   tb.launch(t + 50, c + 2, name="cudaMemcpyAsync", dur=5),
-                   tb.memcpy(t + 232, 2, c + 2, kind="DtoH", nbytes=8, host="Pinned"),
-                   tb.launch(t + 57, c + 3, name="cudaStreamSynchronize", dur=180),
-                   tb.op("aten::add", t + 300, 20), tb.launch(t + 305, c + 4), tb.kernel("add_kernel", t + 330, 150, c + 4),
-                   tb.op("autograd::engine::evaluate_function: IndexBackward0", t + 400, 260, tid=2),
+        events += read_in_step(n, [("aten::index", 40, 215), ("aten::nonzero", 45, 205)])
+        events += [tb.op("autograd::engine::evaluate_function: IndexBackward0", t + 400, 260, tid=2),
                    tb.op("IndexBackward0", t + 402, 255, tid=2), tb.op("aten::index_put_", t + 405, 250, tid=2),
                    tb.op("aten::_index_put_impl_", t + 407, 245, tid=2), tb.op("aten::nonzero", t + 410, 150, tid=2),
                    tb.launch(t + 415, c + 5, name="cudaMemcpyAsync", dur=5, tid=2),
@@ -49,6 +51,16 @@ def _bool_index_loop():
     return tb.trace(events)
 
 
+def amp_step_start(n):
+    """The start of step `n` (1000 µs apart) of AMP's fp16 recipe: the backward's kernel, then
+    GradScaler unscaling the gradients (aten::_amp_foreach_non_finite_check_and_unscale_)."""
+    t, c = n * 1000, n * 10
+    return [tb.step(n, t, 900),
+            tb.op("aten::mm", t + 10, 20), tb.launch(t + 15, c + 1), tb.kernel("mm_kernel", t + 30, 250, c + 1),
+            tb.op("aten::_amp_foreach_non_finite_check_and_unscale_", t + 40, 10),
+            tb.launch(t + 42, c + 2), tb.kernel("unscale_kernel", t + 285, 5, c + 2)]
+
+
 def _amp_loss_logged():
     """AMP's fp16 recipe with the loss logged between scaler.unscale_() and scaler.step(): each step
     unscales the gradients, reads loss.item() (the user's), then GradScaler reads found_inf right
@@ -56,10 +68,7 @@ def _amp_loss_logged():
     events = []
     for n in range(4):
         t, c = n * 1000, n * 10
-        events += [tb.step(n, t, 900),
-                   tb.op("aten::mm", t + 10, 20), tb.launch(t + 15, c + 1), tb.kernel("mm_kernel", t + 30, 250, c + 1),
-                   tb.op("aten::_amp_foreach_non_finite_check_and_unscale_", t + 40, 10),
-                   tb.launch(t + 42, c + 2), tb.kernel("unscale_kernel", t + 285, 5, c + 2)]
+        events += amp_step_start(n)
         for k, (at, who) in enumerate(((t + 60, "loss"), (t + 320, "found_inf"))):
             events += [tb.op("aten::item", at, 30 if who == "found_inf" else 240),
                        tb.op("aten::_local_scalar_dense", at + 2, 25 if who == "found_inf" else 235),

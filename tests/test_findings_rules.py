@@ -439,18 +439,10 @@ def _built_findings(tmp_path, name, content):
 def test_a_size_read_through_item_is_the_sizing_ops_in_gpu_idle_as_in_host_sync(tmp_path):
     """repeat_interleave (and bincount) read their output's size with .item(): the wait's own op is
     aten::_local_scalar_dense, its chain the sizing op's; the fix drops that op's reads, not every sync."""
-    events = []
-    for n in range(4):
-        t, c = n * 1000, n * 10
-        events += [tb.step(n, t, 900),
-                   tb.op("aten::mul", t + 10, 20), tb.launch(t + 15, c + 1), tb.kernel("mul_kernel", t + 30, 200, c + 1),
-                   tb.op("aten::repeat_interleave", t + 40, 215), tb.op("aten::item", t + 45, 205),
-                   tb.op("aten::_local_scalar_dense", t + 46, 200),
-                   tb.launch(t + 50, c + 2, name="cudaMemcpyAsync", dur=5),
-                   tb.memcpy(t + 232, 2, c + 2, kind="DtoH", nbytes=8, host="Pinned"),
-                   tb.launch(t + 57, c + 3, name="cudaStreamSynchronize", dur=180),
-                   tb.op("aten::add", t + 300, 20), tb.launch(t + 305, c + 4), tb.kernel("add_kernel", t + 330, 150, c + 4)]
-    _, found = _built_findings(tmp_path, "repeat", tb.trace(events))
+    from built_traces import read_in_step
+
+    ops = [("aten::repeat_interleave", 40, 215), ("aten::item", 45, 205), ("aten::_local_scalar_dense", 46, 200)]
+    _, found = _built_findings(tmp_path, "repeat", tb.trace([e for n in range(4) for e in read_in_step(n, ops)]))
     sync = _one(found, "repeat", "host_sync")
     assert sync["title"].endswith("from aten::repeat_interleave: the CPU waits 185.0 µs per step")  # no "(in itself)"
     idle = _one(found, "repeat", "gpu_idle", title="to read the size")
@@ -481,13 +473,12 @@ def test_a_clip_hook_inside_the_optimizers_step_leaves_a_for_loop_step_a_for_loo
 def test_gradscalers_read_before_a_step_it_skipped_is_still_gradscalers(tmp_path):
     """Where the read finds inf/NaN, GradScaler skips the optimizer's step and scaler.update() comes
     next: the read is GradScaler's all the same, one finding for all six."""
+    from built_traces import amp_step_start
+
     events = []
     for n in range(6):
         t, c = n * 1000, n * 10
-        events += [tb.step(n, t, 900),
-                   tb.op("aten::mm", t + 10, 20), tb.launch(t + 15, c + 1), tb.kernel("mm_kernel", t + 30, 250, c + 1),
-                   tb.op("aten::_amp_foreach_non_finite_check_and_unscale_", t + 40, 10),
-                   tb.launch(t + 42, c + 2), tb.kernel("unscale_kernel", t + 285, 5, c + 2),
+        events += amp_step_start(n) + [
                    tb.op("aten::item", t + 60, 240), tb.op("aten::_local_scalar_dense", t + 62, 235),
                    tb.launch(t + 64, c + 3, name="cudaMemcpyAsync", dur=230), tb.memcpy(t + 292, 2, c + 3, kind="DtoH", nbytes=4),
                    tb.launch(t + 296, c + 4, name="cudaStreamSynchronize", dur=3)]
