@@ -191,10 +191,11 @@ GROUP BY r.trace, r.step, r.optimizer, r.op_id, r.pid, r.tid, r.ts_us, r.end_us;
 -- (aten::_amp_foreach_non_finite_check_and_unscale_) on that thread. The read right before the
 -- step alone: a loss.item() the user logs between scaler.unscale_() and scaler.step() is theirs
 -- (a model on several GPUs has one read a GPU, and the others count as the user's). A step the
--- read found inf/NaN in has no optimizer step: there the read is followed by scaler.update()'s
--- aten::_amp_update_scale_, no optimizer step having run since the unscale. The user's code has no
--- .item() to drop there: an optimizer whose fused implementation takes the check into its kernel
--- (Adam, AdamW, SGD with fused=True) makes no read, nor does bf16 autocast, which needs no scaler.
+-- read found inf/NaN in has no optimizer step: there the read is followed by the op of
+-- scaler.update() (aten::_amp_update_scale_), no optimizer step having run since the unscale. The
+-- user's code has no .item() to drop there: an optimizer whose fused implementation takes the
+-- check into its kernel (Adam, AdamW, SGD with fused=True) makes no read, nor does bf16 autocast,
+-- which needs no scaler.
 --   trace, step, op_id (cpu_ops.op_id of the read), pid, tid, ts_us, dur_us: the read
 --   optimizer, optimizer_op_id: the optimizer (Adam, AdamW, SGD, ...) and the cpu_ops.op_id of the
 --     step range the read let run (view optimizer_steps); a skipped step's read has the optimizer
