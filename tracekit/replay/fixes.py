@@ -55,8 +55,9 @@
   code (view attention_chains: from its Q·Kᵀ matmul to its ·V matmul), as eager attention does; on
   fp32 inputs, which SDPA runs on its memory-efficient kernel, the GEMMs at their own SIMT pace (a
   forward's at 0.7x of it: replay.attention_fix.FUSED_FP32_FORWARD);
-- `fuse-optimizer`: each Adam, AdamW or SGD step of the foreach implementation (view optimizer_steps) as
-  its fused one: its foreach kernels one kernel of their time at a fused step's bytes, one launch;
+- `fuse-optimizer`: each Adam, AdamW or SGD step of the foreach or for-loop implementation (view
+  optimizer_steps) as its fused one: its unfused kernels one kernel of their time at a fused step's
+  bytes, one launch (replay.optimizer_fix);
   and GradScaler's read before such a step (view scaler_checks) waits no more, as a fused step
   checks the gradients for inf/NaN in its kernel;
 - `drop-scaler-checks`: GradScaler's reads before every optimizer step wait no more (bf16 autocast,

@@ -1,6 +1,6 @@
 """The fix `fuse-optimizer`: each Adam, AdamW or SGD step that ran its foreach or for-loop
 implementation (view optimizer_steps) replayed as its fused implementation (fused=True) runs it:
-the step's unfused kernels (its foreach ops', or all of a for-loop step's) as one kernel, their
+the step's unfused kernels (its foreach ops', or a for-loop step's other ops') as one kernel, their
 time scaled to the bytes a fused step moves (each state read once and written once: for Adam(W)
 the parameters, gradients and both moments read, the parameters and moments written, 7 times the
 parameters' bytes; optimizer_steps.fused_bytes) against the bytes they move, at the bandwidth they
@@ -14,10 +14,10 @@ from tracekit.errors import TracekitError
 from tracekit.replay.attention_fix import apply_fused, fused_in_groups
 from tracekit.replay.graph import calls_inside
 
-# Each unfused step's range, and the share of its foreach kernels' time a fused step takes.
+# Each unfused step's range, the share of its unfused kernels' time a fused step takes, and whether it ran the for-loop.
 _STEPS = """
 SELECT o.pid, o.tid, q.ts_ns, q.ts_ns + q.dur_ns AS end_ns, least(o.fused_bytes / o.unfused_bytes, 1) AS share,
-       o.implementation = 'for-loop' AS every_op
+       o.implementation = 'for-loop' AS for_loop
 FROM optimizer_steps o JOIN trace_files t ON t.trace = o.trace
 JOIN cpu_op_rows q ON q.trace_id = t.trace_id AND q.op_id = o.op_id
 WHERE o.trace = $trace AND o.fused_bytes IS NOT NULL AND NOT o.fused AND o.unfused_bytes > 0
@@ -45,9 +45,10 @@ def _fused(graph, con):
     launched = graph.item_launch >= 0
     foreach = np.array(["aten::_foreach_" in path for path in graph.item_op_path], dtype=bool)
     item_group = call_group[np.maximum(graph.item_launch, 0)]
-    # a foreach step's foreach kernels; every kernel a for-loop step launched
-    every_op = np.array([row[5] for row in steps] + [False], dtype=bool)[item_group]
-    group = np.where(launched & (foreach | every_op) & (graph.item_kind == "kernel"), item_group, -1)
+    # a foreach step's foreach kernels; a for-loop step's others (a step hook's foreach clip stays),
+    # as optimizer_steps.unfused_* counts them
+    for_loop = np.array([row[5] for row in steps] + [False], dtype=bool)[item_group]
+    group = np.where(launched & (foreach != for_loop) & (graph.item_kind == "kernel"), item_group, -1)
     members = np.flatnonzero(group >= 0)
     if not len(members):
         return None
