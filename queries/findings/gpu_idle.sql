@@ -69,15 +69,11 @@ WITH busy AS (
     FROM launches l
     WHERE EXISTS (SELECT 1 FROM busy b WHERE b.trace = l.trace AND b.correlation = l.correlation)
     GROUP BY l.trace, l.step
-), waits AS (
+), wait_calls AS (
     -- CPU calls that wait for the GPU: syncs, and the calls of copies that block (to the host, or from pageable memory).
-    SELECT r.trace, r.name, r.ts_us, r.dur_us, r.correlation, r.cpu_op,
-           -- GradScaler's read before the optimizer's step is no wait of the user's code
-           CASE WHEN s.optimizer IS NOT NULL THEN 'scaler'
-                -- an op that sizes its output by the GPU's data reads the size (host_sync names them alike)
-                WHEN regexp_matches(coalesce(o.op_path, r.cpu_op, ''), 'aten::(nonzero|nonzero_numpy|masked_select|_unique|_unique2|unique_consecutive|unique_dim|unique_dim_consecutive|repeat_interleave|bincount)( →|$)') THEN 'shape'
-                WHEN m.kind IS NULL THEN 'sync' ELSE 'copy' END AS kind,
+    SELECT r.trace, r.name, r.ts_us, r.dur_us, r.correlation, r.cpu_op, m.kind AS copy_kind,
            s.optimizer AS scaler_before, coalesce(m.name ILIKE '%pageable%', FALSE) AS pageable,
+           -- an op that sizes its output by the GPU's data reads the size (host_sync names them alike)
            nullif(regexp_extract(coalesce(o.op_path, r.cpu_op, ''), '(aten::(nonzero|nonzero_numpy|masked_select|_unique|_unique2|unique_consecutive|unique_dim|unique_dim_consecutive|repeat_interleave|bincount))( →|$)', 1), '') AS shape_op,
            -- A bare synchronize after the step's last launch is a loop timing its steps; a value
            -- read there (loss.item() to log it, .cpu()) is the user's, and holds the next step back.
@@ -92,6 +88,11 @@ WITH busy AS (
     WHERE ($trace IS NULL OR r.trace = $trace)
       AND (regexp_matches(r.name, '^(cuda|hip)(Device|Stream|Event)Synchronize|^cu(Ctx|Stream|Event)Synchronize')
            OR m.kind = 'DtoH' OR m.name LIKE '%Pageable%')
+), waits AS (
+    -- GradScaler's read before the optimizer's step, and a sizing op's, are no plain wait of the user's code
+    SELECT *, CASE WHEN scaler_before IS NOT NULL THEN 'scaler' WHEN shape_op IS NOT NULL THEN 'shape'
+                   WHEN copy_kind IS NULL THEN 'sync' ELSE 'copy' END AS kind
+    FROM wait_calls
 ), wait_sweep AS (
     -- The latest wait to start at or before each gap's start: a sort, not a gaps-by-waits join.
     SELECT x.*, max(x.wait_ts_us) OVER (PARTITION BY x.trace ORDER BY x.ts_us, x.is_gap

@@ -21,8 +21,8 @@ WITH steps AS (
            -- the for-loop where any step ran it (a step a parameter at a time dispatches on the CPU too)
            CASE WHEN bool_or(implementation = 'for-loop') THEN 'for-loop' ELSE 'foreach' END AS implementation,
            sum(end_us - ts_us) AS cpu_us,
-           sum(unfused_kernels) AS kernels, sum(unfused_us) AS foreach_us, CASE WHEN count(fused_us) = count(*) THEN sum(fused_us) END AS fused_us,
-           max(param_bytes) AS param_bytes, max(unfused_bytes) AS foreach_bytes, max(fused_bytes) AS fused_bytes,
+           sum(unfused_kernels) AS kernels, sum(unfused_us) AS unfused_us, CASE WHEN count(fused_us) = count(*) THEN sum(fused_us) END AS fused_us,
+           max(param_bytes) AS param_bytes, max(unfused_bytes) AS unfused_bytes, max(fused_bytes) AS fused_bytes,
            to_json(list(struct_pack(source := 'cpu_ops', trace := trace, name := 'Optimizer.step#' || optimizer || '.step',
                                     ts_ns := CAST(round(ts_us * 1000) AS BIGINT),
                                     dur_ns := CAST(round((end_us - ts_us) * 1000) AS BIGINT), cpu_op_id := op_id)
@@ -32,21 +32,21 @@ WITH steps AS (
 )
 SELECT p.trace, 'unfused_optimizer' AS rule,
        CASE WHEN p.fused_us IS NULL THEN 'medium'
-            WHEN (p.foreach_us - p.fused_us) / p.steps >= 0.10 * t.gpu_us_per_step THEN 'high'
-            WHEN (p.foreach_us - p.fused_us) / p.steps >= 0.03 * t.gpu_us_per_step THEN 'medium' ELSE 'low' END AS severity,
+            WHEN (p.unfused_us - p.fused_us) / p.steps >= 0.10 * t.gpu_us_per_step THEN 'high'
+            WHEN (p.unfused_us - p.fused_us) / p.steps >= 0.03 * t.gpu_us_per_step THEN 'medium' ELSE 'low' END AS severity,
        CASE WHEN p.implementation = 'for-loop'
             THEN format('{} steps a parameter at a time (its for-loop implementation): {} kernels, {:.1f} µs of GPU time and {:.1f} µs of the CPU per step',
                         p.optimizer,
                         CASE WHEN p.kernels % p.steps = 0 THEN CAST(p.kernels // p.steps AS VARCHAR) ELSE format('{:.1f}', p.kernels / p.steps) END,
-                        p.foreach_us / p.steps, p.cpu_us / p.steps)
+                        p.unfused_us / p.steps, p.cpu_us / p.steps)
             ELSE format('{} steps with its foreach implementation: {} kernels, {:.1f} µs of GPU time per step',
                         p.optimizer,
                         CASE WHEN p.kernels % p.steps = 0 THEN CAST(p.kernels // p.steps AS VARCHAR) ELSE format('{:.1f}', p.kernels / p.steps) END,
-                        p.foreach_us / p.steps) END AS title,
+                        p.unfused_us / p.steps) END AS title,
        format('{} optimizer step(s) in {} steady step(s)', p.optimizer_steps, p.steps)
          || CASE WHEN p.fused_us IS NULL THEN '; the kernels'' bytes are unknown (no work model for one of them), so the saving is not estimated'
                  ELSE format(': they move {:.1f} MB a step, {:.1f} times the parameters'' {:.1f} MB, where a fused step moves {:.0f} times; fused, about {:.1f} µs',
-                             p.foreach_bytes / 1e6, p.foreach_bytes / p.param_bytes, p.param_bytes / 1e6,
+                             p.unfused_bytes / 1e6, p.unfused_bytes / p.param_bytes, p.param_bytes / 1e6,
                              p.fused_bytes / p.param_bytes, p.fused_us / p.steps) END
          || coalesce(format('; before each, GradScaler reads whether the gradients hold inf/NaN ({} read(s), the CPU waiting for the GPU: host_sync), which a fused step checks in its kernel',
                             c.reads), '') AS detail,
@@ -55,7 +55,7 @@ SELECT p.trace, 'unfused_optimizer' AS rule,
          -- fused=False reads as "not fused", but with foreach unset it picks the for-loop
          || CASE WHEN p.implementation = 'for-loop' THEN ' (the for-loop, a parameter at a time, is what foreach=False runs, and fused=False with foreach unset, and PyTorch before 2.0 by default; since 2.0 the default, neither set, runs foreach)' ELSE '' END AS fix,
        'fuse-optimizer' AS whatif,
-       (p.foreach_us - p.fused_us) / p.steps AS estimate_us_per_step,
+       (p.unfused_us - p.fused_us) / p.steps AS estimate_us_per_step,
        p.evidence
 FROM per_trace p
 JOIN step_totals t USING (trace)
@@ -63,4 +63,4 @@ LEFT JOIN (SELECT s.trace, count(*) AS reads
            FROM scaler_checks s JOIN steady_window w ON w.trace = s.trace AND w.step IS NOT DISTINCT FROM s.step
            WHERE s.optimizer IN ('Adam', 'AdamW', 'SGD') GROUP BY s.trace) c USING (trace)
 -- a step GradScaler waits before is worth fusing for the wait alone
-WHERE p.fused_us IS NULL OR (p.foreach_us - p.fused_us) / p.steps >= CAST($min_us_per_step AS DOUBLE) OR c.reads > 0;
+WHERE p.fused_us IS NULL OR (p.unfused_us - p.fused_us) / p.steps >= CAST($min_us_per_step AS DOUBLE) OR c.reads > 0;
