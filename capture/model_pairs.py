@@ -60,6 +60,13 @@ The pairs (transformers and torchvision needed; bf16 autocast unless said):
   llama_infer_hd128_eager_attn, llama_infer_hd128_sdpa  read off: llama_infer_fp32's Llama in bf16
   encoder_train_eager, encoder_train_sdpa   (heads of 64), the same with 16 heads of 128 (2048
                                             wide), and the encoder trained in bf16 (no causal skip)
+  gpt2_train_gelu_new, gpt2_train_gelu_tanh  an elementwise chain op by op: GPT-2's own activation
+  gpt2_infer_gelu_new, gpt2_infer_gelu_tanh  (`gelu_new`, the tanh GELU written out in 8 ops), then
+                                            `gelu_pytorch_tanh` (one F.gelu), trained and forward
+  llama_train_rmsnorm_eager,                and RMSNorm: transformers' LlamaRMSNorm (op by op),
+  llama_train_rmsnorm_fused                 then F.rms_norm, in llama_train_item's model trained
+  llama_infer_rmsnorm_eager,                and in llama_infer_sdpa's forward
+  llama_infer_rmsnorm_fused
 """
 
 import torch
@@ -93,18 +100,21 @@ def _causal_lm(kind, device, attention="sdpa", **sizes):
     return model.to(device)
 
 
-def _gpt2(device, attention="sdpa"):
+def _gpt2(device, attention="sdpa", activation="gelu_new"):
+    """GPT-2 with its MLP's activation as `activation` names it: transformers' `gelu_new` (GPT-2's
+    own, its tanh GELU written out op by op) or `gelu_pytorch_tanh` (F.gelu(approximate="tanh"))."""
     return _causal_lm("gpt2", device, attention, n_layer=6, n_embd=768, n_head=12, n_positions=1024,
-                      vocab_size=50257)
+                      vocab_size=50257, activation_function=activation)
 
 
 def gpt2_train_step(device, read_loss, fp32=False, tf32=False, attention="sdpa", fused=None, optimizer="AdamW",
-                    fp16_scaler=False):
+                    fp16_scaler=False, activation="gelu_new"):
     """GPT-2 training steps (AdamW, or SGD with momentum); with `read_loss` the step logs
     loss.item(), as a training script's progress line does, else it keeps the loss on the GPU.
     `fp32`: no autocast, matmuls in fp32 with TF32 on or off. `fused`: the optimizer's fused
-    implementation (None: its default). `fp16_scaler`: fp16 autocast with a GradScaler."""
-    model = _gpt2(device, attention)
+    implementation (None: its default). `fp16_scaler`: fp16 autocast with a GradScaler.
+    `activation`: _gpt2's."""
+    model = _gpt2(device, attention, activation)
     tokens = torch.randint(0, model.config.vocab_size, (8, 512) if device == "cuda" else (1, 64), device=device)
     if optimizer == "SGD":
         optimizer = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9, fused=fused)
@@ -135,27 +145,43 @@ def _training_step(device, loss_of, optimizer, read_loss, fp32, tf32, fp16_scale
     return step
 
 
-def llama_train_step(device, read_loss, fp32=False, tf32=False, attention="sdpa", fused=None):
+def _fused_rms_norms(model):
+    """Each of the model's LlamaRMSNorm layers computed by F.rms_norm (one call into ATen) instead of
+    transformers' op-by-op forward (to fp32, pow, mean, add, rsqrt, mul, back, times the weight)."""
+    for module in model.modules():
+        if type(module).__name__ == "LlamaRMSNorm":
+            module.forward = (lambda m: lambda x: torch.nn.functional.rms_norm(
+                x, (x.shape[-1],), m.weight.to(x.dtype), m.variance_epsilon))(module)
+    return model
+
+
+def llama_train_step(device, read_loss, fp32=False, tf32=False, attention="sdpa", fused=None, rms_norm="eager"):
     """A Llama trained with AdamW (8 layers 768 wide, 12 heads, SwiGLU 2048, batch 8 x 512 tokens):
     gpt2_train_step's problems and fixes on another architecture (RMSNorm, rotary embeddings, gated
-    MLP), captured after the models they were fitted on."""
+    MLP), captured after the models they were fitted on. `rms_norm`: "eager" (transformers'
+    LlamaRMSNorm) or "fused" (F.rms_norm)."""
     model = _causal_lm("llama", device, attention, hidden_size=768, intermediate_size=2048, num_hidden_layers=8,
                        num_attention_heads=12, num_key_value_heads=12, vocab_size=32000,
                        max_position_embeddings=1024)
+    if rms_norm == "fused":
+        _fused_rms_norms(model)
     tokens = torch.randint(0, 32000, (8, 512) if device == "cuda" else (1, 64), device=device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=fused)
     return _training_step(device, lambda: model(input_ids=tokens, labels=tokens, use_cache=False).loss, optimizer,
                           read_loss, fp32, tf32)
 
 
-def llama_attention_step(device, attention, bf16=False, head_dim=64):
+def llama_attention_step(device, attention, bf16=False, head_dim=64, rms_norm="eager"):
     """A Llama's forward, no grad, long enough that its attention matters: 8 layers of 16 heads of
     `head_dim` (1024 wide at 64), batch 4 x 1024 tokens, with transformers' `eager` or `sdpa` attention
-    (causal, its mask built by the model); in fp32 (TF32 off), or with `bf16` under bf16 autocast."""
+    (causal, its mask built by the model); in fp32 (TF32 off), or with `bf16` under bf16 autocast.
+    `rms_norm`: llama_train_step's."""
     width = 16 * head_dim
     model = _causal_lm("llama", device, attention, hidden_size=width, intermediate_size=width * 11 // 4,
                        num_hidden_layers=8, num_attention_heads=16, num_key_value_heads=16, vocab_size=32000,
                        max_position_embeddings=2048).eval()
+    if rms_norm == "fused":
+        _fused_rms_norms(model)
     tokens = torch.randint(0, 32000, (4, 1024) if device == "cuda" else (1, 64), device=device)
 
     def forward():
@@ -165,10 +191,10 @@ def llama_attention_step(device, attention, bf16=False, head_dim=64):
     return forward
 
 
-def gpt2_infer_step(device, attention, fp32=False):
+def gpt2_infer_step(device, attention, fp32=False, activation="gelu_new"):
     """GPT-2's forward, no grad, with transformers' `eager` or `sdpa` attention; `fp32`: no autocast,
-    TF32 off."""
-    model = _gpt2(device, attention).eval()
+    TF32 off; `activation`: _gpt2's."""
+    model = _gpt2(device, attention, activation).eval()
     tokens = torch.randint(0, model.config.vocab_size, (8, 1024) if device == "cuda" else (1, 128), device=device)
 
     def forward():
@@ -458,4 +484,17 @@ PAIRS = {
                                    lambda d: gpt2_train_step(d, False, fp32=True, tf32=False, attention="eager")),
     "gpt2_train_fp32_sdpa": ("gpt2_train_fp32_sdpa", "after",
                              lambda d: gpt2_train_step(d, False, fp32=True, tf32=False, attention="sdpa")),
+    # an elementwise chain computed op by op, then by one fused op
+    "gpt2_train_gelu_new": ("gpt2_train_gelu", "before", lambda d: gpt2_train_step(d, False, activation="gelu_new")),
+    "gpt2_train_gelu_tanh": ("gpt2_train_gelu", "after",
+                             lambda d: gpt2_train_step(d, False, activation="gelu_pytorch_tanh")),
+    "gpt2_infer_gelu_new": ("gpt2_infer_gelu", "before", lambda d: gpt2_infer_step(d, "sdpa", activation="gelu_new")),
+    "gpt2_infer_gelu_tanh": ("gpt2_infer_gelu", "after",
+                             lambda d: gpt2_infer_step(d, "sdpa", activation="gelu_pytorch_tanh")),
+    "llama_train_rmsnorm_eager": ("llama_train_rmsnorm", "before", lambda d: llama_train_step(d, False)),
+    "llama_train_rmsnorm_fused": ("llama_train_rmsnorm", "after", lambda d: llama_train_step(d, False, rms_norm="fused")),
+    "llama_infer_rmsnorm_eager": ("llama_infer_rmsnorm", "before",
+                                  lambda d: llama_attention_step(d, "sdpa", bf16=True)),
+    "llama_infer_rmsnorm_fused": ("llama_infer_rmsnorm", "after",
+                                  lambda d: llama_attention_step(d, "sdpa", bf16=True, rms_norm="fused")),
 }

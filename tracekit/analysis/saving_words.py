@@ -41,6 +41,8 @@ _WHY_MORE_BY_KIND = {
                        "launches go too, not only the bytes the rule counts, and GradScaler's read before "
                        "the step, where there is one, waits no more"),
     "drop-scaler-checks": _WAIT_GONE,
+    "fuse-elementwise": ("fused, each chain's backward becomes one kernel too, and the chain's launches "
+                         "but one go: more than the rule's count of the forward's kernels"),
     "tensor-cores": ("the faster GEMMs also shorten what waited on them (the CPU's syncs, the work "
                      "queued behind them), which the rule's own figure leaves out"),
 }

@@ -61,7 +61,11 @@
   and GradScaler's read before such a step (view scaler_checks) waits no more, as a fused step
   checks the gradients for inf/NaN in its kernel;
 - `drop-scaler-checks`: GradScaler's reads before every optimizer step wait no more (bf16 autocast,
-  which needs no scaler; or an optimizer that checks in its own kernel).
+  which needs no scaler; or an optimizer that checks in its own kernel);
+- `fuse-elementwise`: each chain of elementwise ops run a kernel an op (view elementwise_chains: a
+  GELU or an RMSNorm written out op by op) as one fused kernel, one pass over the tensor at the pace
+  of the chain's own kernels, and its backward (autograd's nodes of the chain's ops) as one kernel
+  moving half as much again, their launches but the first gone (replay.elementwise_fix).
 """
 
 import bisect
@@ -76,6 +80,7 @@ import pandas as pd
 
 from tracekit.errors import TracekitError
 from tracekit.replay.attention_fix import FUSED, fuse_attention, fuse_attention_chains
+from tracekit.replay.elementwise_fix import fuse_elementwise
 from tracekit.replay.optimizer_fix import fuse_optimizer
 from tracekit.replay.graph import calls_inside
 from tracekit.replay.profiler_cost import MIN_GAPS, cost_per_op_us
@@ -88,7 +93,7 @@ FIXES = {"drop-copies": (True, "OP"), "drop": (True, "REGEX"), "drop-sync": (Tru
          "drop-cpu-gaps": (True, "US[-US]"), "drop-cpu": (True, "REGEX"), "drop-host-ops": (True, "US"), "tensor-cores": (False, "REGEX"),
          "pin-copies": (False, "REGEX"), "prefetch-copies": (False, "REGEX"), "cuda-graph": (False, "US"),
          "fuse-attention": (False, "REGEX"), "fuse-attention-chains": (False, ""), "fuse-optimizer": (False, ""),
-         "drop-scaler-checks": (False, ""), "no-profiler": (False, "US")}
+         "drop-scaler-checks": (False, ""), "fuse-elementwise": (False, ""), "no-profiler": (False, "US")}
 TRACE_ESTIMATE = "trace"  # no-profiler's argument for the trace's own estimate (as no argument)
 # ATen ops that make a view of a tensor or allocate one: never host work, however long the profiler
 # made them (gpu_idle's host cause leaves them out too).
@@ -552,5 +557,5 @@ _APPLY = {
     "drop": _drop_items, "drop-sync": _drop_sync, "drop-cpu-gaps": _drop_cpu_gaps, "drop-cpu": _drop_cpu, "drop-host-ops": _drop_host_ops,
     "tensor-cores": _tensor_cores, "pin-copies": _pin_copies, "prefetch-copies": _pin_copies, "cuda-graph": _cuda_graph,
     "fuse-attention": fuse_attention, "fuse-attention-chains": fuse_attention_chains, "fuse-optimizer": _fuse_optimizer,
-    "drop-scaler-checks": _drop_scaler_checks, "no-profiler": _no_profiler,
+    "drop-scaler-checks": _drop_scaler_checks, "fuse-elementwise": fuse_elementwise, "no-profiler": _no_profiler,
 }

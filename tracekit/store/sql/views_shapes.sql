@@ -236,3 +236,68 @@ SELECT * FROM (
            optimizer_op_id
     FROM reads
 ) r WHERE optimizer IS NOT NULL;
+
+-- @view elementwise_chains: elementwise ops run one kernel each, back to back, where one fused
+-- kernel (torch.compile's, or a fused op such as F.gelu or F.rms_norm) would read the tensor once
+-- and write it once, as in GPT-2's tanh GELU written out in 8 ops (transformers' gelu_new) or an
+-- RMSNorm as pow, mean, rsqrt and muls, with casts between them. One row per chain of three
+-- kernels or more in a row on one thread's launches, two or more of them elementwise, each
+-- launched by an op the work models call elementwise, a reduction or a cast of the chain's full
+-- size (an aten::copy_ under aten::_to_copy; a smaller cast, autocast's of a weight, stays, as no
+-- fusion removes it), outside autograd's backward (a chain's backward is its forward's, fused with
+-- it), an optimizer's step (unfused_optimizer's), scaled_dot_product_attention and attention chains
+-- (unfused_attention's); the next kernel of any other op ends it.
+--   trace, step, pid, tid: where it ran (its first kernel's step; the thread of its ops)
+--   ts_us, end_us: the chain's CPU span, from its first op's start to its last op's end
+--   first_op_id, last_op_id: its first and last launching ops (cpu_ops.op_id)
+--   kernels, gpu_us: its kernels and their GPU time
+--   ops: the launching ops in order, joined by ' → '
+--   elements: the largest input of its ops, in elements (NULL: no shapes recorded)
+--   bytes: the bytes its kernels move (their work models'; NULL where one is unknown)
+--   fused_bytes: what one fused kernel would move: the fewest bytes of a kernel of the chain over
+--     the full size that is not a reduction (one read of the tensor and one write, in its
+--     narrowest dtype)
+--   fused_us: fused_bytes at the pace the chain's full-size kernels kept (their µs a byte), and
+--     no less than its shortest kernel (NULL: bytes unknown)
+CREATE OR REPLACE VIEW elementwise_chains AS
+WITH launched AS (
+    SELECT k.trace, k.step, k.ts_us, k.dur_us, k.bytes, k.work_family, o.op_id, o.name AS op, o.pid, o.tid,
+           o.ts_us AS op_ts_us, o.ts_us + o.dur_us AS op_end_us,
+           (k.work_family IN ('elementwise', 'reduction')
+            OR (o.name = 'aten::copy_' AND coalesce(k.cpu_op_path, '') LIKE '%aten::_to_copy%'))
+           AND coalesce(k.cpu_op_path, '') NOT LIKE '%evaluate_function%'
+           AND coalesce(k.cpu_op_path, '') NOT LIKE '%Optimizer.%'
+           AND coalesce(k.cpu_op_path, '') NOT LIKE '%scaled_dot_product%'
+           AND NOT EXISTS (SELECT 1 FROM attention_chains a WHERE a.trace = o.trace AND a.pid = o.pid AND a.tid = o.tid
+                                                            AND o.ts_us >= a.ts_us AND o.ts_us < a.end_us) AS fusable,
+           list_max(list_transform(CAST(o.input_dims AS JSON[]),
+                                   lambda x: CASE WHEN json_array_length(x) > 0
+                                                  THEN list_product(TRY_CAST(x AS BIGINT[])) END)) AS elements
+    FROM kernels k JOIN cpu_ops o ON o.trace = k.trace AND o.op_id = k.cpu_op_id
+), runs AS (
+    SELECT *, sum(CASE WHEN fusable THEN 0 ELSE 1 END)
+                  OVER (PARTITION BY trace, pid, tid ORDER BY op_ts_us, ts_us ROWS UNBOUNDED PRECEDING) AS run
+    FROM launched
+), sized AS (
+    SELECT *, max(elements) OVER (PARTITION BY trace, pid, tid, run) AS chain_elements
+    FROM runs WHERE fusable
+), members AS (
+    SELECT *, elements = chain_elements AND work_family IS DISTINCT FROM 'reduction' AS full_pass
+    FROM sized WHERE work_family IS DISTINCT FROM 'copy' OR elements IS NOT DISTINCT FROM chain_elements
+), chains AS (
+    SELECT trace, pid, tid, run, arg_min(step, ts_us) AS step, min(op_ts_us) AS ts_us, max(op_end_us) AS end_us,
+           arg_min(op_id, op_ts_us) AS first_op_id, arg_max(op_id, op_ts_us) AS last_op_id,
+           count(*) AS kernels, sum(dur_us) AS gpu_us, min(dur_us) FILTER (WHERE full_pass) AS shortest_us,
+           string_agg(op, ' → ' ORDER BY op_ts_us, ts_us) AS ops,
+           max(chain_elements) AS elements,
+           CASE WHEN count(bytes) = count(*) THEN sum(bytes) END AS bytes,
+           min(bytes) FILTER (WHERE full_pass) AS fused_bytes,
+           sum(dur_us) FILTER (WHERE full_pass AND bytes > 0) / sum(bytes) FILTER (WHERE full_pass AND bytes > 0)
+               AS us_per_byte
+    FROM members
+    GROUP BY trace, pid, tid, run
+    HAVING count(*) >= 3 AND count(*) FILTER (WHERE work_family = 'elementwise') >= 2
+)
+SELECT trace, step, pid, tid, ts_us, end_us, first_op_id, last_op_id, kernels, gpu_us, ops, elements, bytes,
+       fused_bytes, greatest(fused_bytes * us_per_byte, shortest_us) AS fused_us
+FROM chains;

@@ -1,0 +1,102 @@
+"""The fix `fuse-elementwise`: each chain of elementwise ops that runs a kernel per op (view
+elementwise_chains: a GELU written out op by op, an RMSNorm as pow, mean, rsqrt and muls) runs as one
+fused kernel, as torch.compile or the fused op (F.gelu, F.rms_norm) runs it: one pass over the
+tensor, `fused_us` of the view (its fewest bytes at its own kernels' pace), one launch. Its backward
+(autograd's nodes of the chain's ops, by their sequence numbers) runs as one kernel too, moving
+BACKWARD_PASSES times the forward's fused bytes at the pace the backward's own kernels kept.
+"""
+
+import numpy as np
+
+from tracekit.errors import TracekitError
+from tracekit.replay.attention_fix import apply_fused, fused_in_groups
+from tracekit.replay.graph import calls_inside
+
+# A fused backward of a chain reads the output's gradient and the saved input and writes the input's
+# gradient: three tensors where the forward reads one and writes one (F.gelu's backward kernel,
+# F.rms_norm's and layer_norm's, their weights' gradients a reduction beside).
+BACKWARD_PASSES = 1.5
+
+# Each chain's forward span (group 2k) with its fused ns, and, in a trace with autograd's backward,
+# the spans of the evaluate_function nodes that carry its ops' sequence numbers (group 2k + 1), with
+# BACKWARD_PASSES times its fused bytes at the ns a byte of the kernels launched inside them.
+_SPANS = """
+WITH chains AS (
+    SELECT row_number() OVER (ORDER BY f.pid, f.tid, f.ts_ns) - 1 AS k, f.pid, f.tid, f.ts_ns,
+           l.ts_ns + l.dur_ns AS end_ns, c.fused_bytes, c.fused_us
+    FROM elementwise_chains c
+    JOIN trace_files t ON t.trace = c.trace
+    JOIN cpu_op_rows f ON f.trace_id = t.trace_id AND f.op_id = c.first_op_id
+    JOIN cpu_op_rows l ON l.trace_id = t.trace_id AND l.op_id = c.last_op_id
+    WHERE c.trace = $trace AND c.fused_us IS NOT NULL
+)
+SELECT 2 * k AS grp, pid, tid, ts_ns, end_ns, fused_us * 1000 AS fused_ns FROM chains
+"""
+
+_BACKWARD_SPANS = """
+WITH chains AS ({chains}
+), ops AS (
+    SELECT o.op_id, o.name, o.pid, o.tid, o.ts_ns, o.ts_ns + o.dur_ns AS end_ns,
+           TRY_CAST(e.args->>'Sequence number' AS BIGINT) AS seq
+    FROM cpu_op_rows o JOIN trace_files t ON t.trace_id = o.trace_id
+    LEFT JOIN event_rows e ON e.trace_id = o.trace_id AND e.cat = 'cpu_op' AND e.name = o.name
+         AND TRY_CAST(e.args->>'External id' AS BIGINT) = o.external_id AND e.ts_ns = o.ts_ns
+    WHERE t.trace = $trace
+), forward_seqs AS (
+    SELECT DISTINCT c.k, o.seq FROM chains c
+    JOIN ops o ON o.pid = c.pid AND o.tid = c.tid AND o.ts_ns >= c.ts_ns AND o.ts_ns < c.end_ns
+    WHERE o.seq IS NOT NULL AND o.name NOT LIKE 'autograd::engine::evaluate_function:%'
+), backward AS (
+    SELECT f.k, b.pid, b.tid, b.ts_ns, b.end_ns FROM ops b JOIN forward_seqs f ON f.seq = b.seq
+    WHERE b.name LIKE 'autograd::engine::evaluate_function:%'
+    QUALIFY row_number() OVER (PARTITION BY b.pid, b.tid, b.ts_ns ORDER BY f.k) = 1
+), pace AS (
+    SELECT b.k, sum(kr.dur_ns) / sum(kr.bytes) AS ns_per_byte
+    FROM backward b
+    JOIN ops o ON o.pid = b.pid AND o.tid = b.tid AND o.ts_ns >= b.ts_ns AND o.ts_ns < b.end_ns
+    JOIN kernel_rows kr ON kr.trace_id = (SELECT trace_id FROM trace_files WHERE trace = $trace) AND kr.cpu_op_id = o.op_id
+    WHERE kr.bytes > 0
+    GROUP BY b.k
+)
+SELECT 2 * b.k + 1 AS grp, b.pid, b.tid, b.ts_ns, b.end_ns, {passes} * c.fused_bytes * p.ns_per_byte AS fused_ns
+FROM backward b JOIN chains c USING (k) JOIN pace p USING (k)
+"""
+
+_HAS_BACKWARD = """
+SELECT EXISTS (SELECT 1 FROM cpu_op_rows o JOIN trace_files t ON t.trace_id = o.trace_id
+               WHERE t.trace = $trace AND o.name LIKE 'autograd::engine::evaluate_function:%')
+"""
+
+
+def fuse_elementwise(graph, argument, changed, con):
+    """Each chain of view elementwise_chains, and its backward, as one kernel of its fused time."""
+    key = ("fuse-elementwise", argument)
+    if key not in graph.read_by_fixes:  # findings replays a fix alone and with the others
+        graph.read_by_fixes[key] = _fused(graph, con)
+    apply_fused(changed, graph.read_by_fixes[key])
+
+
+def _fused(graph, con):
+    if con is None:
+        raise TracekitError("fuse-elementwise needs the trace's database")
+    params = {"trace": graph.trace}
+    chains_sql = _SPANS.strip().removeprefix("WITH chains AS (").split("\n)\nSELECT")[0]
+    spans = con.execute(_SPANS, params).fetchall()
+    if spans and con.execute(_HAS_BACKWARD, params).fetchone()[0]:
+        spans += con.execute(_BACKWARD_SPANS.format(chains=chains_sql, passes=BACKWARD_PASSES), params).fetchall()
+    if not spans:
+        return None
+    fused_ns = np.zeros(max(row[0] for row in spans) + 1)
+    for grp, *_, ns in spans:
+        fused_ns[grp] = ns
+    call_group = np.full(len(graph.call_lane), -1, dtype=np.int64)
+    for grp, on_lane, lo, hi in calls_inside(graph, (row[:5] for row in spans)):
+        call_group[on_lane[lo:hi]] = grp
+    launched = graph.item_launch >= 0
+    group = np.where(launched, call_group[np.maximum(graph.item_launch, 0)], -1)
+    # only kernels fuse: a copy or a fill a chain's op made (none, as the view takes them) stays
+    group[graph.item_kind != "kernel"] = -1
+    members = np.flatnonzero(group >= 0)
+    if not len(members):
+        return None
+    return fused_in_groups(graph, group, members, np.round(fused_ns).astype(np.int64))
