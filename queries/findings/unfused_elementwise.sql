@@ -21,7 +21,8 @@ WITH chains AS (
     FROM patterns GROUP BY trace
 ), per_trace AS (
     SELECT trace, any_value(steps) AS steps, count(*) AS chains, sum(kernels) AS kernels, sum(gpu_us) AS gpu_us,
-           CASE WHEN count(fused_us) = count(*) THEN sum(fused_us) END AS fused_us,
+           -- the chains a fused pass is estimated for (a kernel's bytes unknown: not)
+           count(fused_us) AS estimated, sum(gpu_us - fused_us) AS saved_us, sum(fused_us) AS fused_us,
            to_json(list(struct_pack(source := 'cpu_ops', trace := trace, name := ops,
                                     ts_ns := CAST(round(ts_us * 1000) AS BIGINT),
                                     dur_ns := CAST(round((end_us - ts_us) * 1000) AS BIGINT), cpu_op_id := first_op_id)
@@ -29,22 +30,27 @@ WITH chains AS (
     FROM chains GROUP BY trace
 )
 SELECT p.trace, 'unfused_elementwise' AS rule,
-       CASE WHEN p.fused_us IS NULL THEN 'medium'
-            WHEN (p.gpu_us - p.fused_us) / p.steps >= 0.10 * t.gpu_us_per_step THEN 'high'
-            WHEN (p.gpu_us - p.fused_us) / p.steps >= 0.03 * t.gpu_us_per_step THEN 'medium' ELSE 'low' END AS severity,
+       CASE WHEN p.saved_us IS NULL THEN 'medium'
+            WHEN p.saved_us / p.steps >= 0.10 * t.gpu_us_per_step THEN 'high'
+            WHEN p.saved_us / p.steps >= 0.03 * t.gpu_us_per_step THEN 'medium' ELSE 'low' END AS severity,
        format('Elementwise ops one kernel each: {} chain(s) per step in {} kernels, {:.1f} µs of GPU time per step; the most: {}',
               CASE WHEN p.chains % p.steps = 0 THEN CAST(p.chains // p.steps AS VARCHAR) ELSE format('{:.1f}', p.chains / p.steps) END,
               CASE WHEN p.kernels % p.steps = 0 THEN CAST(p.kernels // p.steps AS VARCHAR) ELSE format('{:.1f}', p.kernels / p.steps) END,
               p.gpu_us / p.steps, x.ops) AS title,
        format('{} chain(s) in {} steady step(s), of {} sequence(s) of ops; the most GPU time: {} ({} kernels, {} time(s))',
               p.chains, p.steps, x.patterns, x.ops, x.kernels, x.chains)
-         || CASE WHEN p.fused_us IS NULL THEN '; a kernel''s bytes are unknown (no shapes recorded, or no work model), so the saving is not estimated'
-                 ELSE format('; fused, one pass over each tensor at the pace of the chains'' own kernels: about {:.1f} µs per step', p.fused_us / p.steps) END AS detail,
+         || CASE WHEN p.estimated > 0
+                 THEN format('; fused, one pass over each tensor at the pace of the chains'' own kernels: about {:.1f} µs per step', p.fused_us / p.steps)
+                 ELSE '' END
+         || CASE WHEN p.estimated < p.chains
+                 THEN format('; {} of the chains not estimated: a full-size kernel''s bytes are unknown (no shapes recorded, or no work model for its op)',
+                             p.chains - p.estimated)
+                 ELSE '' END AS detail,
        'call the fused op where PyTorch has one: F.gelu(x, approximate="tanh") for the tanh GELU (in transformers, activation_function="gelu_pytorch_tanh" in place of "gelu_new"), F.rms_norm for an RMSNorm, F.silu, F.layer_norm; or torch.compile the module, which fuses the chain and its backward into one kernel each' AS fix,
        'fuse-elementwise' AS whatif,
-       (p.gpu_us - p.fused_us) / p.steps AS estimate_us_per_step,
+       p.saved_us / p.steps AS estimate_us_per_step,
        p.evidence
 FROM per_trace p
 JOIN top_pattern x USING (trace)
 JOIN step_totals t USING (trace)
-WHERE p.fused_us IS NULL OR (p.gpu_us - p.fused_us) / p.steps >= CAST($min_us_per_step AS DOUBLE);
+WHERE coalesce(p.saved_us, p.gpu_us) / p.steps >= CAST($min_us_per_step AS DOUBLE);

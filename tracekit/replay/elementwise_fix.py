@@ -35,26 +35,41 @@ SELECT 2 * k AS grp, pid, tid, ts_ns, end_ns, fused_us * 1000 AS fused_ns FROM c
 
 _BACKWARD_SPANS = """
 WITH chains AS ({chains}
-), ops AS (
+), mine AS (
+    SELECT o.* FROM cpu_op_rows o JOIN trace_files t ON t.trace_id = o.trace_id WHERE t.trace = $trace
+), members AS (
+    -- the ops that launched a chain's kernels, and the op each was called from (aten::copy_'s
+    -- aten::_to_copy): autograd records a node for the op the user called
+    SELECT DISTINCT c.k, o.op_id, o.name FROM chains c
+    JOIN mine o ON o.pid = c.pid AND o.tid = c.tid AND o.ts_ns >= c.ts_ns AND o.ts_ns < c.end_ns
+    WHERE o.op_id IN (SELECT cpu_op_id FROM kernel_rows WHERE trace_id = (SELECT trace_id FROM trace_files WHERE trace = $trace))
+    UNION
+    SELECT c.k, p.op_id, p.name FROM chains c
+    JOIN mine o ON o.pid = c.pid AND o.tid = c.tid AND o.ts_ns >= c.ts_ns AND o.ts_ns < c.end_ns
+    JOIN mine p ON p.op_id = o.parent_id
+    WHERE o.op_id IN (SELECT cpu_op_id FROM kernel_rows WHERE trace_id = (SELECT trace_id FROM trace_files WHERE trace = $trace))
+), seqs AS (
     SELECT o.op_id, o.name, o.pid, o.tid, o.ts_ns, o.ts_ns + o.dur_ns AS end_ns,
-           TRY_CAST(e.args->>'Sequence number' AS BIGINT) AS seq
-    FROM cpu_op_rows o JOIN trace_files t ON t.trace_id = o.trace_id
-    LEFT JOIN event_rows e ON e.trace_id = o.trace_id AND e.cat = 'cpu_op' AND e.name = o.name
+           TRY_CAST(e.args->>'Sequence number' AS BIGINT) AS seq,
+           -- the name autograd's node takes: PowBackward0 for aten::pow, ToCopyBackward0 for aten::_to_copy
+           CASE WHEN o.name LIKE 'autograd::engine::evaluate_function: %'
+                THEN lower(regexp_replace(replace(o.name, 'autograd::engine::evaluate_function: ', ''), 'Backward[0-9]*$', ''))
+                ELSE replace(trim(replace(o.name, 'aten::', ''), '_'), '_', '') END AS node
+    FROM mine o
+    JOIN event_rows e ON e.trace_id = o.trace_id AND e.cat = 'cpu_op' AND e.name = o.name
          AND TRY_CAST(e.args->>'External id' AS BIGINT) = o.external_id AND e.ts_ns = o.ts_ns
-    WHERE t.trace = $trace
-), forward_seqs AS (
-    SELECT DISTINCT c.k, o.seq FROM chains c
-    JOIN ops o ON o.pid = c.pid AND o.tid = c.tid AND o.ts_ns >= c.ts_ns AND o.ts_ns < c.end_ns
-    WHERE o.seq IS NOT NULL AND o.name NOT LIKE 'autograd::engine::evaluate_function:%'
+    WHERE o.op_id IN (SELECT op_id FROM members) OR o.name LIKE 'autograd::engine::evaluate_function: %'
 ), backward AS (
-    SELECT f.k, b.pid, b.tid, b.ts_ns, b.end_ns FROM ops b JOIN forward_seqs f ON f.seq = b.seq
-    WHERE b.name LIKE 'autograd::engine::evaluate_function:%'
-    QUALIFY row_number() OVER (PARTITION BY b.pid, b.tid, b.ts_ns ORDER BY f.k) = 1
+    SELECT m.k, b.pid, b.tid, b.ts_ns, b.end_ns
+    FROM members m JOIN seqs f ON f.op_id = m.op_id
+    JOIN seqs b ON b.seq = f.seq AND b.node = f.node AND b.name LIKE 'autograd::engine::evaluate_function: %'
+    WHERE f.seq IS NOT NULL
+    QUALIFY row_number() OVER (PARTITION BY b.pid, b.tid, b.ts_ns ORDER BY m.k) = 1
 ), pace AS (
     SELECT b.k, sum(kr.dur_ns) / sum(kr.bytes) AS ns_per_byte
     FROM backward b
-    JOIN ops o ON o.pid = b.pid AND o.tid = b.tid AND o.ts_ns >= b.ts_ns AND o.ts_ns < b.end_ns
-    JOIN kernel_rows kr ON kr.trace_id = (SELECT trace_id FROM trace_files WHERE trace = $trace) AND kr.cpu_op_id = o.op_id
+    JOIN mine o ON o.pid = b.pid AND o.tid = b.tid AND o.ts_ns >= b.ts_ns AND o.ts_ns < b.end_ns
+    JOIN kernel_rows kr ON kr.trace_id = o.trace_id AND kr.cpu_op_id = o.op_id
     WHERE kr.bytes > 0
     GROUP BY b.k
 )
@@ -99,4 +114,7 @@ def _fused(graph, con):
     members = np.flatnonzero(group >= 0)
     if not len(members):
         return None
-    return fused_in_groups(graph, group, members, np.round(fused_ns).astype(np.int64))
+    # a fused kernel takes no longer than the kernels it replaces: the model's pace, read off a few
+    # tiny kernels, may say more
+    kernels_ns = np.bincount(group[members], weights=graph.item_dur[members], minlength=len(fused_ns))
+    return fused_in_groups(graph, group, members, np.round(np.minimum(fused_ns, kernels_ns)).astype(np.int64))

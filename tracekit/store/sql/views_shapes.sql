@@ -242,11 +242,12 @@ SELECT * FROM (
 -- and write it once, as in GPT-2's tanh GELU written out in 8 ops (transformers' gelu_new) or an
 -- RMSNorm as pow, mean, rsqrt and muls, with casts between them. One row per chain of three
 -- kernels or more in a row on one thread's launches, two or more of them elementwise, each
--- launched by an op the work models call elementwise, a reduction or a cast of the chain's full
--- size (an aten::copy_ under aten::_to_copy; a smaller cast, autocast's of a weight, stays, as no
--- fusion removes it), outside autograd's backward (a chain's backward is its forward's, fused with
--- it), an optimizer's step (unfused_optimizer's), scaled_dot_product_attention and attention chains
--- (unfused_attention's); the next kernel of any other op ends it.
+-- launched by a pointwise ATen op, a row reduction (sum, mean, amax, var...) or a cast, of the
+-- chain's full size or of a size that divides it (a row's statistic, a broadcast operand; a
+-- smaller cast, autocast's of a weight, stays out, as no fusion removes it), outside autograd's
+-- backward (a chain's backward is its forward's, fused with it), an optimizer's step or zero_grad
+-- (unfused_optimizer's), scaled_dot_product_attention and attention chains (unfused_attention's),
+-- and not a CUDA graph's replay; the next kernel of any other op ends it.
 --   trace, step, pid, tid: where it ran (its first kernel's step; the thread of its ops)
 --   ts_us, end_us: the chain's CPU span, from its first op's start to its last op's end
 --   first_op_id, last_op_id: its first and last launching ops (cpu_ops.op_id)
@@ -260,16 +261,27 @@ SELECT * FROM (
 --   fused_us: fused_bytes at the pace the chain's full-size kernels kept (their µs a byte), and
 --     no less than its shortest kernel (NULL: bytes unknown)
 CREATE OR REPLACE VIEW elementwise_chains AS
-WITH launched AS (
+WITH elsewhere AS (
+    -- spans whose kernels are other rules' to fuse: attention chains, an optimizer's step or zero_grad
+    SELECT trace, pid, tid, ts_us, end_us FROM attention_chains
+    UNION ALL
+    SELECT trace, pid, tid, ts_us, ts_us + dur_us FROM cpu_ops WHERE name LIKE 'Optimizer.%#%'
+), launched AS (
     SELECT k.trace, k.step, k.ts_us, k.dur_us, k.bytes, k.work_family, o.op_id, o.name AS op, o.pid, o.tid,
            o.ts_us AS op_ts_us, o.ts_us + o.dur_us AS op_end_us,
-           (k.work_family IN ('elementwise', 'reduction')
+           -- pointwise ops (the work models' elementwise family less those that sample, resample or
+           -- transform: random fills, upsampling, FFTs), row reductions (not pools or scans) and casts
+           ((k.work_family = 'elementwise'
+             AND NOT regexp_matches(o.name, '(normal|uniform|exponential|cauchy|geometric|random|bernoulli)_$|upsample|fft|^fbgemm::'))
+            OR (k.work_family = 'reduction'
+                AND regexp_matches(o.name, '^aten::(sum|mean|amax|amin|max|min|norm|linalg_vector_norm|logsumexp|std|var|std_mean|var_mean)$'))
             OR (o.name = 'aten::copy_' AND coalesce(k.cpu_op_path, '') LIKE '%aten::_to_copy%'))
+           -- a graph replay's kernels carry the work of the ops that captured them: not this launch's
+           AND o.name LIKE 'aten::%' AND k.work_source IS DISTINCT FROM 'graph capture'
            AND coalesce(k.cpu_op_path, '') NOT LIKE '%evaluate_function%'
-           AND coalesce(k.cpu_op_path, '') NOT LIKE '%Optimizer.%'
            AND coalesce(k.cpu_op_path, '') NOT LIKE '%scaled_dot_product%'
-           AND NOT EXISTS (SELECT 1 FROM attention_chains a WHERE a.trace = o.trace AND a.pid = o.pid AND a.tid = o.tid
-                                                            AND o.ts_us >= a.ts_us AND o.ts_us < a.end_us) AS fusable,
+           AND NOT EXISTS (SELECT 1 FROM elsewhere e WHERE e.trace = o.trace AND e.pid = o.pid AND e.tid = o.tid
+                                                     AND o.ts_us >= e.ts_us AND o.ts_us < e.end_us) AS fusable,
            list_max(list_transform(CAST(o.input_dims AS JSON[]),
                                    lambda x: CASE WHEN json_array_length(x) > 0
                                                   THEN list_product(TRY_CAST(x AS BIGINT[])) END)) AS elements
@@ -282,8 +294,13 @@ WITH launched AS (
     SELECT *, max(elements) OVER (PARTITION BY trace, pid, tid, run) AS chain_elements
     FROM runs WHERE fusable
 ), members AS (
+    -- of the full size, or a side tensor of it (a row's statistic, [B, T, 1] of [B, T, H]; a
+    -- broadcast operand) whose size divides it; a smaller cast (autocast's of a weight) stays out,
+    -- as no fusion removes it
     SELECT *, elements = chain_elements AND work_family IS DISTINCT FROM 'reduction' AS full_pass
-    FROM sized WHERE work_family IS DISTINCT FROM 'copy' OR elements IS NOT DISTINCT FROM chain_elements
+    FROM sized
+    WHERE elements IS NULL OR chain_elements IS NULL OR elements = chain_elements
+       OR (work_family IS DISTINCT FROM 'copy' AND chain_elements % elements = 0)
 ), chains AS (
     SELECT trace, pid, tid, run, arg_min(step, ts_us) AS step, min(op_ts_us) AS ts_us, max(op_end_us) AS end_us,
            arg_min(op_id, op_ts_us) AS first_op_id, arg_max(op_id, op_ts_us) AS last_op_id,
@@ -292,12 +309,17 @@ WITH launched AS (
            max(chain_elements) AS elements,
            CASE WHEN count(bytes) = count(*) THEN sum(bytes) END AS bytes,
            min(bytes) FILTER (WHERE full_pass) AS fused_bytes,
-           sum(dur_us) FILTER (WHERE full_pass AND bytes > 0) / sum(bytes) FILTER (WHERE full_pass AND bytes > 0)
-               AS us_per_byte
+           -- NULL where a full pass's bytes are unknown: its pace is not the chain's
+           CASE WHEN count(bytes) FILTER (WHERE full_pass) = count(*) FILTER (WHERE full_pass)
+                THEN sum(dur_us) FILTER (WHERE full_pass AND bytes > 0) / sum(bytes) FILTER (WHERE full_pass AND bytes > 0)
+           END AS us_per_byte
     FROM members
     GROUP BY trace, pid, tid, run
     HAVING count(*) >= 3 AND count(*) FILTER (WHERE work_family = 'elementwise') >= 2
 )
 SELECT trace, step, pid, tid, ts_us, end_us, first_op_id, last_op_id, kernels, gpu_us, ops, elements, bytes,
-       fused_bytes, greatest(fused_bytes * us_per_byte, shortest_us) AS fused_us
+       fused_bytes,
+       -- greatest skips a NULL: an unknown pace is no estimate
+       CASE WHEN fused_bytes IS NOT NULL AND us_per_byte IS NOT NULL
+            THEN greatest(fused_bytes * us_per_byte, shortest_us) END AS fused_us
 FROM chains;
