@@ -261,12 +261,7 @@ SELECT * FROM (
 --   fused_us: fused_bytes at the pace the chain's full-size kernels kept (their µs a byte), and
 --     no less than its shortest kernel (NULL: bytes unknown)
 CREATE OR REPLACE VIEW elementwise_chains AS
-WITH elsewhere AS (
-    -- spans whose kernels are other rules' to fuse: attention chains, an optimizer's step or zero_grad
-    SELECT trace, pid, tid, ts_us, end_us FROM attention_chains
-    UNION ALL
-    SELECT trace, pid, tid, ts_us, ts_us + dur_us FROM cpu_ops WHERE name LIKE 'Optimizer.%#%'
-), launched AS (
+WITH launched AS (
     SELECT k.trace, k.step, k.ts_us, k.dur_us, k.bytes, k.work_family, o.op_id, o.name AS op, o.pid, o.tid,
            o.ts_us AS op_ts_us, o.ts_us + o.dur_us AS op_end_us,
            -- pointwise ops (the work models' elementwise family less those that sample, resample or
@@ -279,17 +274,32 @@ WITH elsewhere AS (
            -- a graph replay's kernels carry the work of the ops that captured them: not this launch's
            AND o.name LIKE 'aten::%' AND k.work_source IS DISTINCT FROM 'graph capture'
            AND coalesce(k.cpu_op_path, '') NOT LIKE '%evaluate_function%'
-           AND coalesce(k.cpu_op_path, '') NOT LIKE '%scaled_dot_product%'
-           AND NOT EXISTS (SELECT 1 FROM elsewhere e WHERE e.trace = o.trace AND e.pid = o.pid AND e.tid = o.tid
-                                                     AND o.ts_us >= e.ts_us AND o.ts_us < e.end_us) AS fusable,
+           AND coalesce(k.cpu_op_path, '') NOT LIKE '%scaled_dot_product%' AS kind_fuses,
            list_max(list_transform(CAST(o.input_dims AS JSON[]),
                                    lambda x: CASE WHEN json_array_length(x) > 0
                                                   THEN list_product(TRY_CAST(x AS BIGINT[])) END)) AS elements
     FROM kernels k JOIN cpu_ops o ON o.trace = k.trace AND o.op_id = k.cpu_op_id
+), elsewhere AS (
+    -- the ops inside spans whose kernels are other rules' to fuse (attention chains, an optimizer's
+    -- step or zero_grad): a sort of each thread's spans and candidate ops, the latest end of the
+    -- spans begun before an op past its start (a join of every op with every span took 20 s on 1 GB)
+    SELECT trace, op_id FROM (
+        SELECT trace, op_id, at_us,
+               max(span_end_us) OVER (PARTITION BY trace, pid, tid ORDER BY at_us, is_op ROWS UNBOUNDED PRECEDING) AS open_end_us
+        FROM (SELECT trace, pid, tid, ts_us AS at_us, 0 AS is_op, end_us AS span_end_us, CAST(NULL AS BIGINT) AS op_id
+              FROM attention_chains
+              UNION ALL
+              SELECT trace, pid, tid, ts_us, 0, ts_us + dur_us, NULL FROM cpu_ops WHERE name LIKE 'Optimizer.%#%'
+              UNION ALL
+              SELECT DISTINCT trace, pid, tid, op_ts_us, 1, NULL, op_id FROM launched WHERE kind_fuses))
+    WHERE op_id IS NOT NULL AND at_us < open_end_us
+), judged AS (
+    SELECT l.*, l.kind_fuses AND e.op_id IS NULL AS fusable
+    FROM launched l LEFT JOIN (SELECT DISTINCT trace, op_id FROM elsewhere) e ON e.trace = l.trace AND e.op_id = l.op_id
 ), runs AS (
     SELECT *, sum(CASE WHEN fusable THEN 0 ELSE 1 END)
                   OVER (PARTITION BY trace, pid, tid ORDER BY op_ts_us, ts_us ROWS UNBOUNDED PRECEDING) AS run
-    FROM launched
+    FROM judged
 ), sized AS (
     SELECT *, max(elements) OVER (PARTITION BY trace, pid, tid, run) AS chain_elements
     FROM runs WHERE fusable
