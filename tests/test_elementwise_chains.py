@@ -148,3 +148,16 @@ def test_a_fused_kernel_never_takes_longer_than_the_kernels_it_replaces(db, trac
     # saved of rank0_of128's 623 ms step); both CPU-bound: what they save is the ops' dispatch
     result = _replayed(db, trace)
     assert 0 < result.saving_us < most * result.mean("replayed_us")
+
+
+def test_a_regex_fuses_the_chains_whose_ops_it_finds(db):
+    # F.rms_norm fuses the Llama's RMSNorms (rsqrt), not the rotary embeddings' muls beside them
+    con = connect_for_queries(db)
+    try:
+        every, norms = (whatif(con, "llama_infer", [parse_fix(fix)], [fix]).saving_us
+                        for fix in ("fuse-elementwise", "fuse-elementwise:rsqrt"))
+        none = whatif(con, "llama_infer", [parse_fix("fuse-elementwise:no_such_op")], ["x"])
+    finally:
+        con.close()
+    assert 0 < norms < every
+    assert none.unchanged == ["x"] or none.saving_us == 0

@@ -123,7 +123,7 @@ def test_the_command_prints_each_step_and_the_saving(sample_db):
     (["--apply", "bogus:1"], "Error: --apply 'bogus:1': a fix is one of drop-copies:OP, drop:REGEX, drop-sync:REGEX, "
                              "drop-cpu-gaps:US[-US], drop-cpu:REGEX, drop-host-ops:US, tensor-cores[:REGEX], "
                              "pin-copies[:REGEX], prefetch-copies[:REGEX], cuda-graph[:US], "
-                             "fuse-attention[:REGEX], fuse-attention-chains, fuse-optimizer, drop-scaler-checks, fuse-elementwise, no-profiler[:US]"),
+                             "fuse-attention[:REGEX], fuse-attention-chains, fuse-optimizer, drop-scaler-checks, fuse-elementwise[:REGEX], no-profiler[:US]"),
     (["--apply", "cuda-graph:x"], "Error: --apply 'cuda-graph:x': cuda-graph takes a time in microseconds above 0"),
     (["--apply", "fuse-attention-chains:x"], "Error: --apply 'fuse-attention-chains:x': fuse-attention-chains takes no argument"),
     (["--apply", "drop-host-ops:0"], "Error: --apply 'drop-host-ops:0': drop-host-ops takes a time in microseconds above 0"),

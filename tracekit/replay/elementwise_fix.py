@@ -1,7 +1,8 @@
-"""The fix `fuse-elementwise`: each chain of elementwise ops that runs a kernel per op (view
+"""The fix `fuse-elementwise[:REGEX]`: each chain of elementwise ops that runs a kernel per op (view
 elementwise_chains: a GELU written out op by op, an RMSNorm as pow, mean, rsqrt and muls) runs as one
 fused kernel, as torch.compile or the fused op (F.gelu, F.rms_norm) runs it: one pass over the
-tensor, `fused_us` of the view (its fewest bytes at its own kernels' pace), one launch. Its backward
+tensor, `fused_us` of the view (its fewest bytes at its own kernels' pace), one launch; with REGEX, the chains whose ops (elementwise_chains.ops) it finds: `rsqrt` for the
+RMSNorms that F.rms_norm fuses, not the rotary embeddings beside them. Its backward
 (autograd's nodes of the chain's ops, by their sequence numbers) runs as one kernel too, moving
 BACKWARD_PASSES times the forward's fused bytes at the pace the backward's own kernels kept.
 """
@@ -28,7 +29,7 @@ WITH chains AS (
     JOIN trace_files t ON t.trace = c.trace
     JOIN cpu_op_rows f ON f.trace_id = t.trace_id AND f.op_id = c.first_op_id
     JOIN cpu_op_rows l ON l.trace_id = t.trace_id AND l.op_id = c.last_op_id
-    WHERE c.trace = $trace AND c.fused_us IS NOT NULL
+    WHERE c.trace = $trace AND c.fused_us IS NOT NULL AND ($ops IS NULL OR regexp_matches(c.ops, $ops))
 )
 SELECT 2 * k AS grp, pid, tid, ts_ns, end_ns, fused_us * 1000 AS fused_ns FROM chains
 """
@@ -84,20 +85,21 @@ SELECT EXISTS (SELECT 1 FROM cpu_op_rows o JOIN trace_files t ON t.trace_id = o.
 
 
 def fuse_elementwise(graph, argument, changed, con):
-    """Each chain of view elementwise_chains, and its backward, as one kernel of its fused time."""
+    """Each chain of view elementwise_chains (those whose ops, joined by ' → ', the regex `argument`
+    finds, if given), and its backward, as one kernel of its fused time."""
     key = ("fuse-elementwise", argument)
     if key not in graph.read_by_fixes:  # findings replays a fix alone and with the others
-        graph.read_by_fixes[key] = _fused(graph, con)
+        graph.read_by_fixes[key] = _fused(graph, argument, con)
     apply_fused(changed, graph.read_by_fixes[key])
 
 
-def _fused(graph, con):
+def _fused(graph, argument, con):
     if con is None:
         raise TracekitError("fuse-elementwise needs the trace's database")
-    params = {"trace": graph.trace}
+    params = {"trace": graph.trace, "ops": argument or None}
     chains_sql = _SPANS.strip().removeprefix("WITH chains AS (").split("\n)\nSELECT")[0]
     spans = con.execute(_SPANS, params).fetchall()
-    if spans and con.execute(_HAS_BACKWARD, params).fetchone()[0]:
+    if spans and con.execute(_HAS_BACKWARD, {"trace": graph.trace}).fetchone()[0]:
         spans += con.execute(_BACKWARD_SPANS.format(chains=chains_sql, passes=BACKWARD_PASSES), params).fetchall()
     if not spans:
         return None

@@ -62,8 +62,9 @@
   checks the gradients for inf/NaN in its kernel;
 - `drop-scaler-checks`: GradScaler's reads before every optimizer step wait no more (bf16 autocast,
   which needs no scaler; or an optimizer that checks in its own kernel);
-- `fuse-elementwise`: each chain of elementwise ops run a kernel an op (view elementwise_chains: a
-  GELU or an RMSNorm written out op by op) as one fused kernel, one pass over the tensor at the pace
+- `fuse-elementwise[:REGEX]`: each chain of elementwise ops run a kernel an op (view
+  elementwise_chains: a GELU or an RMSNorm written out op by op; with REGEX, those whose ops it
+  finds, `rsqrt` for the RMSNorms F.rms_norm fuses) as one fused kernel, one pass over the tensor at the pace
   of the chain's own kernels, and its backward (autograd's nodes of the chain's ops) as one kernel
   moving half as much again, their launches but the first gone (replay.elementwise_fix).
 """
@@ -93,14 +94,15 @@ FIXES = {"drop-copies": (True, "OP"), "drop": (True, "REGEX"), "drop-sync": (Tru
          "drop-cpu-gaps": (True, "US[-US]"), "drop-cpu": (True, "REGEX"), "drop-host-ops": (True, "US"), "tensor-cores": (False, "REGEX"),
          "pin-copies": (False, "REGEX"), "prefetch-copies": (False, "REGEX"), "cuda-graph": (False, "US"),
          "fuse-attention": (False, "REGEX"), "fuse-attention-chains": (False, ""), "fuse-optimizer": (False, ""),
-         "drop-scaler-checks": (False, ""), "fuse-elementwise": (False, ""), "no-profiler": (False, "US")}
+         "drop-scaler-checks": (False, ""), "fuse-elementwise": (False, "REGEX"), "no-profiler": (False, "US")}
 TRACE_ESTIMATE = "trace"  # no-profiler's argument for the trace's own estimate (as no argument)
 # ATen ops that make a view of a tensor or allocate one: never host work, however long the profiler
 # made them (gpu_idle's host cause leaves them out too).
 HOST_OP_EXCLUDED = (r"^aten::(t|view|_unsafe_view|reshape|_reshape_alias|flatten|unflatten|split|split_with_sizes|chunk|"
                     r"transpose|permute|expand|squeeze|unsqueeze|slice|select|narrow|as_strided|detach|alias|"
                     r"contiguous|empty|empty_like|empty_strided|resize_|set_|lift_fresh|numpy_T)$")
-_REGEX_FIXES = ("drop", "drop-sync", "drop-cpu", "tensor-cores", "pin-copies", "prefetch-copies", "fuse-attention")
+_REGEX_FIXES = ("drop", "drop-sync", "drop-cpu", "tensor-cores", "pin-copies", "prefetch-copies", "fuse-attention",
+                "fuse-elementwise")
 _BACKWARD = "autograd::engine::evaluate_function"  # an op chain of autograd's backward starts so
 _PINNED_SAMPLE_BYTES = 1 << 20  # copies this big or bigger show the link's bandwidth, not its latency
 
