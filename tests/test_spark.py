@@ -199,6 +199,9 @@ VIEW_QUERIES = [
     "SELECT * FROM attention_chains",
     # GradScaler's reads before the optimizer's steps (AMP's fp16 recipe)
     "SELECT * FROM scaler_checks",
+    # elementwise ops a kernel each: their sizes multiply each input's dims (a list product on DuckDB,
+    # an AGGREGATE on Spark)
+    "SELECT * FROM elementwise_chains",
 ]
 
 

@@ -9,6 +9,9 @@ what no portable SQL can say is rewritten here, each rewrite with the reason:
   DECIMAL(27,6) there). `ts_ns / 1000.0D` is DuckDB's double division, bit for bit.
 - `CAST(json AS JSON[])`, DuckDB's way to unnest a JSON array, is `FROM_JSON(json, 'ARRAY<STRING>')`:
   each element as its JSON text (sqlglot writes ARRAY<JSON>, a type Spark lacks).
+- `TRY_CAST(j AS BIGINT[])` of a JSON array's text (Kineto's dims of one input, `[8,512,768]`) is
+  `FROM_JSON(j, 'ARRAY<BIGINT>')`: Spark casts no string to an array.
+- `list_product(a)`, which Spark lacks, is `AGGREGATE(a, 1L, (p, v) -> p * v)`.
 - `json_type(j)` says 'ARRAY' or 'OBJECT' for arrays and objects (what tracekit's SQL asks of it),
   else 'VALUE' for a number, string or boolean; Spark has no json_type (sqlglot keeps the name).
 - `regexp_full_match(s, p)` is `s RLIKE '^(?:p)$'` (sqlglot keeps the name; Spark has none).
@@ -113,6 +116,11 @@ def _rewrite(node):
         return exp.Literal.number(node.this + "D")
     if isinstance(node, exp.Cast) and _is_json_array(node.to):
         return exp.func("FROM_JSON", node.this, exp.Literal.string("ARRAY<STRING>"))
+    if isinstance(node, (exp.TryCast, exp.Cast)) and _is_array_of(node.to, exp.DataType.Type.BIGINT):
+        return exp.func("FROM_JSON", node.this, exp.Literal.string("ARRAY<BIGINT>"))
+    if isinstance(node, exp.Anonymous) and node.name.lower() == "list_product":
+        return sqlglot.parse_one("AGGREGATE(a, CAST(1 AS BIGINT), (p, v) -> p * v)", read=WRITE).transform(
+            lambda n: node.expressions[0].copy() if isinstance(n, exp.Column) and n.name == "a" else n)
     if isinstance(node, exp.JSONType):
         return _json_type(node.this)
     if isinstance(node, exp.RegexpFullMatch):
@@ -166,6 +174,11 @@ def _is_decimal(text):
 def _is_json_array(data_type):
     return (data_type.is_type(exp.DataType.Type.ARRAY) and data_type.expressions
             and data_type.expressions[0].is_type(exp.DataType.Type.JSON))
+
+
+def _is_array_of(data_type, element):
+    return (data_type.is_type(exp.DataType.Type.ARRAY) and data_type.expressions
+            and data_type.expressions[0].is_type(element))
 
 
 def _json_type(value):
