@@ -81,6 +81,20 @@ def db_dicts(db, sql, params=()):
         con.close()
 
 
+def named_traces_db(tmp_path_factory, folder, traces):
+    """A database file with each of `traces` ({name: file}) loaded and renamed `name`."""
+    from tracekit.ingest.loader import load_file
+    from tracekit.store.database import connect
+
+    path = tmp_path_factory.mktemp(folder) / f"{folder}.duckdb"
+    con = connect(path)
+    for name, file in traces.items():
+        assert load_file(con, file).status == "loaded"
+        con.execute("UPDATE trace_files SET trace = ? WHERE path = ?", [name, str(file.resolve())])
+    con.close()
+    return path
+
+
 def cli_loaded(tmp_path_factory, name, *files):
     """A database file, in a fresh temporary folder, with `files` loaded by `tracekit load`."""
     db = tmp_path_factory.mktemp(name) / f"{name}.duckdb"

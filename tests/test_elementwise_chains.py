@@ -5,12 +5,11 @@ article's sample traces, whose attention chains are unfused_attention's, not thi
 
 import pytest
 
-from conftest import SAMPLE_TRACES, TEST_DATA
+from conftest import SAMPLE_TRACES, TEST_DATA, db_dicts, named_traces_db
 from tracekit.analysis.findings_engine import run_findings
-from tracekit.ingest.loader import load_file
 from tracekit.replay.fixes import parse_fix
 from tracekit.replay.whatif import whatif
-from tracekit.store.database import connect, connect_for_queries
+from tracekit.store.database import connect_for_queries
 
 TRACES = {
     "gpt2_fp32": TEST_DATA / "h100" / "model_pairs" / "gpt2_train_fp32.json.gz",
@@ -30,23 +29,10 @@ GELU_NEW = " → ".join(f"aten::{op}" for op in ("mul", "pow", "mul", "add", "mu
 
 @pytest.fixture(scope="module")
 def db(tmp_path_factory):
-    path = tmp_path_factory.mktemp("elementwise") / "chains.duckdb"
-    con = connect(path)
-    for name, file in TRACES.items():
-        assert load_file(con, file).status == "loaded"
-        con.execute("UPDATE trace_files SET trace = ? WHERE path = ?", [name, str(file.resolve())])
-    con.close()
-    return path
+    return named_traces_db(tmp_path_factory, "elementwise", TRACES)
 
 
-def _rows(db, sql, params=()):
-    con = connect_for_queries(db)
-    try:
-        cursor = con.execute(sql, list(params))
-        names = [d[0] for d in cursor.description]
-        return [dict(zip(names, row)) for row in cursor.fetchall()]
-    finally:
-        con.close()
+_rows = db_dicts
 
 
 def _steady_chains(db, trace):

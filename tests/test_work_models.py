@@ -5,7 +5,7 @@ roofline that kernels.roofline_us, bound and pct_of_roofline draw from it."""
 import duckdb
 import pytest
 
-from conftest import ROOT, SAMPLE_TRACES, TEST_DATA
+from conftest import ROOT, SAMPLE_TRACES, TEST_DATA, named_traces_db
 from tracekit.ingest.loader import load_file
 from tracekit.store.database import connect, connect_for_queries
 from tracekit.store.work_models import FAMILIES, formulas_markdown, rules, to_sql
@@ -29,13 +29,7 @@ TRACES = {
 
 @pytest.fixture(scope="module")
 def db(tmp_path_factory):
-    path = tmp_path_factory.mktemp("work") / "work.duckdb"
-    con = connect(path)
-    for name, file in TRACES.items():
-        assert load_file(con, file).status == "loaded"
-        con.execute("UPDATE trace_files SET trace = ? WHERE path = ?", [name, str(file.resolve())])
-    con.close()
-    return path
+    return named_traces_db(tmp_path_factory, "work", TRACES)
 
 
 def _first_op(db, trace, op):
