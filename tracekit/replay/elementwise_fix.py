@@ -93,14 +93,21 @@ def fuse_elementwise(graph, argument, changed, con):
     apply_fused(changed, graph.read_by_fixes[key])
 
 
+def fused_spans(con, trace, argument=None):
+    """[(group, pid, tid, start_ns, end_ns, fused ns)]: each chain's forward span (group 2k) and
+    the spans of its backward's nodes (2k + 1), with the time of the one kernel each runs fused."""
+    params = {"trace": trace, "ops": argument or None}
+    chains_sql = _SPANS.strip().removeprefix("WITH chains AS (").split("\n)\nSELECT")[0]
+    spans = con.execute(_SPANS, params).fetchall()
+    if spans and con.execute(_HAS_BACKWARD, {"trace": trace}).fetchone()[0]:
+        spans += con.execute(_BACKWARD_SPANS.format(chains=chains_sql, passes=BACKWARD_PASSES), params).fetchall()
+    return spans
+
+
 def _fused(graph, argument, con):
     if con is None:
         raise TracekitError("fuse-elementwise needs the trace's database")
-    params = {"trace": graph.trace, "ops": argument or None}
-    chains_sql = _SPANS.strip().removeprefix("WITH chains AS (").split("\n)\nSELECT")[0]
-    spans = con.execute(_SPANS, params).fetchall()
-    if spans and con.execute(_HAS_BACKWARD, {"trace": graph.trace}).fetchone()[0]:
-        spans += con.execute(_BACKWARD_SPANS.format(chains=chains_sql, passes=BACKWARD_PASSES), params).fetchall()
+    spans = fused_spans(con, graph.trace, argument)
     if not spans:
         return None
     fused_ns = np.zeros(max(row[0] for row in spans) + 1)
