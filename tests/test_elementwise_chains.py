@@ -26,6 +26,8 @@ TRACES = {
     # GPT-2 trained in bf16 with gelu_new, and the baddbmm encoder (tests/data/h100/model_pairs_l:
     # the same MLP, 8 x 1024 tokens, F.gelu) trained in bf16 on an H100 lease like it
     "gpt2_bf16": TEST_DATA / "h100" / "model_pairs" / "gpt2_train_sdpa.json.gz",
+    # a public ResNet-50 trained on a T4, traced without shapes
+    "t4_no_shapes": TEST_DATA / "foreign" / "t4_resnet50_train.json.gz",
     "encoder_bf16": TEST_DATA / "h100" / "model_pairs_l" / "encoder_train_sdpa.json.gz",
     "sdpa_flash": SAMPLE_TRACES / "sdpa_flash.json.gz",
 }
@@ -114,7 +116,12 @@ def test_the_rule_saves_the_forward_and_backward_chains_and_no_more(db):
         assert row["estimate_us_per_step"] < row["saving_us_per_step"] < forward_us + backward_us
         # more_ops' chains (a clip's norm on 5 elements, a few on 8,192) fuse to less than 20 µs a
         # step; the encoder's MLP runs F.gelu, one kernel: none
-        assert set(found["trace"]) == {"gpt2_fp32", "gpt2_fp16", "gpt2_bf16", "llama_infer", "rank0_of128"}
+        assert set(found["trace"]) == {"gpt2_fp32", "gpt2_fp16", "gpt2_bf16", "llama_infer", "rank0_of128", "t4_no_shapes"}
+        # no shapes, no bytes: no estimate and no replayed saving, never a made-up one
+        unshaped = found[found["trace"] == "t4_no_shapes"].iloc[0]
+        assert unshaped["estimate_us_per_step"] != unshaped["estimate_us_per_step"]  # NaN: NULL
+        assert unshaped["saving_us_per_step"] != unshaped["saving_us_per_step"]
+        assert unshaped["severity"] == "low" and "1 of the chains not estimated" in unshaped["detail"]
     finally:
         con.close()
 

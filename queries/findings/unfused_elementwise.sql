@@ -30,9 +30,9 @@ WITH chains AS (
     FROM chains GROUP BY trace
 )
 SELECT p.trace, 'unfused_elementwise' AS rule,
-       CASE WHEN p.saved_us IS NULL THEN 'medium'
-            WHEN p.saved_us / p.steps >= 0.10 * t.gpu_us_per_step THEN 'high'
-            WHEN p.saved_us / p.steps >= 0.03 * t.gpu_us_per_step THEN 'medium' ELSE 'low' END AS severity,
+       -- unestimated, the chains' own GPU time bounds what fusing saves of it
+       CASE WHEN coalesce(p.saved_us, p.gpu_us) / p.steps >= 0.10 * t.gpu_us_per_step THEN 'high'
+            WHEN coalesce(p.saved_us, p.gpu_us) / p.steps >= 0.03 * t.gpu_us_per_step THEN 'medium' ELSE 'low' END AS severity,
        format('Elementwise ops one kernel each: {} chain(s) per step in {} kernels, {:.1f} µs of GPU time per step; the most: {}',
               CASE WHEN p.chains % p.steps = 0 THEN CAST(p.chains // p.steps AS VARCHAR) ELSE format('{:.1f}', p.chains / p.steps) END,
               CASE WHEN p.kernels % p.steps = 0 THEN CAST(p.kernels // p.steps AS VARCHAR) ELSE format('{:.1f}', p.kernels / p.steps) END,
