@@ -1,10 +1,11 @@
 """The fix `fuse-elementwise[:REGEX]`: each chain of elementwise ops that runs a kernel per op (view
 elementwise_chains: a GELU written out op by op, an RMSNorm as pow, mean, rsqrt and muls) runs as one
 fused kernel, as torch.compile or the fused op (F.gelu, F.rms_norm) runs it: one pass over the
-tensor, `fused_us` of the view (its fewest bytes at its own kernels' pace), one launch; with REGEX, the chains whose ops (elementwise_chains.ops) it finds: `rsqrt` for the
-RMSNorms that F.rms_norm fuses, not the rotary embeddings beside them. Its backward
-(autograd's nodes of the chain's ops, by their sequence numbers) runs as one kernel too, moving
-BACKWARD_PASSES times the forward's fused bytes at the pace the backward's own kernels kept.
+tensor, `fused_us` of the view (its fewest bytes at its own kernels' pace), one launch. With REGEX,
+the chains whose ops (elementwise_chains.ops) it finds: `rsqrt` for the RMSNorms that F.rms_norm
+fuses, not the rotary embeddings beside them. Its backward (autograd's nodes of the chain's ops, by
+their sequence numbers and names) runs as one kernel too, moving BACKWARD_PASSES times the
+forward's fused bytes at the pace the backward's own kernels kept.
 """
 
 import numpy as np
@@ -21,8 +22,7 @@ BACKWARD_PASSES = 1.5
 # Each chain's forward span (group 2k) with its fused ns, and, in a trace with autograd's backward,
 # the spans of the evaluate_function nodes that carry its ops' sequence numbers (group 2k + 1), with
 # BACKWARD_PASSES times its fused bytes at the ns a byte of the kernels launched inside them.
-_SPANS = """
-WITH chains AS (
+_CHAINS = """
     SELECT row_number() OVER (ORDER BY f.pid, f.tid, f.ts_ns) - 1 AS k, f.pid, f.tid, f.ts_ns,
            l.ts_ns + l.dur_ns AS end_ns, c.fused_bytes, c.fused_us
     FROM elementwise_chains c
@@ -30,25 +30,24 @@ WITH chains AS (
     JOIN cpu_op_rows f ON f.trace_id = t.trace_id AND f.op_id = c.first_op_id
     JOIN cpu_op_rows l ON l.trace_id = t.trace_id AND l.op_id = c.last_op_id
     WHERE c.trace = $trace AND c.fused_us IS NOT NULL AND ($ops IS NULL OR regexp_matches(c.ops, $ops))
-)
-SELECT 2 * k AS grp, pid, tid, ts_ns, end_ns, fused_us * 1000 AS fused_ns FROM chains
 """
+_SPANS = "WITH chains AS (" + _CHAINS + ")\nSELECT 2 * k AS grp, pid, tid, ts_ns, end_ns, fused_us * 1000 AS fused_ns FROM chains"
 
 _BACKWARD_SPANS = """
 WITH chains AS ({chains}
 ), mine AS (
     SELECT o.* FROM cpu_op_rows o JOIN trace_files t ON t.trace_id = o.trace_id WHERE t.trace = $trace
-), members AS (
+), launchers AS (
     -- the ops that launched a chain's kernels, and the op each was called from (aten::copy_'s
     -- aten::_to_copy): autograd records a node for the op the user called
-    SELECT DISTINCT c.k, o.op_id, o.name FROM chains c
+    SELECT c.k, o.op_id, o.name, o.parent_id FROM chains c
     JOIN mine o ON o.pid = c.pid AND o.tid = c.tid AND o.ts_ns >= c.ts_ns AND o.ts_ns < c.end_ns
-    WHERE o.op_id IN (SELECT cpu_op_id FROM kernel_rows WHERE trace_id = (SELECT trace_id FROM trace_files WHERE trace = $trace))
+    WHERE o.op_id IN (SELECT k.cpu_op_id FROM kernel_rows k JOIN trace_files t ON t.trace_id = k.trace_id
+                      WHERE t.trace = $trace)
+), members AS (
+    SELECT k, op_id, name FROM launchers
     UNION
-    SELECT c.k, p.op_id, p.name FROM chains c
-    JOIN mine o ON o.pid = c.pid AND o.tid = c.tid AND o.ts_ns >= c.ts_ns AND o.ts_ns < c.end_ns
-    JOIN mine p ON p.op_id = o.parent_id
-    WHERE o.op_id IN (SELECT cpu_op_id FROM kernel_rows WHERE trace_id = (SELECT trace_id FROM trace_files WHERE trace = $trace))
+    SELECT l.k, p.op_id, p.name FROM launchers l JOIN mine p ON p.op_id = l.parent_id
 ), seqs AS (
     SELECT o.op_id, o.name, o.pid, o.tid, o.ts_ns, o.ts_ns + o.dur_ns AS end_ns,
            TRY_CAST(e.args->>'Sequence number' AS BIGINT) AS seq,
@@ -97,10 +96,9 @@ def fused_spans(con, trace, argument=None):
     """[(group, pid, tid, start_ns, end_ns, fused ns)]: each chain's forward span (group 2k) and
     the spans of its backward's nodes (2k + 1), with the time of the one kernel each runs fused."""
     params = {"trace": trace, "ops": argument or None}
-    chains_sql = _SPANS.strip().removeprefix("WITH chains AS (").split("\n)\nSELECT")[0]
     spans = con.execute(_SPANS, params).fetchall()
     if spans and con.execute(_HAS_BACKWARD, {"trace": trace}).fetchone()[0]:
-        spans += con.execute(_BACKWARD_SPANS.format(chains=chains_sql, passes=BACKWARD_PASSES), params).fetchall()
+        spans += con.execute(_BACKWARD_SPANS.format(chains=_CHAINS, passes=BACKWARD_PASSES), params).fetchall()
     return spans
 
 
