@@ -83,10 +83,14 @@ def db_dicts(db, sql, params=()):
 
 def named_traces_db(tmp_path_factory, folder, traces):
     """A database file with each of `traces` ({name: file}) loaded and renamed `name`."""
+    return named_traces_db_at(tmp_path_factory.mktemp(folder) / f"{folder}.duckdb", traces)
+
+
+def named_traces_db_at(path, traces):
+    """named_traces_db's database at `path`."""
     from tracekit.ingest.loader import load_file
     from tracekit.store.database import connect
 
-    path = tmp_path_factory.mktemp(folder) / f"{folder}.duckdb"
     con = connect(path)
     for name, file in traces.items():
         assert load_file(con, file).status == "loaded"

@@ -5,7 +5,8 @@ article's sample traces, whose attention chains are unfused_attention's, not thi
 
 import pytest
 
-from conftest import SAMPLE_TRACES, TEST_DATA, db_dicts, named_traces_db
+import trace_builder as tb
+from conftest import SAMPLE_TRACES, TEST_DATA, db_dicts, named_traces_db, named_traces_db_at
 from tracekit.analysis.findings_engine import run_findings
 from tracekit.replay.elementwise_fix import fused_spans
 from tracekit.replay.fixes import parse_fix
@@ -181,3 +182,25 @@ def test_the_fused_kernels_time_is_what_f_gelus_kernels_took_on_the_same_gpu(db)
     backward = sorted({(grp, ns / 1000) for grp, *_, ns in spans if grp % 2 == 1})
     assert forward[len(forward) // 2] == pytest.approx(measured["aten::gelu"], rel=0.15)
     assert backward[len(backward) // 2][1] == pytest.approx(measured["aten::gelu_backward"], rel=0.15)
+
+
+def _step_ends_in_elementwise_ops(n):
+    """Step `n` (1000 µs apart): two elementwise ops, a matmul, two more elementwise ops at its end:
+    the next step's first two follow its last two with nothing between them."""
+    t, events = n * 1000, [tb.step(n, n * 1000, 1000)]
+    for i, (name, at) in enumerate([("aten::mul", 10), ("aten::add", 60), ("aten::mm", 110), ("aten::mul", 900),
+                                    ("aten::tanh", 950)]):
+        correlation = n * 10 + i
+        events += [tb.op(name, t + at, 30), tb.launch(t + at + 5, correlation),
+                   tb.kernel(f"{name[6:]}_kernel", t + at + 20, 10, correlation)]
+    return events
+
+
+def test_no_chain_crosses_a_steps_start(tmp_path):
+    built = tb.write(tmp_path, "steps_end_elementwise", tb.trace(
+        [event for n in range(4) for event in _step_ends_in_elementwise_ops(n)]))
+    db = named_traces_db_at(tmp_path / "built.duckdb", {"built": built})
+    # each step's pairs of elementwise ops are too short a chain; with the next step's first pair
+    # they would make four in a row
+    assert _rows(db, "SELECT count(*) AS n FROM kernels WHERE work_family = 'elementwise'")[0]["n"] == 16
+    assert _rows(db, "SELECT ops FROM elementwise_chains") == []

@@ -262,7 +262,7 @@ SELECT * FROM (
 --     no less than its shortest kernel (NULL: bytes unknown)
 CREATE OR REPLACE VIEW elementwise_chains AS
 WITH launched AS (
-    SELECT k.trace, k.step, k.ts_us, k.dur_us, k.bytes, k.work_family, o.op_id, o.name AS op, o.pid, o.tid,
+    SELECT k.trace, k.step, o.step AS op_step, k.ts_us, k.dur_us, k.bytes, k.work_family, o.op_id, o.name AS op, o.pid, o.tid,
            o.ts_us AS op_ts_us, o.ts_us + o.dur_us AS op_end_us,
            -- pointwise ops (the work models' elementwise family less those that sample, resample or
            -- transform: random fills, upsampling, FFTs), row reductions (not pools or scans) and casts
@@ -297,11 +297,12 @@ WITH launched AS (
     SELECT l.*, l.kind_fuses AND e.op_id IS NULL AS fusable
     FROM launched l LEFT JOIN (SELECT DISTINCT trace, op_id FROM elsewhere) e ON e.trace = l.trace AND e.op_id = l.op_id
 ), runs AS (
+    -- a chain never crosses a step's start: the step's last op and the next one's first are not one
     SELECT *, sum(CASE WHEN fusable THEN 0 ELSE 1 END)
-                  OVER (PARTITION BY trace, pid, tid ORDER BY op_ts_us, ts_us ROWS UNBOUNDED PRECEDING) AS run
+                  OVER (PARTITION BY trace, pid, tid, op_step ORDER BY op_ts_us, ts_us ROWS UNBOUNDED PRECEDING) AS run
     FROM judged
 ), sized AS (
-    SELECT *, max(elements) OVER (PARTITION BY trace, pid, tid, run) AS chain_elements
+    SELECT *, max(elements) OVER (PARTITION BY trace, pid, tid, op_step, run) AS chain_elements
     FROM runs WHERE fusable
 ), members AS (
     -- of the full size, or a side tensor of it (a row's statistic, [B, T, 1] of [B, T, H]; a
@@ -312,7 +313,7 @@ WITH launched AS (
     WHERE elements IS NULL OR chain_elements IS NULL OR elements = chain_elements
        OR (work_family IS DISTINCT FROM 'copy' AND chain_elements % elements = 0)
 ), chains AS (
-    SELECT trace, pid, tid, run, arg_min(step, ts_us) AS step, min(op_ts_us) AS ts_us, max(op_end_us) AS end_us,
+    SELECT trace, pid, tid, op_step, run, arg_min(step, ts_us) AS step, min(op_ts_us) AS ts_us, max(op_end_us) AS end_us,
            arg_min(op_id, op_ts_us) AS first_op_id, arg_max(op_id, op_ts_us) AS last_op_id,
            count(*) AS kernels, sum(dur_us) AS gpu_us, min(dur_us) FILTER (WHERE full_pass) AS shortest_us,
            string_agg(op, ' → ' ORDER BY op_ts_us, ts_us) AS ops,
@@ -324,7 +325,7 @@ WITH launched AS (
                 THEN sum(dur_us) FILTER (WHERE full_pass AND bytes > 0) / sum(bytes) FILTER (WHERE full_pass AND bytes > 0)
            END AS us_per_byte
     FROM members
-    GROUP BY trace, pid, tid, run
+    GROUP BY trace, pid, tid, op_step, run
     HAVING count(*) >= 3 AND count(*) FILTER (WHERE work_family = 'elementwise') >= 2
 )
 SELECT trace, step, pid, tid, ts_us, end_us, first_op_id, last_op_id, kernels, gpu_us, ops, elements, bytes,
