@@ -140,7 +140,7 @@ _CALL_SPANS = """
 SELECT 2 * (row_number() OVER (ORDER BY pid, tid, ts_ns) - 1) AS grp, pid, tid, ts_ns, end_ns, fp32 FROM ({calls})
 """
 
-_HAS_BACKWARD = """
+HAS_BACKWARD = """
 SELECT EXISTS (SELECT 1 FROM cpu_op_rows o JOIN trace_files t ON t.trace_id = o.trace_id
                WHERE t.trace = $trace AND o.name LIKE 'autograd::engine::evaluate_function:%')
 """
@@ -179,16 +179,20 @@ def _attention_groups(con, graph, calls_sql, params):
         raise TracekitError("fuse-attention needs the trace's database")
     # a trace without autograd's nodes (inference) has no backward: its ops' sequence numbers,
     # read from every op's args, are not needed
-    backward = con.execute(_HAS_BACKWARD, {"trace": graph.trace}).fetchone()[0]
+    backward = con.execute(HAS_BACKWARD, {"trace": graph.trace}).fetchone()[0]
     spans = con.execute((_ATTENTION_SPANS if backward else _CALL_SPANS).format(calls=calls_sql),
                         {"trace": graph.trace, **params}).fetchall()
     fp32_group = np.zeros(max((row[0] for row in spans), default=-1) + 1, dtype=bool)
     for grp, *_, fp32 in spans:
         fp32_group[grp] = bool(fp32)
-    call_group = np.full(len(graph.call_lane), -1, dtype=np.int64)
     # the outermost span wins where spans nest: written last
-    for grp, on_lane, lo, hi in calls_inside(graph, sorted((row[:5] for row in spans), key=lambda row: row[0],
-                                                              reverse=True)):
+    return items_in_spans(graph, sorted((row[:5] for row in spans), key=lambda row: row[0], reverse=True)), fp32_group
+
+
+def items_in_spans(graph, spans):
+    """Each item's group (-1: none): the group of the (group, pid, tid, start_ns, end_ns) span whose
+    calls launched it, a later span winning where two hold a call."""
+    call_group = np.full(len(graph.call_lane), -1, dtype=np.int64)
+    for grp, on_lane, lo, hi in calls_inside(graph, spans):
         call_group[on_lane[lo:hi]] = grp
-    launched = graph.item_launch >= 0
-    return np.where(launched, call_group[np.maximum(graph.item_launch, 0)], -1), fp32_group
+    return np.where(graph.item_launch >= 0, call_group[np.maximum(graph.item_launch, 0)], -1)

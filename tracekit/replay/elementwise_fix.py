@@ -11,8 +11,7 @@ forward's fused bytes at the pace the backward's own kernels kept.
 import numpy as np
 
 from tracekit.errors import TracekitError
-from tracekit.replay.attention_fix import apply_fused, fused_in_groups
-from tracekit.replay.graph import calls_inside
+from tracekit.replay.attention_fix import HAS_BACKWARD, apply_fused, fused_in_groups, items_in_spans
 
 # A fused backward of a chain reads the output's gradient and the saved input and writes the input's
 # gradient: three tensors where the forward reads one and writes one (F.gelu's backward kernel,
@@ -77,12 +76,6 @@ SELECT 2 * b.k + 1 AS grp, b.pid, b.tid, b.ts_ns, b.end_ns, {passes} * c.fused_b
 FROM backward b JOIN chains c USING (k) JOIN pace p USING (k)
 """
 
-_HAS_BACKWARD = """
-SELECT EXISTS (SELECT 1 FROM cpu_op_rows o JOIN trace_files t ON t.trace_id = o.trace_id
-               WHERE t.trace = $trace AND o.name LIKE 'autograd::engine::evaluate_function:%')
-"""
-
-
 def fuse_elementwise(graph, argument, changed, con):
     """Each chain of view elementwise_chains (those whose ops, joined by ' → ', the regex `argument`
     finds, if given), and its backward, as one kernel of its fused time."""
@@ -97,7 +90,7 @@ def fused_spans(con, trace, argument=None):
     the spans of its backward's nodes (2k + 1), with the time of the one kernel each runs fused."""
     params = {"trace": trace, "ops": argument or None}
     spans = con.execute(_SPANS, params).fetchall()
-    if spans and con.execute(_HAS_BACKWARD, {"trace": trace}).fetchone()[0]:
+    if spans and con.execute(HAS_BACKWARD, {"trace": trace}).fetchone()[0]:
         spans += con.execute(_BACKWARD_SPANS.format(chains=_CHAINS, passes=BACKWARD_PASSES), params).fetchall()
     return spans
 
@@ -111,11 +104,7 @@ def _fused(graph, argument, con):
     fused_ns = np.zeros(max(row[0] for row in spans) + 1)
     for grp, *_, ns in spans:
         fused_ns[grp] = ns
-    call_group = np.full(len(graph.call_lane), -1, dtype=np.int64)
-    for grp, on_lane, lo, hi in calls_inside(graph, (row[:5] for row in spans)):
-        call_group[on_lane[lo:hi]] = grp
-    launched = graph.item_launch >= 0
-    group = np.where(launched, call_group[np.maximum(graph.item_launch, 0)], -1)
+    group = items_in_spans(graph, [row[:5] for row in spans])
     # only kernels fuse: a copy or a fill a chain's op made (none, as the view takes them) stays
     group[graph.item_kind != "kernel"] = -1
     members = np.flatnonzero(group >= 0)
