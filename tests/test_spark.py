@@ -202,6 +202,7 @@ VIEW_QUERIES = [
     # elementwise ops a kernel each: their sizes multiply each input's dims (a list product on DuckDB,
     # an AGGREGATE on Spark)
     "SELECT * FROM elementwise_chains",
+    "SELECT * FROM elementwise_chain_ops",
 ]
 
 

@@ -430,7 +430,7 @@ def test_a_fused_kernel_does_its_gemms_flops_at_a_share_of_the_16_bit_peak(sampl
     con = connect_for_queries(sample_db)
     try:
         graph = Jobs(con).of("naive").graphs["naive"]
-        firsts, fused_ns, _, _ = attention_fix._fused(graph, attention_fix._CHAIN_CALLS, {}, con)
+        firsts, fused_ns, *_ = attention_fix._fused(graph, attention_fix._CHAIN_CALLS, {}, con)
         group, _ = attention_fix._attention_groups(con, graph, attention_fix._CHAIN_CALLS, {})
         flash_us = con.execute("SELECT sum(dur_us) / count(DISTINCT step) FROM kernels WHERE trace = 'sdpa_flash' "
                                "AND step IS NOT NULL AND name LIKE '%flash_fwd%'").fetchone()[0]

@@ -54,10 +54,11 @@ def _fuse(graph, key, calls_sql, params, changed, con):
 
 def apply_fused(changed, fused):
     """Runs each group of items as one: (the items that run each group's fused kernel, its ns, the
-    groups' other items, the calls that launched only those), or None for no group."""
+    groups' other items, the calls that launched only those, whether those calls keep the part of
+    their thread's time before them that is longer than such a call's usual), or None for no group."""
     if fused is None:
         return
-    firsts, fused_ns, rest, gone_calls = fused
+    firsts, fused_ns, rest, gone_calls, keep_long_gaps = fused
     # an item another fusing fix already took (a chain inside an op both fixes name) stays its
     taken = changed.setdefault(FUSED, np.zeros(len(changed["item_dur"]), dtype=bool))
     keep = ~taken[firsts]
@@ -68,7 +69,18 @@ def apply_fused(changed, fused):
     changed["item_dur"][rest] = 0
     changed["item_gap"][rest] = 0
     changed["call_dur"][gone_calls] = 0
-    changed["call_gap"][gone_calls] = 0
+    gaps = changed["call_gap"]
+    if keep_long_gaps and len(gone_calls):
+        # Ops written in the user's code (a chain of elementwise ops) may have other work between them:
+        # the user's Python between two of them, autograd's engine between two backward nodes. A call
+        # gone takes away its thread's time before it (the op's dispatch and its line of Python),
+        # unless that time is far longer than such times are (Tukey's far-out fence over the calls
+        # gone, Q3 + 3 IQR): then only the typical one (their median) goes, and the other work stays.
+        before = gaps[gone_calls]
+        q1, median, q3 = np.percentile(before, [25, 50, 75])
+        gaps[gone_calls] = np.where(before > q3 + 3 * (q3 - q1), before - median, 0)
+    else:  # an op's own calls (SDPA's math backend): nothing but the op's work between them
+        gaps[gone_calls] = 0
 
 
 def _fused(graph, calls_sql, params, con):
@@ -107,7 +119,7 @@ def _fused(graph, calls_sql, params, con):
     return fused_in_groups(graph, group, members, fused_ns)
 
 
-def fused_in_groups(graph, group, members, fused_ns):
+def fused_in_groups(graph, group, members, fused_ns, keep_long_gaps=False):
     """apply_fused's argument for the items `members` in their groups (`group`, by item), each group
     fused into its first item (in stream order) at `fused_ns[group]`."""
     order = members[np.argsort(group[members], kind="stable")]
@@ -115,7 +127,7 @@ def fused_in_groups(graph, group, members, fused_ns):
     rest = np.setdiff1d(members, firsts)
     gone_calls = np.setdiff1d(np.unique(graph.item_launch[rest][graph.item_launch[rest] >= 0]),
                               graph.item_launch[firsts])
-    return firsts, fused_ns[group[firsts]], rest, gone_calls
+    return firsts, fused_ns[group[firsts]], rest, gone_calls, keep_long_gaps
 
 
 # Each call's (pid, tid, ts_ns, end_ns, fp32): the op's own spans, or a chain's from its first op to

@@ -22,15 +22,22 @@ BACKWARD_PASSES = 1.5
 # the spans of the evaluate_function nodes that carry its ops' sequence numbers (group 2k + 1), with
 # BACKWARD_PASSES times its fused bytes at the ns a byte of the kernels launched inside them.
 _CHAINS = """
-    SELECT row_number() OVER (ORDER BY f.pid, f.tid, f.ts_ns) - 1 AS k, f.pid, f.tid, f.ts_ns,
-           l.ts_ns + l.dur_ns AS end_ns, c.fused_bytes, c.fused_us
+    SELECT row_number() OVER (ORDER BY f.pid, f.tid, f.ts_ns) - 1 AS k, c.trace, c.first_op_id, f.pid, f.tid,
+           f.ts_ns, l.ts_ns + l.dur_ns AS end_ns, c.fused_bytes, c.fused_us
     FROM elementwise_chains c
     JOIN trace_files t ON t.trace = c.trace
     JOIN cpu_op_rows f ON f.trace_id = t.trace_id AND f.op_id = c.first_op_id
     JOIN cpu_op_rows l ON l.trace_id = t.trace_id AND l.op_id = c.last_op_id
     WHERE c.trace = $trace AND c.fused_us IS NOT NULL AND ($ops IS NULL OR regexp_matches(c.ops, $ops))
 """
-_SPANS = "WITH chains AS (" + _CHAINS + ")\nSELECT 2 * k AS grp, pid, tid, ts_ns, end_ns, fused_us * 1000 AS fused_ns FROM chains"
+# Each chain's fused ns (group 2k), and the ops that launched its kernels (view elementwise_chain_ops: not
+# every op in its span, as a cast of a weight launched among them is no member).
+_FORWARD = "WITH chains AS (" + _CHAINS + ")\nSELECT 2 * k AS grp, fused_us * 1000 AS fused_ns FROM chains"
+_MEMBERS = """
+WITH chains AS ({chains})
+SELECT DISTINCT 2 * c.k AS grp, m.op_id
+FROM chains c JOIN elementwise_chain_ops m ON m.trace = c.trace AND m.chain_first_op_id = c.first_op_id
+"""
 
 _BACKWARD_SPANS = """
 WITH chains AS ({chains}
@@ -39,10 +46,9 @@ WITH chains AS ({chains}
 ), launchers AS (
     -- the ops that launched a chain's kernels, and the op each was called from (aten::copy_'s
     -- aten::_to_copy): autograd records a node for the op the user called
-    SELECT c.k, o.op_id, o.name, o.parent_id FROM chains c
-    JOIN mine o ON o.pid = c.pid AND o.tid = c.tid AND o.ts_ns >= c.ts_ns AND o.ts_ns < c.end_ns
-    WHERE o.op_id IN (SELECT k.cpu_op_id FROM kernel_rows k JOIN trace_files t ON t.trace_id = k.trace_id
-                      WHERE t.trace = $trace)
+    SELECT DISTINCT c.k, o.op_id, o.name, o.parent_id FROM chains c
+    JOIN elementwise_chain_ops m ON m.trace = c.trace AND m.chain_first_op_id = c.first_op_id
+    JOIN mine o ON o.op_id = m.op_id
 ), members AS (
     SELECT k, op_id, name FROM launchers
     UNION
@@ -85,32 +91,51 @@ def fuse_elementwise(graph, argument, changed, con):
     apply_fused(changed, graph.read_by_fixes[key])
 
 
-def fused_spans(con, trace, argument=None):
-    """[(group, pid, tid, start_ns, end_ns, fused ns)]: each chain's forward span (group 2k) and
-    the spans of its backward's nodes (2k + 1), with the time of the one kernel each runs fused."""
+def fused_groups(con, trace, argument=None):
+    """(each group's fused ns [(group, ns)], the ops whose launches each chain's forward holds
+    [(group, op_id)], the spans of its backward's nodes [(group, pid, tid, start_ns, end_ns)]):
+    chain k's forward is group 2k, its backward 2k + 1."""
     params = {"trace": trace, "ops": argument or None}
-    spans = con.execute(_SPANS, params).fetchall()
-    if spans and con.execute(HAS_BACKWARD, {"trace": trace}).fetchone()[0]:
-        spans += con.execute(_BACKWARD_SPANS.format(chains=_CHAINS, passes=BACKWARD_PASSES), params).fetchall()
-    return spans
+    times = con.execute(_FORWARD, params).fetchall()
+    if not times:
+        return [], [], []
+    members = con.execute(_MEMBERS.format(chains=_CHAINS), params).fetchall()
+    backward = []
+    if con.execute(HAS_BACKWARD, {"trace": trace}).fetchone()[0]:
+        backward = con.execute(_BACKWARD_SPANS.format(chains=_CHAINS, passes=BACKWARD_PASSES), params).fetchall()
+    return times + [(grp, ns) for grp, *_, ns in backward], members, [row[:5] for row in backward]
+
+
+def chain_groups(graph, con, argument=None):
+    """(each item's group, -1 for none: 2k for the kernels chain k's ops launched, 2k + 1 for those
+    its backward's nodes launched; each group's fused ns), or None where no chain is estimated."""
+    times, members, backward = fused_groups(con, graph.trace, argument)
+    if not times:
+        return None
+    fused_ns = np.zeros(max(grp for grp, _ in times) + 1)
+    for grp, ns in times:
+        fused_ns[grp] = ns
+    op_group = dict((op_id, grp) for grp, op_id in members)
+    call_group = np.array([op_group.get(op, -1) for op in graph.call_op.tolist()], dtype=np.int64)
+    forward = np.where(graph.item_launch >= 0, call_group[np.maximum(graph.item_launch, 0)], -1)
+    group = np.where(forward >= 0, forward, items_in_spans(graph, backward))
+    # only kernels fuse: a copy or a fill a chain's op made (none, as the view takes them) stays
+    group[graph.item_kind != "kernel"] = -1
+    return group, fused_ns
 
 
 def _fused(graph, argument, con):
     if con is None:
         raise TracekitError("fuse-elementwise needs the trace's database")
-    spans = fused_spans(con, graph.trace, argument)
-    if not spans:
+    grouped = chain_groups(graph, con, argument)
+    if grouped is None:
         return None
-    fused_ns = np.zeros(max(row[0] for row in spans) + 1)
-    for grp, *_, ns in spans:
-        fused_ns[grp] = ns
-    group = items_in_spans(graph, [row[:5] for row in spans])
-    # only kernels fuse: a copy or a fill a chain's op made (none, as the view takes them) stays
-    group[graph.item_kind != "kernel"] = -1
-    members = np.flatnonzero(group >= 0)
-    if not len(members):
+    group, fused_ns = grouped
+    in_chains = np.flatnonzero(group >= 0)
+    if not len(in_chains):
         return None
     # a fused kernel takes no longer than the kernels it replaces: the model's pace, read off a few
     # tiny kernels, may say more
-    kernels_ns = np.bincount(group[members], weights=graph.item_dur[members], minlength=len(fused_ns))
-    return fused_in_groups(graph, group, members, np.round(np.minimum(fused_ns, kernels_ns)).astype(np.int64))
+    kernels_ns = np.bincount(group[in_chains], weights=graph.item_dur[in_chains], minlength=len(fused_ns))
+    return fused_in_groups(graph, group, in_chains, np.round(np.minimum(fused_ns, kernels_ns)).astype(np.int64),
+                           keep_long_gaps=True)

@@ -237,30 +237,17 @@ SELECT * FROM (
     FROM reads
 ) r WHERE optimizer IS NOT NULL;
 
--- @view elementwise_chains: elementwise ops run one kernel each, back to back, where one fused
--- kernel (torch.compile's, or a fused op such as F.gelu or F.rms_norm) would read the tensor once
--- and write it once, as in GPT-2's tanh GELU written out in 8 ops (transformers' gelu_new) or an
--- RMSNorm as pow, mean, rsqrt and muls, with casts between them. One row per chain of three
--- kernels or more in a row on one thread's launches, two or more of them elementwise, each
--- launched by a pointwise ATen op, a row reduction (sum, mean, amax, var...) or a cast, of the
--- chain's full size or of a size that divides it (a row's statistic, a broadcast operand; a
--- smaller cast, autocast's of a weight, stays out, as no fusion removes it), outside autograd's
--- backward (a chain's backward is its forward's, fused with it), an optimizer's step or zero_grad
--- (unfused_optimizer's), scaled_dot_product_attention and attention chains (unfused_attention's),
--- and not a CUDA graph's replay; the next kernel of any other op ends it.
---   trace, step, pid, tid: where it ran (its first kernel's step; the thread of its ops)
---   ts_us, end_us: the chain's CPU span, from its first op's start to its last op's end
---   first_op_id, last_op_id: its first and last launching ops (cpu_ops.op_id)
---   kernels, gpu_us: its kernels and their GPU time
---   ops: the launching ops in order, joined by ' → '
---   elements: the largest input of its ops, in elements (NULL: no shapes recorded)
---   bytes: the bytes its kernels move (their work models'; NULL where one is unknown)
---   fused_bytes: what one fused kernel would move: the fewest bytes of a kernel of the chain over
---     the full size that is not a reduction (one read of the tensor and one write, in its
---     narrowest dtype)
---   fused_us: fused_bytes at the pace the chain's full-size kernels kept (their µs a byte), and
---     no less than its shortest kernel (NULL: bytes unknown)
-CREATE OR REPLACE VIEW elementwise_chains AS
+-- @view elementwise_chain_ops: the kernels of the chains of view elementwise_chains, a row each: which
+-- ops a chain holds (a cast of a weight launched among them is not one of them).
+--   trace, step, pid, tid: where the kernel ran (its step) and the thread of its op
+--   op_step, run: the chain's step (of its ops) and number on that thread (with trace, pid, tid:
+--     the chain)
+--   chain_first_op_id: the chain's first op (elementwise_chains.first_op_id)
+--   op_id, op, op_ts_us, op_end_us: the op that launched the kernel (cpu_ops), and its CPU span
+--   ts_us, dur_us, work_family, bytes: the kernel's start, time, work family and bytes moved
+--   elements: the op's largest input, in elements; chain_elements: the chain's full size
+--   full_pass: the kernel reads or writes the full size (not a reduction)
+CREATE OR REPLACE VIEW elementwise_chain_ops AS
 WITH launched AS (
     SELECT k.trace, k.step, o.step AS op_step, k.ts_us, k.dur_us, k.bytes, k.work_family, o.op_id, o.name AS op, o.pid, o.tid,
            o.ts_us AS op_ts_us, o.ts_us + o.dur_us AS op_end_us,
@@ -302,7 +289,10 @@ WITH launched AS (
                   OVER (PARTITION BY trace, pid, tid, op_step ORDER BY op_ts_us, ts_us ROWS UNBOUNDED PRECEDING) AS run
     FROM judged
 ), sized AS (
-    SELECT *, max(elements) OVER (PARTITION BY trace, pid, tid, op_step, run) AS chain_elements
+    -- the chain's size is its pointwise ops' and reductions': a cast beside them may be of a bigger
+    -- tensor (autocast's of the next Linear's weight, launched before the activation's own cast)
+    SELECT *, max(CASE WHEN work_family IS DISTINCT FROM 'copy' THEN elements END)
+                  OVER (PARTITION BY trace, pid, tid, op_step, run) AS chain_elements
     FROM runs WHERE fusable
 ), members AS (
     -- of the full size, or a side tensor of it (a row's statistic, [B, T, 1] of [B, T, H]; a
@@ -312,7 +302,42 @@ WITH launched AS (
     FROM sized
     WHERE elements IS NULL OR chain_elements IS NULL OR elements = chain_elements
        OR (work_family IS DISTINCT FROM 'copy' AND chain_elements % elements = 0)
-), chains AS (
+), counted AS (
+    SELECT *, count(*) OVER (PARTITION BY trace, pid, tid, op_step, run) AS chain_kernels,
+           count(CASE WHEN work_family = 'elementwise' THEN 1 END)
+               OVER (PARTITION BY trace, pid, tid, op_step, run) AS chain_elementwise,
+           arg_min(op_id, op_ts_us) OVER (PARTITION BY trace, pid, tid, op_step, run) AS chain_first_op_id
+    FROM members
+)
+SELECT trace, step, op_step, pid, tid, run, chain_first_op_id, op_id, op, op_ts_us, op_end_us, ts_us, dur_us,
+       work_family, elements, chain_elements, bytes, full_pass
+FROM counted WHERE chain_kernels >= 3 AND chain_elementwise >= 2;
+
+-- @view elementwise_chains: elementwise ops run one kernel each, back to back, where one fused
+-- kernel (torch.compile's, or a fused op such as F.gelu or F.rms_norm) would read the tensor once
+-- and write it once, as in GPT-2's tanh GELU written out in 8 ops (transformers' gelu_new) or an
+-- RMSNorm as pow, mean, rsqrt and muls, with casts between them. One row per chain of three
+-- kernels or more in a row on one thread's launches, two or more of them elementwise, each
+-- launched by a pointwise ATen op, a row reduction (sum, mean, amax, var...) or a cast, of the
+-- chain's full size or of a size that divides it (a row's statistic, a broadcast operand; a
+-- smaller cast, autocast's of a weight, stays out, as no fusion removes it), outside autograd's
+-- backward (a chain's backward is its forward's, fused with it), an optimizer's step or zero_grad
+-- (unfused_optimizer's), scaled_dot_product_attention and attention chains (unfused_attention's),
+-- and not a CUDA graph's replay; the next kernel of any other op ends it.
+--   trace, step, pid, tid: where it ran (its first kernel's step; the thread of its ops)
+--   ts_us, end_us: the chain's CPU span, from its first op's start to its last op's end
+--   first_op_id, last_op_id: its first and last launching ops (cpu_ops.op_id)
+--   kernels, gpu_us: its kernels and their GPU time
+--   ops: the launching ops in order, joined by ' → '
+--   elements: the largest input of its ops, in elements (NULL: no shapes recorded)
+--   bytes: the bytes its kernels move (their work models'; NULL where one is unknown)
+--   fused_bytes: what one fused kernel would move: the fewest bytes of a kernel of the chain over
+--     the full size that is not a reduction (one read of the tensor and one write, in its
+--     narrowest dtype)
+--   fused_us: fused_bytes at the pace the chain's full-size kernels kept (their µs a byte), and
+--     no less than its shortest kernel (NULL: bytes unknown)
+CREATE OR REPLACE VIEW elementwise_chains AS
+WITH chains AS (
     SELECT trace, pid, tid, op_step, run, arg_min(step, ts_us) AS step, min(op_ts_us) AS ts_us, max(op_end_us) AS end_us,
            arg_min(op_id, op_ts_us) AS first_op_id, arg_max(op_id, op_ts_us) AS last_op_id,
            count(*) AS kernels, sum(dur_us) AS gpu_us, min(dur_us) FILTER (WHERE full_pass) AS shortest_us,
@@ -324,9 +349,8 @@ WITH launched AS (
            CASE WHEN count(bytes) FILTER (WHERE full_pass) = count(*) FILTER (WHERE full_pass)
                 THEN sum(dur_us) FILTER (WHERE full_pass AND bytes > 0) / sum(bytes) FILTER (WHERE full_pass AND bytes > 0)
            END AS us_per_byte
-    FROM members
+    FROM elementwise_chain_ops
     GROUP BY trace, pid, tid, op_step, run
-    HAVING count(*) >= 3 AND count(*) FILTER (WHERE work_family = 'elementwise') >= 2
 )
 SELECT trace, step, pid, tid, ts_us, end_us, first_op_id, last_op_id, kernels, gpu_us, ops, elements, bytes,
        fused_bytes,
