@@ -41,8 +41,9 @@ _WHY_MORE_BY_KIND = {
                        "launches go too, not only the bytes the rule counts, and GradScaler's read before "
                        "the step, where there is one, waits no more"),
     "drop-scaler-checks": _WAIT_GONE,
-    "fuse-elementwise": ("fused, each chain's backward becomes one kernel too, and the chain's launches "
-                         "but one go: more than the rule's count of the forward's kernels"),
+    "fuse-elementwise": ("fused, each chain's launches but one go, and with them its ops' dispatch (all of "
+                         "it where the CPU sets the step's pace), and in training each chain's backward "
+                         "becomes one kernel too: more than the rule's count of the forward's kernels"),
     "tensor-cores": ("the faster GEMMs also shorten what waited on them (the CPU's syncs, the work "
                      "queued behind them), which the rule's own figure leaves out"),
 }

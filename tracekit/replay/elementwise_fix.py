@@ -138,4 +138,4 @@ def _fused(graph, argument, con):
     # tiny kernels, may say more
     kernels_ns = np.bincount(group[in_chains], weights=graph.item_dur[in_chains], minlength=len(fused_ns))
     return fused_in_groups(graph, group, in_chains, np.round(np.minimum(fused_ns, kernels_ns)).astype(np.int64),
-                           keep_long_gaps=True)
+                           user_code=True)
