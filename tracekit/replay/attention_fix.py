@@ -15,7 +15,6 @@ import numpy as np
 
 from tracekit.errors import TracekitError
 from tracekit.replay.graph import calls_inside
-from tracekit.replay.simulate import typical_queue_gap
 
 UNFUSED_ATTENTION = "aten::_scaled_dot_product_attention_math"  # the op by default
 # The memory-efficient kernel's forward against the SIMT GEMMs of the chain it replaces, on fp32:
@@ -111,46 +110,20 @@ def _fused(graph, calls_sql, params, con):
     return fused_in_groups(graph, group, members, fused_ns)
 
 
-def fused_in_groups(graph, group, members, fused_ns, user_code=False):
+def fused_in_groups(graph, group, members, fused_ns, what_goes=None):
     """apply_fused's argument for the items `members` in their groups (`group`, by item), each group
     fused into its first item (in stream order) at `fused_ns[group]`. The calls gone take their
-    thread's time before them along, the items gone their stream's idle time: all of it for an op's
-    own calls (SDPA's math backend, an optimizer's step); with `user_code`, ops written in the user's
-    code (a chain of elementwise ops), what _stretches_that_go says."""
+    thread's time before them along and the items gone their stream's idle time, all of it (an op's
+    own calls: SDPA's math backend, an optimizer's step), or what `what_goes(graph, rest, gone_calls)`
+    says: (the ns each call gives up, the ns each item does)."""
     order = members[np.argsort(group[members], kind="stable")]
     firsts = order[np.r_[True, group[order][1:] != group[order][:-1]]]
     rest = np.setdiff1d(members, firsts)
     gone_calls = np.setdiff1d(np.unique(graph.item_launch[rest][graph.item_launch[rest] >= 0]),
                               graph.item_launch[firsts])
-    if not user_code:
-        return firsts, fused_ns[group[firsts]], rest, gone_calls, np.full(len(gone_calls), np.inf), \
-            np.full(len(rest), np.inf)
-    # A kernel gone takes its wait for its launch along (the launch is gone), or its queue's usual gap
-    # behind the kernel before it; a longer idle with its launch made was a wait for other work
-    # (another stream's), which stays.
-    item_cut = np.where(graph.item_idle_before[rest], np.inf, typical_queue_gap(graph))
-    return firsts, fused_ns[group[firsts]], rest, gone_calls, _stretches_that_go(graph, gone_calls), item_cut
-
-
-MIN_STRETCHES = 8  # fewer calls gone on a thread than this, and its quartiles are a few calls'
-
-
-def _stretches_that_go(graph, gone_calls):
-    """The ns of its thread's time before each call gone that goes with it, where ops written in the
-    user's code may have other work between them (the user's Python between two ops of a chain,
-    autograd's engine between two backward nodes): all of it (the op's dispatch and its line of
-    Python), unless the trace shows it far longer than such stretches on its thread are (beyond
-    Tukey's far-out fence, Q3 + 3 IQR, of the calls gone there; those of all threads where a thread
-    has too few): then their median, one op's, and the other work stays."""
-    observed = graph.call_gap[gone_calls].astype(float)
-    cut = np.full(len(gone_calls), np.inf)
-    lanes = graph.call_lane[gone_calls]
-    for lane in np.unique(lanes):
-        on_lane = lanes == lane
-        population = observed[on_lane] if on_lane.sum() >= MIN_STRETCHES else observed
-        q1, median, q3 = np.percentile(population, [25, 50, 75])
-        cut[on_lane] = np.where(observed[on_lane] > q3 + 3 * (q3 - q1), median, np.inf)
-    return cut
+    call_cut, item_cut = (np.full(len(gone_calls), np.inf), np.full(len(rest), np.inf)) if what_goes is None \
+        else what_goes(graph, rest, gone_calls)
+    return firsts, fused_ns[group[firsts]], rest, gone_calls, call_cut, item_cut
 
 
 # Each call's (pid, tid, ts_ns, end_ns, fp32): the op's own spans, or a chain's from its first op to

@@ -12,6 +12,7 @@ import numpy as np
 
 from tracekit.errors import TracekitError
 from tracekit.replay.attention_fix import HAS_BACKWARD, apply_fused, fused_in_groups, items_in_spans
+from tracekit.replay.simulate import typical_queue_gap
 
 # A fused backward of a chain reads the output's gradient and the saved input and writes the input's
 # gradient: three tensors where the forward reads one and writes one (F.gelu's backward kernel,
@@ -138,4 +139,31 @@ def _fused(graph, argument, con):
     # tiny kernels, may say more
     kernels_ns = np.bincount(group[in_chains], weights=graph.item_dur[in_chains], minlength=len(fused_ns))
     return fused_in_groups(graph, group, in_chains, np.round(np.minimum(fused_ns, kernels_ns)).astype(np.int64),
-                           user_code=True)
+                           what_goes=_what_goes_in_user_code)
+
+
+MIN_STRETCHES = 8  # fewer calls gone on a thread than this, and its quartiles are a few calls'
+
+
+def _what_goes_in_user_code(graph, rest, gone_calls):
+    """(the ns of its thread's time before each call gone that goes with it, the ns of its stream's
+    idle time before each kernel gone that does), for ops written in the user's code, which may have
+    other work between them: the user's Python between two ops of a chain, autograd's engine
+    between two backward nodes, another stream's work the GPU waits for.
+
+    A call gone takes its thread's time before it along (the op's dispatch and its line of Python),
+    unless the trace shows that time far longer than such times are on its thread (beyond Tukey's
+    far-out fence, Q3 + 3 IQR, of the calls gone there; those of all threads where a thread has too
+    few): then their median, one op's, and the other work stays. A kernel gone takes its wait for
+    its launch along (the launch is gone), or its queue's usual gap behind the kernel before it; a
+    longer idle with its launch made was a wait for other work, which stays."""
+    observed = graph.call_gap[gone_calls].astype(float)
+    call_cut = np.full(len(gone_calls), np.inf)
+    lanes = graph.call_lane[gone_calls]
+    for lane in np.unique(lanes):
+        on_lane = lanes == lane
+        population = observed[on_lane] if on_lane.sum() >= MIN_STRETCHES else observed
+        q1, median, q3 = np.percentile(population, [25, 50, 75])
+        call_cut[on_lane] = np.where(observed[on_lane] > q3 + 3 * (q3 - q1), median, np.inf)
+    item_cut = np.where(graph.item_idle_before[rest], np.inf, typical_queue_gap(graph))
+    return call_cut, item_cut
