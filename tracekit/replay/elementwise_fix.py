@@ -19,24 +19,20 @@ from tracekit.replay.simulate import typical_queue_gap
 # F.rms_norm's and layer_norm's, their weights' gradients a reduction beside).
 BACKWARD_PASSES = 1.5
 
-# Each chain's forward span (group 2k) with its fused ns, and, in a trace with autograd's backward,
-# the spans of the evaluate_function nodes that carry its ops' sequence numbers (group 2k + 1), with
-# BACKWARD_PASSES times its fused bytes at the ns a byte of the kernels launched inside them.
+# The chains the fix takes, numbered k in the order of their threads and starts: chain k's forward
+# is group 2k (its fused ns, and its ops by view elementwise_chain_ops: not every op in its span, as
+# a cast of a weight launched among them is no member), its backward 2k + 1 (the spans of the
+# evaluate_function nodes that carry its ops' sequence numbers, with BACKWARD_PASSES times its fused
+# bytes at the ns a byte of the kernels launched inside them).
 _CHAINS = """
-    SELECT row_number() OVER (ORDER BY f.pid, f.tid, f.ts_ns) - 1 AS k, c.trace, c.first_op_id, f.pid, f.tid,
-           f.ts_ns, l.ts_ns + l.dur_ns AS end_ns, c.fused_bytes, c.fused_us
+    SELECT row_number() OVER (ORDER BY c.pid, c.tid, c.ts_us) - 1 AS k, c.trace, c.first_op_id, c.fused_bytes,
+           c.fused_us
     FROM elementwise_chains c
-    JOIN trace_files t ON t.trace = c.trace
-    JOIN cpu_op_rows f ON f.trace_id = t.trace_id AND f.op_id = c.first_op_id
-    JOIN cpu_op_rows l ON l.trace_id = t.trace_id AND l.op_id = c.last_op_id
     WHERE c.trace = $trace AND c.fused_us IS NOT NULL AND ($ops IS NULL OR regexp_matches(c.ops, $ops))
 """
-# Each chain's fused ns (group 2k), and the ops that launched its kernels (view elementwise_chain_ops: not
-# every op in its span, as a cast of a weight launched among them is no member).
-_FORWARD = "WITH chains AS (" + _CHAINS + ")\nSELECT 2 * k AS grp, fused_us * 1000 AS fused_ns FROM chains"
-_MEMBERS = """
+_FORWARD = """
 WITH chains AS ({chains})
-SELECT DISTINCT 2 * c.k AS grp, m.op_id
+SELECT DISTINCT 2 * c.k AS grp, c.fused_us * 1000 AS fused_ns, m.op_id
 FROM chains c JOIN elementwise_chain_ops m ON m.trace = c.trace AND m.chain_first_op_id = c.first_op_id
 """
 
@@ -97,14 +93,14 @@ def fused_groups(con, trace, argument=None):
     [(group, op_id)], the spans of its backward's nodes [(group, pid, tid, start_ns, end_ns)]):
     chain k's forward is group 2k, its backward 2k + 1."""
     params = {"trace": trace, "ops": argument or None}
-    times = con.execute(_FORWARD, params).fetchall()
-    if not times:
+    forward = con.execute(_FORWARD.format(chains=_CHAINS), params).fetchall()
+    if not forward:
         return [], [], []
-    members = con.execute(_MEMBERS.format(chains=_CHAINS), params).fetchall()
     backward = []
     if con.execute(HAS_BACKWARD, {"trace": trace}).fetchone()[0]:
         backward = con.execute(_BACKWARD_SPANS.format(chains=_CHAINS, passes=BACKWARD_PASSES), params).fetchall()
-    return times + [(grp, ns) for grp, *_, ns in backward], members, [row[:5] for row in backward]
+    times = sorted({(grp, ns) for grp, ns, _ in forward}) + [(grp, ns) for grp, *_, ns in backward]
+    return times, [(grp, op_id) for grp, _, op_id in forward], [row[:5] for row in backward]
 
 
 def chain_groups(graph, con, argument=None):
