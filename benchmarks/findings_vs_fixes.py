@@ -145,6 +145,22 @@ MODEL_FIX_PAIRS = [
     ("host_sync", "amp_pairs/gpt2_train_fp16_scaler_foreach", "amp_pairs/gpt2_train_fp16_scaler_fused"),
     # a boolean index's size read in the forward and in its backward, and the mask multiplied in
     ("host_sync", "amp_pairs/train_bool_index", "amp_pairs/train_masked_loss"),
+    # elementwise chains op by op against one fused op (tests/data/h100/model_pairs_m): GPT-2's
+    # gelu_new (the tanh GELU written out) against F.gelu(approximate="tanh"), and transformers'
+    # LlamaRMSNorm against F.rms_norm, trained and in inference (the norms' chains alone: the rotary
+    # embeddings' stay, as no fused op of PyTorch's computes them)
+    ("unfused_elementwise", "model_pairs_m/gpt2_train_gelu_new", "model_pairs_m/gpt2_train_gelu_tanh"),
+    ("unfused_elementwise", "model_pairs_m/gpt2_infer_gelu_new", "model_pairs_m/gpt2_infer_gelu_tanh"),
+    ("unfused_elementwise", "model_pairs_m/llama_train_rmsnorm_eager", "model_pairs_m/llama_train_rmsnorm_fused",
+     "fuse-elementwise:rsqrt"),
+    ("unfused_elementwise", "model_pairs_m/llama_infer_rmsnorm_eager", "model_pairs_m/llama_infer_rmsnorm_fused",
+     "fuse-elementwise:rsqrt"),
+    # the CPU-bound three again, nine rounds each, on another lease (tests/data/h100/model_pairs_n)
+    ("unfused_elementwise", "model_pairs_n/gpt2_train_gelu_new", "model_pairs_n/gpt2_train_gelu_tanh"),
+    ("unfused_elementwise", "model_pairs_n/llama_train_rmsnorm_eager", "model_pairs_n/llama_train_rmsnorm_fused",
+     "fuse-elementwise:rsqrt"),
+    ("unfused_elementwise", "model_pairs_n/llama_infer_rmsnorm_eager", "model_pairs_n/llama_infer_rmsnorm_fused",
+     "fuse-elementwise:rsqrt"),
 ]
 
 

@@ -37,6 +37,8 @@ TRACES = {
     # a Llama's bf16 forward (8 layers, 4 x 1024 tokens, hidden 2,048) whose MLP's weights (5,632 x
     # 2,048) are bigger than the activation the RMSNorm before it normalizes
     "llama_hd128": TEST_DATA / "h100" / "model_pairs_l" / "llama_infer_hd128_sdpa.json.gz",
+    # a Llama kept in fp32, its forward under bf16 autocast, with transformers' RMSNorm
+    "llama_autocast": TEST_DATA / "h100" / "model_pairs_m" / "llama_infer_rmsnorm_eager.json.gz",
 }
 GELU_NEW = " → ".join(f"aten::{op}" for op in ("mul", "pow", "mul", "add", "mul", "tanh", "add", "mul"))
 
@@ -75,11 +77,27 @@ def test_autocasts_casts_of_the_chain_are_in_it_and_a_weights_are_not(db):
         assert [op for op in ops if op != "aten::copy_"] == GELU_NEW.split(" → ")
 
 
-def test_rmsnorm_and_the_residual_add_before_it_are_one_chain(db):
+def test_an_rmsnorm_is_a_chain_without_the_residual_add_before_it(db):
+    # a bf16 Llama: the norm casts its input up and its output back down, inside the chain; the
+    # residual add that makes its input (two tensors of its size) is no part of what F.rms_norm fuses
     patterns = _rows(db, "SELECT ops, count(*) AS n FROM elementwise_chains WHERE trace = 'llama_infer' "
                          "GROUP BY ops ORDER BY n DESC")
     assert patterns[0]["ops"] == " → ".join(f"aten::{op}" for op in (
-        "add", "copy_", "pow", "mean", "add", "rsqrt", "mul", "copy_", "mul"))
+        "copy_", "pow", "mean", "add", "rsqrt", "mul", "copy_", "mul"))
+
+
+def test_under_autocast_the_next_linears_cast_of_an_fp32_norm_stays_out(db):
+    """A Llama kept in fp32 under bf16 autocast (tests/data/h100/model_pairs_m): each RMSNorm runs in
+    fp32 and the next Linear casts its output to bf16, a cast F.rms_norm leaves in place (its output
+    is fp32 too), so the chain is the norm's six ops alone, 17 a step (two a layer and the last);
+    the rotary embeddings' cos and sin, on a smaller tensor, launched just before the first norm,
+    are not in it, nor is the half-size neg after a rotary chain."""
+    patterns = {row["ops"]: row["n"] for row in _rows(
+        db, "SELECT ops, count(*) AS n FROM elementwise_chains c JOIN steady_window w USING (trace, step) "
+            "WHERE c.trace = 'llama_autocast' GROUP BY ops")}
+    steps = _rows(db, "SELECT any_value(steps) AS steps FROM steady_window WHERE trace = 'llama_autocast'")[0]["steps"]
+    norm = " → ".join(f"aten::{op}" for op in ("pow", "mean", "add", "rsqrt", "mul", "mul"))
+    assert patterns == {norm: 17 * steps, "aten::mul → aten::add → aten::mul": 8 * steps}
 
 
 @pytest.mark.parametrize("trace", ["naive", "sdpa_flash"])
@@ -124,7 +142,7 @@ def test_the_rule_saves_the_forward_and_backward_chains_and_no_more(db):
         # more_ops' chains (a clip's norm on 5 elements, a few on 8,192) fuse to less than 20 µs a
         # step; the encoder's MLP runs F.gelu, one kernel: none
         assert set(found["trace"]) == {"gpt2_fp32", "gpt2_fp16", "gpt2_bf16", "llama_infer", "rank0_of128", "t4_no_shapes",
-                                       "llama_hd128"}
+                                       "llama_hd128", "llama_autocast"}
         # no shapes, no bytes: no estimate and no replayed saving, never a made-up one
         unshaped = found[found["trace"] == "t4_no_shapes"].iloc[0]
         assert unshaped["estimate_us_per_step"] != unshaped["estimate_us_per_step"]  # NaN: NULL

@@ -238,7 +238,8 @@ SELECT * FROM (
 ) r WHERE optimizer IS NOT NULL;
 
 -- @view elementwise_chain_ops: the kernels of the chains of view elementwise_chains, a row each: which
--- ops a chain holds (a cast of a weight launched among them is not one of them).
+-- ops a chain holds (a cast of a weight launched among them is not one of them, nor a residual add
+-- before it or a cast to another dtype after it).
 --   trace, step, pid, tid: where the kernel ran (its step) and the thread of its op
 --   op_step, run: the chain's step (of its ops) and number on that thread (with trace, pid, tid:
 --     the chain)
@@ -262,9 +263,12 @@ WITH launched AS (
            AND o.name LIKE 'aten::%' AND k.work_source IS DISTINCT FROM 'graph capture'
            AND coalesce(k.cpu_op_path, '') NOT LIKE '%evaluate_function%'
            AND coalesce(k.cpu_op_path, '') NOT LIKE '%scaled_dot_product%' AS kind_fuses,
-           list_max(list_transform(CAST(o.input_dims AS JSON[]),
-                                   lambda x: CASE WHEN json_array_length(x) > 0
-                                                  THEN list_product(TRY_CAST(x AS BIGINT[])) END)) AS elements
+           list_transform(CAST(o.input_dims AS JSON[]),
+                          lambda x: CASE WHEN json_array_length(x) > 0
+                                         THEN list_product(TRY_CAST(x AS BIGINT[])) END) AS input_elements,
+           -- the dtype it reads (a cast's source) and a cast's target
+           CASE WHEN o.name = 'aten::copy_' THEN o.input_types->>'$[1]' ELSE o.input_types->>'$[0]' END AS reads_dtype,
+           CASE WHEN o.name = 'aten::copy_' THEN o.input_types->>'$[0]' END AS casts_to
     FROM kernels k JOIN cpu_ops o ON o.trace = k.trace AND o.op_id = k.cpu_op_id
 ), elsewhere AS (
     -- the ops inside spans whose kernels are other rules' to fuse (attention chains, an optimizer's
@@ -293,7 +297,7 @@ WITH launched AS (
     -- tensor (autocast's of the next Linear's weight, launched before the activation's own cast)
     SELECT *, max(CASE WHEN work_family IS DISTINCT FROM 'copy' THEN elements END)
                   OVER (PARTITION BY trace, pid, tid, op_step, run) AS chain_elements
-    FROM runs WHERE fusable
+    FROM (SELECT *, list_max(input_elements) AS elements FROM runs WHERE fusable)
 ), members AS (
     -- of the full size, or a side tensor of it (a row's statistic, [B, T, 1] of [B, T, H]; a
     -- broadcast operand) whose size divides it; a smaller cast (autocast's of a weight) stays out,
@@ -302,12 +306,40 @@ WITH launched AS (
     FROM sized
     WHERE elements IS NULL OR chain_elements IS NULL OR elements = chain_elements
        OR (work_family IS DISTINCT FROM 'copy' AND chain_elements % elements = 0)
+), placed AS (
+    SELECT *, row_number() OVER (PARTITION BY trace, pid, tid, op_step, run ORDER BY op_ts_us, ts_us) AS place,
+           elements = chain_elements AS of_full_size,
+           -- a residual add: two tensors of the full size from outside the chain
+           work_family = 'elementwise' AND len(list_filter(input_elements, lambda n: n = chain_elements)) >= 2 AS joins_two
+    FROM members
+), opened AS (
+    -- the fused op (F.rms_norm, F.gelu) reads one tensor of the chain's size: the chain starts at
+    -- its first op over that size (ops on smaller tensors before it, rotary's cos and sin, are
+    -- others'), after it where that op joins two such tensors (the residual add before a norm
+    -- makes the norm's input)
+    SELECT *, min(place) FILTER (WHERE of_full_size) OVER chain
+              + coalesce(arg_min(joins_two, place) FILTER (WHERE of_full_size) OVER chain, false)::INT AS opens_at
+    FROM placed
+    WINDOW chain AS (PARTITION BY trace, pid, tid, op_step, run)
+), closed AS (
+    -- and writes its output in the dtype it read: a last cast to another dtype (autocast's of the
+    -- next Linear's input, from a norm kept in fp32) stays; one back to it (after an upcast inside
+    -- the chain) goes
+    SELECT *, max(place) FILTER (WHERE of_full_size) OVER chain
+              - coalesce(arg_max(casts_to IS DISTINCT FROM chain_dtype AND casts_to IS NOT NULL AND chain_dtype IS NOT NULL,
+                                 place) FILTER (WHERE of_full_size) OVER chain, false)::INT AS closes_at
+    FROM (SELECT *, arg_min(reads_dtype, place) FILTER (WHERE place >= coalesce(opens_at, 1)) OVER chain AS chain_dtype
+          FROM opened
+          WINDOW chain AS (PARTITION BY trace, pid, tid, op_step, run))
+    WINDOW chain AS (PARTITION BY trace, pid, tid, op_step, run)
+), trimmed AS (
+    SELECT * FROM closed WHERE place >= coalesce(opens_at, 1) AND place <= coalesce(closes_at, place)
 ), counted AS (
     SELECT *, count(*) OVER (PARTITION BY trace, pid, tid, op_step, run) AS chain_kernels,
            count(CASE WHEN work_family = 'elementwise' THEN 1 END)
                OVER (PARTITION BY trace, pid, tid, op_step, run) AS chain_elementwise,
            arg_min(op_id, op_ts_us) OVER (PARTITION BY trace, pid, tid, op_step, run) AS chain_first_op_id
-    FROM members
+    FROM trimmed
 )
 SELECT trace, step, op_step, pid, tid, run, chain_first_op_id, op_id, op, op_ts_us, op_end_us, ts_us, dur_us,
        work_family, elements, chain_elements, bytes, full_pass
@@ -320,7 +352,10 @@ FROM counted WHERE chain_kernels >= 3 AND chain_elementwise >= 2;
 -- kernels or more in a row on one thread's launches, two or more of them elementwise, each
 -- launched by a pointwise ATen op, a row reduction (sum, mean, amax, var...) or a cast, of the
 -- chain's full size or of a size that divides it (a row's statistic, a broadcast operand; a
--- smaller cast, autocast's of a weight, stays out, as no fusion removes it), outside autograd's
+-- smaller cast, autocast's of a weight, stays out, as no fusion removes it), from its first op
+-- over the full size to its last (what the fused op reads and writes: not the residual add that
+-- joins two tensors of that size before a norm, nor a last cast of its output to another dtype,
+-- autocast's for the next Linear; a cast back to the dtype it read is in), outside autograd's
 -- backward (a chain's backward is its forward's, fused with it), an optimizer's step or zero_grad
 -- (unfused_optimizer's), scaled_dot_product_attention and attention chains (unfused_attention's),
 -- and not a CUDA graph's replay; the next kernel of any other op ends it.
