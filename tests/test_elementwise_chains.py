@@ -39,6 +39,11 @@ TRACES = {
     "llama_hd128": TEST_DATA / "h100" / "model_pairs_l" / "llama_infer_hd128_sdpa.json.gz",
     # a Llama kept in fp32, its forward under bf16 autocast, with transformers' RMSNorm
     "llama_autocast": TEST_DATA / "h100" / "model_pairs_m" / "llama_infer_rmsnorm_eager.json.gz",
+    # ResNet-50's blocks (out += identity, ReLU, the last one's pool), a bf16 tensor's mean square in
+    # fp32, and a masked loss whose sum casts its bool mask inside it
+    "resnet50": TEST_DATA / "h200" / "work_models" / "train_resnet50.json.gz",
+    "norms": TEST_DATA / "h200" / "work_models" / "train_norms.json.gz",
+    "masked_loss": TEST_DATA / "h100" / "amp_pairs" / "train_masked_loss.json.gz",
 }
 GELU_NEW = " → ".join(f"aten::{op}" for op in ("mul", "pow", "mul", "add", "mul", "tanh", "add", "mul"))
 
@@ -91,13 +96,42 @@ def test_under_autocast_the_next_linears_cast_of_an_fp32_norm_stays_out(db):
     fp32 and the next Linear casts its output to bf16, a cast F.rms_norm leaves in place (its output
     is fp32 too), so the chain is the norm's six ops alone, 17 a step (two a layer and the last);
     the rotary embeddings' cos and sin, on a smaller tensor, launched just before the first norm,
-    are not in it, nor is the half-size neg after a rotary chain."""
+    are a chain of their own, and the half-size neg after a rotary chain is in none."""
     patterns = {row["ops"]: row["n"] for row in _rows(
         db, "SELECT ops, count(*) AS n FROM elementwise_chains c JOIN steady_window w USING (trace, step) "
             "WHERE c.trace = 'llama_autocast' GROUP BY ops")}
     steps = _rows(db, "SELECT any_value(steps) AS steps FROM steady_window WHERE trace = 'llama_autocast'")[0]["steps"]
     norm = " → ".join(f"aten::{op}" for op in ("pow", "mean", "add", "rsqrt", "mul", "mul"))
-    assert patterns == {norm: 17 * steps, "aten::mul → aten::add → aten::mul": 8 * steps}
+    assert patterns == {norm: 17 * steps, "aten::mul → aten::add → aten::mul": 8 * steps,
+                        "aten::cos → aten::mul → aten::sin → aten::mul": steps}
+
+
+def _patterns(db, trace):
+    return {row["ops"]: row["n"] for row in _rows(db, "SELECT ops, count(*) AS n FROM elementwise_chains WHERE trace = ? "
+                                                         "GROUP BY ops", [trace])}
+
+
+def test_an_add_that_joins_two_tensors_is_trimmed_only_before_a_norm(db):
+    # ResNet's last block adds its identity, ReLUs and pools: one kernel for torch.compile, no norm
+    # after the add; BCE with logits computes 1 - target (two tensors of its size) as its own first op
+    assert set(_patterns(db, "resnet50")) == {"aten::add_ → aten::clamp_min_ → aten::mean"}
+    assert "aten::sub_ → aten::mul_ → aten::sub_ → aten::mean" in _patterns(db, "more_ops")
+
+
+def test_a_cast_counts_toward_a_chain_of_known_size(db):
+    # x.float().square().mean() on a bf16 tensor: one fused reduction would read the bf16 tensor once
+    chains = _steady_chains(db, "norms")
+    assert chains and {c["ops"] for c in chains} == {"aten::copy_ → aten::pow → aten::mean"}
+    # a GradScaler's 0-d reciprocal between two casts is no chain: it has no size to fuse over
+    assert not any("reciprocal" in ops for ops in _patterns(db, "more_ops"))
+
+
+def test_a_cast_made_inside_an_op_is_placed_where_its_kernel_ran(db):
+    # kept.sum(): the sum's op starts before the bool mask's cast inside it, whose kernel runs first;
+    # the chain ends at the sum, the cast inside it, and the loss's scalar clamp and div after it are
+    # in no chain
+    assert _patterns(db, "masked_loss") == {" → ".join(f"aten::{op}" for op in (
+        "clamp_min", "copy_", "gt", "pow", "mul", "sum", "sum", "copy_")): 5}
 
 
 @pytest.mark.parametrize("trace", ["naive", "sdpa_flash"])
@@ -140,9 +174,10 @@ def test_the_rule_saves_the_forward_and_backward_chains_and_no_more(db):
         forward_us = sum(c["gpu_us"] for c in _steady_chains(db, "gpt2_fp32")) / 4
         assert row["estimate_us_per_step"] < row["saving_us_per_step"] < forward_us + backward_us
         # more_ops' chains (a clip's norm on 5 elements, a few on 8,192) fuse to less than 20 µs a
-        # step; the encoder's MLP runs F.gelu, one kernel: none
+        # step; the encoder's MLP runs F.gelu, one kernel: none; ResNet-50's last block (its add, ReLU
+        # and pool) too little for a finding
         assert set(found["trace"]) == {"gpt2_fp32", "gpt2_fp16", "gpt2_bf16", "llama_infer", "rank0_of128", "t4_no_shapes",
-                                       "llama_hd128", "llama_autocast"}
+                                       "llama_hd128", "llama_autocast", "norms", "masked_loss"}
         # no shapes, no bytes: no estimate and no replayed saving, never a made-up one
         unshaped = found[found["trace"] == "t4_no_shapes"].iloc[0]
         assert unshaped["estimate_us_per_step"] != unshaped["estimate_us_per_step"]  # NaN: NULL

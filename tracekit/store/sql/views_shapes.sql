@@ -268,7 +268,10 @@ WITH launched AS (
                                          THEN list_product(TRY_CAST(x AS BIGINT[])) END) AS input_elements,
            -- the dtype it reads (a cast's source) and a cast's target
            CASE WHEN o.name = 'aten::copy_' THEN o.input_types->>'$[1]' ELSE o.input_types->>'$[0]' END AS reads_dtype,
-           CASE WHEN o.name = 'aten::copy_' THEN o.input_types->>'$[0]' END AS casts_to
+           CASE WHEN o.name = 'aten::copy_' THEN o.input_types->>'$[0]' END AS casts_to,
+           -- a cast another op makes of its input (autocast's in aten::linear), not the user's .to()
+           split_part(coalesce(k.cpu_op_path, ''), ' → ', 1) NOT IN ('aten::to', 'aten::_to_copy', 'aten::copy_',
+                                                                   'aten::type_as', '') AS cast_for_next_op
     FROM kernels k JOIN cpu_ops o ON o.trace = k.trace AND o.op_id = k.cpu_op_id
 ), elsewhere AS (
     -- the ops inside spans whose kernels are other rules' to fuse (attention chains, an optimizer's
@@ -302,60 +305,89 @@ WITH launched AS (
     -- of the full size, or a side tensor of it (a row's statistic, [B, T, 1] of [B, T, H]; a
     -- broadcast operand) whose size divides it; a smaller cast (autocast's of a weight) stays out,
     -- as no fusion removes it
-    SELECT *, elements = chain_elements AND work_family IS DISTINCT FROM 'reduction' AS full_pass
-    FROM sized
+    SELECT * FROM sized
     WHERE elements IS NULL OR chain_elements IS NULL OR elements = chain_elements
        OR (work_family IS DISTINCT FROM 'copy' AND chain_elements % elements = 0)
 ), placed AS (
-    SELECT *, row_number() OVER (PARTITION BY trace, pid, tid, op_step, run ORDER BY op_ts_us, ts_us) AS place,
-           elements = chain_elements AS of_full_size,
+    -- in the order the kernels ran (an op's cast inside it runs before its own kernel)
+    SELECT *, row_number() OVER (PARTITION BY trace, pid, tid, op_step, run ORDER BY ts_us, op_ts_us) AS place,
+           coalesce(elements = chain_elements, false) AS of_full_size,
            -- a residual add: two tensors of the full size from outside the chain
-           work_family = 'elementwise' AND len(list_filter(input_elements, lambda n: n = chain_elements)) >= 2 AS joins_two
+           coalesce(work_family = 'elementwise' AND array_length(list_filter(input_elements, lambda n: n = chain_elements)) >= 2,
+                    false) AS joins_two
     FROM members
-), opened AS (
-    -- the fused op (F.rms_norm, F.gelu) reads one tensor of the chain's size: the chain starts at
-    -- its first op over that size (ops on smaller tensors before it, rotary's cos and sin, are
-    -- others'), after it where that op joins two such tensors (the residual add before a norm
-    -- makes the norm's input)
-    SELECT *, min(place) FILTER (WHERE of_full_size) OVER chain
-              + coalesce(arg_min(joins_two, place) FILTER (WHERE of_full_size) OVER chain, false)::INT AS opens_at
+), ends AS (
+    SELECT *, min(CASE WHEN of_full_size THEN place END) OVER chain AS first_full,
+           max(CASE WHEN of_full_size THEN place END) OVER chain AS last_full,
+           min(CASE WHEN of_full_size AND work_family = 'reduction' THEN place END) OVER chain AS first_reduction
     FROM placed
     WINDOW chain AS (PARTITION BY trace, pid, tid, op_step, run)
-), closed AS (
-    -- and writes its output in the dtype it read: a last cast to another dtype (autocast's of the
-    -- next Linear's input, from a norm kept in fp32) stays; one back to it (after an upcast inside
-    -- the chain) goes
-    SELECT *, max(place) FILTER (WHERE of_full_size) OVER chain
-              - coalesce(arg_max(casts_to IS DISTINCT FROM chain_dtype AND casts_to IS NOT NULL AND chain_dtype IS NOT NULL,
-                                 place) FILTER (WHERE of_full_size) OVER chain, false)::INT AS closes_at
-    FROM (SELECT *, arg_min(reads_dtype, place) FILTER (WHERE place >= coalesce(opens_at, 1)) OVER chain AS chain_dtype
-          FROM opened
-          WINDOW chain AS (PARTITION BY trace, pid, tid, op_step, run))
+), opened AS (
+    -- the fused op (F.rms_norm, F.gelu) reads one tensor of the chain's size: the chain starts at
+    -- its first op over that size (ops on smaller tensors before it, rotary's cos and sin, are a
+    -- chain of their own), after it where that op joins two such tensors and a norm follows (a row
+    -- reduction, then the full size again): the residual add makes the norm's input, where an add
+    -- before a ReLU and a pool, or a loss's own ops, are the fused kernel's
+    SELECT *, first_full + CASE WHEN max(CASE WHEN place = first_full AND joins_two THEN 1 ELSE 0 END) OVER chain = 1
+                                     AND first_reduction < last_full THEN 1 ELSE 0 END AS opens_at
+    FROM ends
     WINDOW chain AS (PARTITION BY trace, pid, tid, op_step, run)
-), trimmed AS (
-    SELECT * FROM closed WHERE place >= coalesce(opens_at, 1) AND place <= coalesce(closes_at, place)
+), typed AS (
+    SELECT *, first_value(CASE WHEN place >= opens_at THEN reads_dtype END IGNORE NULLS)
+                  OVER (PARTITION BY trace, pid, tid, op_step, run ORDER BY place
+                        ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) AS chain_dtype
+    FROM opened
+), closed AS (
+    -- and writes its output in the dtype it read: a last cast to another dtype that the next op
+    -- makes (autocast's of the next Linear's input, from a norm kept in fp32) stays; one back to
+    -- that dtype (after an upcast inside the chain), or the user's own, goes
+    SELECT *, last_full - max(CASE WHEN place = last_full AND cast_for_next_op AND casts_to <> chain_dtype THEN 1 ELSE 0 END)
+                              OVER (PARTITION BY trace, pid, tid, op_step, run) AS closes_at
+    FROM typed
+), parts AS (
+    -- what lies before the chain's start or after its end is judged as a chain of its own, of its
+    -- own size (none where its ops have no size: a loss's scalars after its sum)
+    SELECT *, CASE WHEN place < coalesce(opens_at, 1) THEN 0 WHEN place > coalesce(closes_at, place) THEN 2 ELSE 1 END AS part
+    FROM closed
+), resized AS (
+    SELECT *, CASE WHEN part = 1 THEN chain_elements
+                   ELSE max(CASE WHEN work_family IS DISTINCT FROM 'copy' THEN elements END)
+                            OVER (PARTITION BY trace, pid, tid, op_step, run, part) END AS part_elements
+    FROM parts
 ), counted AS (
-    SELECT *, count(*) OVER (PARTITION BY trace, pid, tid, op_step, run) AS chain_kernels,
-           count(CASE WHEN work_family = 'elementwise' THEN 1 END)
-               OVER (PARTITION BY trace, pid, tid, op_step, run) AS chain_elementwise,
-           arg_min(op_id, op_ts_us) OVER (PARTITION BY trace, pid, tid, op_step, run) AS chain_first_op_id
-    FROM trimmed
+    SELECT *, count(*) OVER part AS chain_kernels,
+           count(CASE WHEN work_family = 'elementwise' THEN 1 END) OVER part AS chain_elementwise,
+           count(CASE WHEN work_family = 'copy' THEN 1 END) OVER part AS chain_casts,
+           arg_min(op_id, op_ts_us) OVER part AS chain_first_op_id,
+           dense_rank() OVER (PARTITION BY trace, pid, tid, op_step ORDER BY run, part) AS chain_number
+    FROM resized
+    WHERE part = 1 OR chain_elements IS NULL
+       OR (part_elements IS NOT NULL
+           AND (elements = part_elements OR (work_family IS DISTINCT FROM 'copy' AND part_elements % elements = 0)))
+    WINDOW part AS (PARTITION BY trace, pid, tid, op_step, run, part)
 )
-SELECT trace, step, op_step, pid, tid, run, chain_first_op_id, op_id, op, op_ts_us, op_end_us, ts_us, dur_us,
-       work_family, elements, chain_elements, bytes, full_pass
-FROM counted WHERE chain_kernels >= 3 AND chain_elementwise >= 2;
+SELECT trace, step, op_step, pid, tid, chain_number AS run, chain_first_op_id, op_id, op, op_ts_us, op_end_us, ts_us,
+       dur_us, work_family, elements, part_elements AS chain_elements, bytes,
+       elements = part_elements AND work_family IS DISTINCT FROM 'reduction' AS full_pass
+-- a cast of a tensor of known size counts toward the chain's pointwise kernels:
+-- x.float().square().mean() fuses to one reduction of the bf16 tensor
+FROM counted
+WHERE chain_kernels >= 3
+  AND (chain_elementwise >= 2 OR (chain_elementwise = 1 AND chain_casts >= 1 AND part_elements IS NOT NULL));
 
 -- @view elementwise_chains: elementwise ops run one kernel each, back to back, where one fused
 -- kernel (torch.compile's, or a fused op such as F.gelu or F.rms_norm) would read the tensor once
 -- and write it once, as in GPT-2's tanh GELU written out in 8 ops (transformers' gelu_new) or an
 -- RMSNorm as pow, mean, rsqrt and muls, with casts between them. One row per chain of three
--- kernels or more in a row on one thread's launches, two or more of them elementwise, each
+-- kernels or more in a row on one thread's launches, two or more of them elementwise (or one and a
+-- cast, in a chain of known size), each
 -- launched by a pointwise ATen op, a row reduction (sum, mean, amax, var...) or a cast, of the
 -- chain's full size or of a size that divides it (a row's statistic, a broadcast operand; a
 -- smaller cast, autocast's of a weight, stays out, as no fusion removes it), from its first op
 -- over the full size to its last (what the fused op reads and writes: not the residual add that
--- joins two tensors of that size before a norm, nor a last cast of its output to another dtype,
--- autocast's for the next Linear; a cast back to the dtype it read is in), outside autograd's
+-- joins two tensors of that size before a norm, nor a last cast of its output to another dtype
+-- that the next op makes, autocast's for the next Linear; a cast back to the dtype it read is in;
+-- what lies before or after is judged as a chain of its own), outside autograd's
 -- backward (a chain's backward is its forward's, fused with it), an optimizer's step or zero_grad
 -- (unfused_optimizer's), scaled_dot_product_attention and attention chains (unfused_attention's),
 -- and not a CUDA graph's replay; the next kernel of any other op ends it.
