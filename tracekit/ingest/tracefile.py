@@ -307,18 +307,9 @@ def _complete_events_prefix(held, has_array_start):
     then broken and the loader's one-event-per-line read drops it.) `has_array_start`: `held`
     still begins with the array's `[`, so a trace cut inside its first event keeps no events.
     """
-    last = None
-    for last in _EVENT_BOUNDARY.finditer(held):
-        pass
-    if last is not None:
-        brace = held.index(b"{", last.start() + 1)
-    elif has_array_start:
-        first = re.match(rb"\[\s*\{", held)
-        if first is None:
-            return b"[]", 0
-        brace = first.end() - 1
-    else:
-        return None, 0
+    brace = _last_event_start(held, has_array_start)
+    if brace is None:
+        return (b"[]", 0) if has_array_start else (None, 0)
     end = _decode_event(held, brace)
     if end is None:
         return held[:brace].rstrip().rstrip(b",") + b"]", 1
@@ -329,10 +320,30 @@ def _complete_events_prefix(held, has_array_start):
 _LAST_ELEMENT = re.compile(rb"(\S)\s*\]\s*\}$")
 
 
+def _last_event_start(held, has_array_start):
+    """The offset of the `{` that opens the last event: after the last `}, {`, else the first
+    element's where `held` still begins with the array's `[`; None where neither is in `held`."""
+    last = None
+    for last in _EVENT_BOUNDARY.finditer(held):
+        pass
+    if last is not None:
+        return held.index(b"{", last.start() + 1)
+    first = re.match(rb"\[\s*\{", held) if has_array_start else None
+    return None if first is None else first.end() - 1
+
+
+def _last_event_broken(held, has_array_start):
+    """Whether the array's last element opens as an event whose JSON breaks off: a damaged event,
+    where the last element of `[1, 2, 3]` is no event at all."""
+    brace = _last_event_start(held, has_array_start)
+    return brace is not None and _decode_event(held, brace) is None
+
+
 def _lenient_cut(path, held, lenient, flushed):
     """(body, events cut off) for an event array that never ends: a --lenient cut, or the error."""
     last_element = _LAST_ELEMENT.search(bytes(held[-4096:]).rstrip())
-    if last_element is not None and last_element.group(1) not in (b"}", b"["):
+    if last_element is not None and last_element.group(1) not in (b"}", b"[") \
+            and not _last_event_broken(bytes(held), not flushed):
         # the array's end is found as a `]` after an event's `}`: `[1, 2, 3]` has none. No cut mends
         # it: what follows the last event is no event, not a truncation
         raise TraceFileError(path, "the traceEvents array holds something that is not an event (a JSON object): "
