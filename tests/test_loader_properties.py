@@ -204,25 +204,31 @@ def test_lenient_reads_a_trace_damaged_inside_its_event_array(con, tmp_path_fact
     _check_loaded(con, result, before, True, None)
 
 
-def test_lenient_cuts_a_last_event_whose_closing_brace_is_damaged(con, tmp_path_factory):
-    # the case the property above found: the array's `]` and the object's `}` follow a last event
-    # that never closes (its `}` flipped to `|`), which is a damaged event, not an array of non-events
+@pytest.mark.parametrize("damage, cut", [(b"|", 1), (b"}\x1c", 0)], ids=["its brace", "a byte after it"])
+def test_lenient_cuts_the_damage_at_the_last_event(tmp_path, damage, cut):
+    # the cases the property above found: the array's `]` and the object's `}` follow a last event
+    # that never closes (its `}` flipped to `|`), or a byte that is no whitespace after it (the
+    # newline before `]` flipped to 0x1c): damage, not an array of non-events
     raw = RAW["v100_dgxs_mlp_train_step.json.gz"]
     end = raw.rindex(b"]")
     brace = raw.rindex(b"}", 0, end)
-    path = tmp_path_factory.mktemp("damaged_last") / "damaged.json"
-    path.write_bytes(raw[:brace] + b"|" + raw[brace + 1:])
-    with pytest.raises(TracekitError, match="does not end properly"):
-        load_file(con, path)
-    before = database_state(con)
-    result = load_file(con, path, lenient=True)
-    assert result.status == "loaded" and result.events == _event_count(raw) - 1
-    _check_loaded(con, result, before, True, None)
-    # an array whose last element is no object is still refused, leniently too
-    numbers = tmp_path_factory.mktemp("numbers") / "numbers.json"
-    numbers.write_bytes(raw[:end].rstrip() + b", 2\n]}")
-    with pytest.raises(TracekitError, match="not an event"):
-        load_file(con, numbers, lenient=True)
+    path = tmp_path / "damaged.json"
+    path.write_bytes(raw[:brace] + damage + raw[brace + 1:])
+    own = connect(tmp_path / "own.duckdb")  # a load of the same bytes elsewhere would be skipped here
+    try:
+        with pytest.raises(TracekitError, match="does not end properly"):
+            load_file(own, path)
+        before = database_state(own)
+        result = load_file(own, path, lenient=True)
+        assert result.status == "loaded" and result.events == _event_count(raw) - cut
+        _check_loaded(own, result, before, True, None)
+        # an array whose last element is no object is still refused, leniently too
+        numbers = tmp_path / "numbers.json"
+        numbers.write_bytes(raw[:end].rstrip() + b", 2\n]}")
+        with pytest.raises(TracekitError, match="not an event"):
+            load_file(own, numbers, lenient=True)
+    finally:
+        own.close()
 
 
 _BLANKS = " \t\r\n" * 4096

@@ -332,18 +332,22 @@ def _last_event_start(held, has_array_start):
     return None if first is None else first.end() - 1
 
 
-def _last_event_broken(held, has_array_start):
-    """Whether the array's last element opens as an event whose JSON breaks off: a damaged event,
-    where the last element of `[1, 2, 3]` is no event at all."""
+def _last_event_damaged(held, has_array_start):
+    """Whether the array's last element opens as an event whose JSON breaks off, or is an event with
+    bytes after it that begin no other element (no comma): damage, where the last element of
+    `[1, 2, 3]`, or the `2` of `[{...}, 2]`, is no event at all."""
     brace = _last_event_start(held, has_array_start)
-    return brace is not None and _decode_event(held, brace) is None
+    if brace is None:
+        return False
+    end = _decode_event(held, brace)
+    return end is None or b"," not in held[end:].split(b"]", 1)[0]
 
 
 def _lenient_cut(path, held, lenient, flushed):
     """(body, events cut off) for an event array that never ends: a --lenient cut, or the error."""
     last_element = _LAST_ELEMENT.search(bytes(held[-4096:]).rstrip())
     if last_element is not None and last_element.group(1) not in (b"}", b"[") \
-            and not _last_event_broken(bytes(held), not flushed):
+            and not _last_event_damaged(bytes(held), not flushed):
         # the array's end is found as a `]` after an event's `}`: `[1, 2, 3]` has none. No cut mends
         # it: what follows the last event is no event, not a truncation
         raise TraceFileError(path, "the traceEvents array holds something that is not an event (a JSON object): "
