@@ -231,6 +231,25 @@ def test_lenient_cuts_the_damage_at_the_last_event(tmp_path, damage, cut):
         own.close()
 
 
+_EVENT = b'{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, "dur": 2, "args": {}}'
+_NESTED = b'{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 0, "tid": 7, "ts": 3, "dur": 2, "args": {"l": [{"a": 1}, {"b": 2}]}}'
+
+
+@pytest.mark.parametrize("array", [_EVENT + b", " + _NESTED + b", 2", _EVENT + b', [{"a": 1}, {"b": 2}]'],
+                         ids=["a number after an event with objects in its args", "a list of objects"])
+@pytest.mark.parametrize("lenient", [False, True], ids=["strict", "lenient"])
+def test_an_element_that_is_no_event_is_refused_though_objects_are_in_it_or_before_it(tmp_path, array, lenient):
+    # a `}, {` inside an event's args, or inside an element that is no event, is no event's start
+    path = tmp_path / "odd.json"
+    path.write_bytes(b'{"traceEvents": [' + array + b"]}")
+    own = connect(tmp_path / "own.duckdb")
+    try:
+        with pytest.raises(TracekitError, match="holds something that is not an event"):
+            load_file(own, path, lenient=lenient)
+    finally:
+        own.close()
+
+
 _BLANKS = " \t\r\n" * 4096
 
 

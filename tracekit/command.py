@@ -37,14 +37,18 @@ def _leave(code):
     import atexit
     import threading
 
-    if isinstance(code, str):
+    if code is not None and not isinstance(code, int):  # as sys.exit says a message: on stderr, status 1
         print(code, file=sys.stderr)
         code = 1
-    threading._shutdown()  # as the interpreter does first: joins the threads that are not daemons
-    atexit._run_exitfuncs()
+    try:
+        threading._shutdown()  # as the interpreter does first: joins the threads that are not daemons
+        atexit._run_exitfuncs()
+    except KeyboardInterrupt:  # Ctrl-C while a thread or an exit handler (Spark's JVM) ends
+        os.write(2, b"interrupted\n")
+        code = 130
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except (BrokenPipeError, ValueError):  # the reader has gone, or the stream was closed
             pass
-    os._exit(code or 0)
+    os._exit((code or 0) & 0xFF)

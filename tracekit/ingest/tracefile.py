@@ -332,15 +332,31 @@ def _last_event_start(held, has_array_start):
     return None if first is None else first.end() - 1
 
 
+# After an element of the array: the comma before the next one, or the array's end.
+_AFTER_ELEMENT = re.compile(r"[ \t\n\r]*([,\]])[ \t\n\r]*")
+
+
 def _last_event_damaged(held, has_array_start):
-    """Whether the array's last element opens as an event whose JSON breaks off, or is an event with
-    bytes after it that begin no other element (no comma): damage, where the last element of
-    `[1, 2, 3]`, or the `2` of `[{...}, 2]`, is no event at all."""
-    brace = _last_event_start(held, has_array_start)
-    if brace is None:
+    """Whether the array, read element by element from its `[` (only while `held` still begins
+    with it), holds events up to one whose JSON breaks off or that bytes beginning no element
+    follow: damage, where the last element of `[1, 2, 3]`, or the `2` of `[{...}, 2]`, is no event
+    at all. (Element by element, as a `}, {` inside an event's args begins no element.)"""
+    start = re.match(rb"[ \t\n\r]*\[[ \t\n\r]*", held) if has_array_start else None
+    if start is None:
         return False
-    end = _decode_event(held, brace)
-    return end is None or b"," not in held[end:].split(b"]", 1)[0]
+    text, pos = held.decode("utf-8", errors="surrogateescape"), start.end()  # the `[` and blanks: one byte a character
+    while text.startswith("{", pos):
+        try:
+            _, pos = _DECODER.raw_decode(text, pos)
+        except json.JSONDecodeError:
+            return True
+        after = _AFTER_ELEMENT.match(text, pos)
+        if after is None:
+            return True
+        if after.group(1) == "]":
+            return False
+        pos = after.end()
+    return False
 
 
 def _lenient_cut(path, held, lenient, flushed):
