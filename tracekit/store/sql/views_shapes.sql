@@ -269,9 +269,9 @@ WITH launched AS (
            -- the dtype it reads (a cast's source) and a cast's target
            CASE WHEN o.name = 'aten::copy_' THEN o.input_types->>'$[1]' ELSE o.input_types->>'$[0]' END AS reads_dtype,
            CASE WHEN o.name = 'aten::copy_' THEN o.input_types->>'$[0]' END AS casts_to,
-           -- a cast another op makes of its input (autocast's in aten::linear), not the user's .to()
+           -- a cast made inside another op (autocast's of aten::linear's input), not the user's .to()
            split_part(coalesce(k.cpu_op_path, ''), ' → ', 1) NOT IN ('aten::to', 'aten::_to_copy', 'aten::copy_',
-                                                                   'aten::type_as', '') AS cast_for_next_op
+                                                                   'aten::type_as', '') AS cast_inside_an_op
     FROM kernels k JOIN cpu_ops o ON o.trace = k.trace AND o.op_id = k.cpu_op_id
 ), elsewhere AS (
     -- the ops inside spans whose kernels are other rules' to fuse (attention chains, an optimizer's
@@ -341,7 +341,7 @@ WITH launched AS (
     -- and writes its output in the dtype it read: a last cast to another dtype that the next op
     -- makes (autocast's of the next Linear's input, from a norm kept in fp32) stays; one back to
     -- that dtype (after an upcast inside the chain), or the user's own, goes
-    SELECT *, last_full - max(CASE WHEN place = last_full AND cast_for_next_op AND casts_to <> chain_dtype THEN 1 ELSE 0 END)
+    SELECT *, last_full - max(CASE WHEN place = last_full AND cast_inside_an_op AND casts_to <> chain_dtype THEN 1 ELSE 0 END)
                               OVER (PARTITION BY trace, pid, tid, op_step, run) AS closes_at
     FROM typed
 ), parts AS (
