@@ -11,7 +11,8 @@ forward's fused bytes at the pace the backward's own kernels kept.
 import numpy as np
 
 from tracekit.errors import TracekitError
-from tracekit.replay.attention_fix import HAS_BACKWARD, apply_fused, fused_in_groups, items_in_spans
+from tracekit.replay.attention_fix import apply_fused, fused_in_groups, items_in_spans
+from tracekit.replay.graph import SHARED_TRACES
 from tracekit.replay.simulate import typical_queue_gap
 
 # A fused backward of a chain reads the output's gradient and the saved input and writes the input's
@@ -25,33 +26,35 @@ BACKWARD_PASSES = 1.5
 # evaluate_function nodes that carry its ops' sequence numbers, with BACKWARD_PASSES times its fused
 # bytes at the ns a byte of the kernels launched inside them).
 _CHAINS = """
-    SELECT row_number() OVER (ORDER BY c.pid, c.tid, c.ts_us) - 1 AS k, c.trace, c.first_op_id, c.fused_bytes,
-           c.fused_us
+    SELECT row_number() OVER (PARTITION BY c.trace ORDER BY c.pid, c.tid, c.ts_us) - 1 AS k, c.trace,
+           c.first_op_id, c.fused_bytes, c.fused_us
     FROM elementwise_chains c
-    WHERE c.trace = $trace AND c.fused_us IS NOT NULL AND ($ops IS NULL OR regexp_matches(c.ops, $ops))
+    WHERE c.trace IN (SELECT unnest($traces)) AND c.fused_us IS NOT NULL
+      AND ($ops IS NULL OR regexp_matches(c.ops, $ops))
 """
 _FORWARD = """
 WITH chains AS ({chains})
-SELECT DISTINCT 2 * c.k AS grp, c.fused_us * 1000 AS fused_ns, m.op_id
+SELECT DISTINCT c.trace, 2 * c.k AS grp, c.fused_us * 1000 AS fused_ns, m.op_id
 FROM chains c JOIN elementwise_chain_ops m ON m.trace = c.trace AND m.chain_first_op_id = c.first_op_id
 """
 
 _BACKWARD_SPANS = """
 WITH chains AS ({chains}
 ), mine AS (
-    SELECT o.* FROM cpu_op_rows o JOIN trace_files t ON t.trace_id = o.trace_id WHERE t.trace = $trace
+    SELECT t.trace, o.* FROM cpu_op_rows o JOIN trace_files t ON t.trace_id = o.trace_id
+    WHERE t.trace IN (SELECT unnest($traces))
 ), launchers AS (
     -- the ops that launched a chain's kernels, and the op each was called from (aten::copy_'s
     -- aten::_to_copy): autograd records a node for the op the user called
-    SELECT DISTINCT c.k, o.op_id, o.name, o.parent_id FROM chains c
+    SELECT DISTINCT c.trace, c.k, o.op_id, o.name, o.parent_id FROM chains c
     JOIN elementwise_chain_ops m ON m.trace = c.trace AND m.chain_first_op_id = c.first_op_id
-    JOIN mine o ON o.op_id = m.op_id
+    JOIN mine o ON o.trace = c.trace AND o.op_id = m.op_id
 ), members AS (
-    SELECT k, op_id, name FROM launchers
+    SELECT trace, k, op_id, name FROM launchers
     UNION
-    SELECT l.k, p.op_id, p.name FROM launchers l JOIN mine p ON p.op_id = l.parent_id
+    SELECT l.trace, l.k, p.op_id, p.name FROM launchers l JOIN mine p ON p.trace = l.trace AND p.op_id = l.parent_id
 ), seqs AS (
-    SELECT o.op_id, o.name, o.pid, o.tid, o.ts_ns, o.ts_ns + o.dur_ns AS end_ns,
+    SELECT o.trace, o.op_id, o.name, o.pid, o.tid, o.ts_ns, o.ts_ns + o.dur_ns AS end_ns,
            TRY_CAST(e.args->>'Sequence number' AS BIGINT) AS seq,
            -- the name autograd's node takes: PowBackward0 for aten::pow, ToCopyBackward0 for aten::_to_copy
            CASE WHEN o.name LIKE 'autograd::engine::evaluate_function: %'
@@ -62,21 +65,23 @@ WITH chains AS ({chains}
          AND TRY_CAST(e.args->>'External id' AS BIGINT) = o.external_id AND e.ts_ns = o.ts_ns
     WHERE o.op_id IN (SELECT op_id FROM members) OR o.name LIKE 'autograd::engine::evaluate_function: %'
 ), backward AS (
-    SELECT m.k, b.pid, b.tid, b.ts_ns, b.end_ns
-    FROM members m JOIN seqs f ON f.op_id = m.op_id
-    JOIN seqs b ON b.seq = f.seq AND b.node = f.node AND b.name LIKE 'autograd::engine::evaluate_function: %'
+    SELECT m.trace, m.k, b.pid, b.tid, b.ts_ns, b.end_ns
+    FROM members m JOIN seqs f ON f.trace = m.trace AND f.op_id = m.op_id
+    JOIN seqs b ON b.trace = f.trace AND b.seq = f.seq AND b.node = f.node
+         AND b.name LIKE 'autograd::engine::evaluate_function: %'
     WHERE f.seq IS NOT NULL
-    QUALIFY row_number() OVER (PARTITION BY b.pid, b.tid, b.ts_ns ORDER BY m.k) = 1
+    QUALIFY row_number() OVER (PARTITION BY b.trace, b.pid, b.tid, b.ts_ns ORDER BY m.k) = 1
 ), pace AS (
-    SELECT b.k, sum(kr.dur_ns) / sum(kr.bytes) AS ns_per_byte
+    SELECT b.trace, b.k, sum(kr.dur_ns) / sum(kr.bytes) AS ns_per_byte
     FROM backward b
-    JOIN mine o ON o.pid = b.pid AND o.tid = b.tid AND o.ts_ns >= b.ts_ns AND o.ts_ns < b.end_ns
+    JOIN mine o ON o.trace = b.trace AND o.pid = b.pid AND o.tid = b.tid AND o.ts_ns >= b.ts_ns AND o.ts_ns < b.end_ns
     JOIN kernel_rows kr ON kr.trace_id = o.trace_id AND kr.cpu_op_id = o.op_id
     WHERE kr.bytes > 0
-    GROUP BY b.k
+    GROUP BY b.trace, b.k
 )
-SELECT 2 * b.k + 1 AS grp, b.pid, b.tid, b.ts_ns, b.end_ns, {passes} * c.fused_bytes * p.ns_per_byte AS fused_ns
-FROM backward b JOIN chains c USING (k) JOIN pace p USING (k)
+SELECT b.trace, 2 * b.k + 1 AS grp, b.pid, b.tid, b.ts_ns, b.end_ns,
+       {passes} * c.fused_bytes * p.ns_per_byte AS fused_ns
+FROM backward b JOIN chains c USING (trace, k) JOIN pace p USING (trace, k)
 """
 
 def fuse_elementwise(graph, argument, changed, con):
@@ -88,25 +93,47 @@ def fuse_elementwise(graph, argument, changed, con):
     apply_fused(changed, graph.read_by_fixes[key])
 
 
-def fused_groups(con, trace, argument=None):
+def fused_groups(con, trace, argument=None, shared=None):
     """(each group's fused ns [(group, ns)], the ops whose launches each chain's forward holds
     [(group, op_id)], the spans of its backward's nodes [(group, pid, tid, start_ns, end_ns)]):
-    chain k's forward is group 2k, its backward 2k + 1."""
-    params = {"trace": trace, "ops": argument or None}
-    forward = con.execute(_FORWARD.format(chains=_CHAINS), params).fetchall()
+    chain k's forward is group 2k, its backward 2k + 1.
+
+    `shared` (a dict, replay.graph.Graph.shared_reads): what one findings run reads for all the
+    traces it replays (under SHARED_TRACES), read there once for them all with the first: each
+    query's cost is mostly planning the views, whatever the traces it reads."""
+    shared = {} if shared is None else shared
+    key = ("elementwise groups", argument)
+    groups = shared.setdefault(key, {})
+    if trace not in groups:
+        traces = sorted({trace, *shared.get(SHARED_TRACES, ())} - set(groups))
+        groups.update(_groups_of(con, traces, argument))
+    return groups[trace]
+
+
+def _groups_of(con, traces, argument):
+    """{trace: fused_groups's triple} of each of `traces`."""
+    params = {"traces": traces, "ops": argument or None}
+    forward, backward = {trace: [] for trace in traces}, {trace: [] for trace in traces}
+    for trace, *row in con.execute(_FORWARD.format(chains=_CHAINS), params).fetchall():
+        forward[trace].append(row)
+    if any(forward.values()):
+        for trace, *row in con.execute(_BACKWARD_SPANS.format(chains=_CHAINS, passes=BACKWARD_PASSES),
+                                       params).fetchall():
+            backward[trace].append(row)
+    return {trace: _triple(forward[trace], backward[trace]) for trace in traces}
+
+
+def _triple(forward, backward):
     if not forward:
         return [], [], []
-    backward = []
-    if con.execute(HAS_BACKWARD, {"trace": trace}).fetchone()[0]:
-        backward = con.execute(_BACKWARD_SPANS.format(chains=_CHAINS, passes=BACKWARD_PASSES), params).fetchall()
     times = sorted({(grp, ns) for grp, ns, _ in forward}) + [(grp, ns) for grp, *_, ns in backward]
-    return times, [(grp, op_id) for grp, _, op_id in forward], [row[:5] for row in backward]
+    return times, [(grp, op_id) for grp, _, op_id in forward], [tuple(row[:5]) for row in backward]
 
 
 def chain_groups(graph, con, argument=None):
     """(each item's group, -1 for none: 2k for the kernels chain k's ops launched, 2k + 1 for those
     its backward's nodes launched; each group's fused ns), or None where no chain is estimated."""
-    times, members, backward = fused_groups(con, graph.trace, argument)
+    times, members, backward = fused_groups(con, graph.trace, argument, graph.shared_reads)
     if not times:
         return None
     fused_ns = np.zeros(max(grp for grp, _ in times) + 1)

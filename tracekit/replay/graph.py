@@ -282,6 +282,13 @@ class Graph:
     # what fixes read from the database about this graph's nodes, kept for the next fix on it (a
     # graph that dataclasses.replace makes, with other nodes, starts without)
     read_by_fixes: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    # what fixes read for several traces at once, shared by the graphs of one findings run (which
+    # lists its traces under SHARED_TRACES): a query that reads the views for each trace apart
+    # costs their planning each time
+    shared_reads: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+
+
+SHARED_TRACES = "traces"
 
 
 def read_graph(con, trace, rank_waits="_cp_rank_waits"):

@@ -15,6 +15,7 @@ import numpy as np
 from tracekit.errors import TracekitError
 from tracekit.replay import FIX_SEPARATOR
 from tracekit.replay.fixes import parse_fix
+from tracekit.replay.graph import SHARED_TRACES
 from tracekit.replay.profiler_cost import cost_per_op_us
 from tracekit.replay.job import Jobs
 from tracekit.replay.parallel import completions_of_each
@@ -52,6 +53,13 @@ class TraceReplay:
                 self.problem = "the trace has no steps, so no saving per step"
         except TracekitError as exc:
             self.problem, self.no_steps = str(exc), False
+
+    def share_reads(self, shared):
+        """Has the fixes on this trace's graphs read what they read for several traces into
+        `shared` (Graph.shared_reads), with the other traces' replays."""
+        if not self.problem:
+            for graph in self.replayer.job.graphs.values():
+                graph.shared_reads = shared
 
     def _why_not(self, whatif):
         if not self.no_steps:
@@ -163,8 +171,10 @@ def replay_savings(con, traces_and_fixes, jobs=None):
         by_trace.setdefault(trace, []).append(whatif)
     if jobs is None and by_trace:
         jobs = Jobs(con)  # a job's ranks are read once for all of them
+    shared = {SHARED_TRACES: sorted(by_trace)}
     for trace, fixes in by_trace.items():
         replayer = TraceReplay(con, trace, jobs)
+        replayer.share_reads(shared)
         per_op_us = cost_per_op_us(con, trace)
         fixes = list(dict.fromkeys(fixes))
         # all fixes together, as planning foresees them, replayed in the same run as each alone
