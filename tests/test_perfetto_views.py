@@ -247,6 +247,6 @@ def test_spark_names_the_views_it_does_not_make():
     perfetto = [s.split()[4] if " VIEW " in s else s.split()[4].split("(")[0]
                 for s in split_statements(sql_resource("views_perfetto.sql"))]
     assert set(perfetto) <= NOT_ON_SPARK and "ancestor_slice" in perfetto
-    assert view_selects(sql_resource("views_perfetto.sql")) == []
+    assert view_selects(sql_resource("views_perfetto.sql")) == ()
     with pytest.raises(QueryError, match="ancestor_slice is not on Spark: the Perfetto-compatible views"):
         _refuse_duckdb_only(spark_tree("SELECT * FROM ancestor_slice(3)"))

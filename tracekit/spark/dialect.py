@@ -27,6 +27,7 @@ what no portable SQL can say is rewritten here, each rewrite with the reason:
   outer `*` then also returns its row-number column. Write the columns out.
 """
 
+import functools
 import re
 
 import sqlglot
@@ -73,10 +74,12 @@ NOT_ON_SPARK_WHY = {name: why for why, names in (_CRITICAL_PATH, _PATH_NODES, _P
 NOT_ON_SPARK = frozenset(NOT_ON_SPARK_WHY)
 
 
+@functools.lru_cache(maxsize=4)
 def view_selects(sql_text):
     """(name, SELECT as Spark SQL) of each `CREATE [OR REPLACE] VIEW name AS SELECT` in `sql_text`,
     a file of statements each ending at a `;` at the end of a line (tracekit's SQL files); its
-    table macros are left out."""
+    table macros are left out. Kept for the process: translating tracekit's views takes a second,
+    which every SparkLake opened (a notebook's second lake, a session started again) would pay."""
     from tracekit.store.database import split_statements
 
     views = []
@@ -91,7 +94,7 @@ def view_selects(sql_text):
         select = tree.expression
         _refuse_qualify_under_star(select)
         views.append((tree.this.name, _rewritten(select).sql(WRITE)))
-    return views
+    return tuple(views)
 
 
 def _rewritten(tree):
