@@ -278,6 +278,7 @@ def rank_job(tmp_path_factory):
 # environment, for the sandbox tests to show a query cannot reach it.
 SPARK_SECRET = "tracekit-spark-secret-52c1"
 SPARK_TEST_SETTINGS = {"spark.sql.shuffle.partitions": "1", "spark.sql.adaptive.enabled": "false",
+                       "spark.sql.files.openCostInBytes": "0",
                        "spark.sql.codegen.wholeStage": "false",
                        "spark.sql.codegen.factoryMode": "NO_CODEGEN", "spark.ui.enabled": "false",
                        "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC "
