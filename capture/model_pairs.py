@@ -67,6 +67,14 @@ The pairs (transformers and torchvision needed; bf16 autocast unless said):
   llama_train_rmsnorm_fused                 then F.rms_norm, in llama_train_item's model trained
   llama_infer_rmsnorm_eager,                and in llama_infer_sdpa's forward
   llama_infer_rmsnorm_fused
+  t5_train_rmsnorm_eager, t5_train_rmsnorm_fused  out of the sample the chains' ends were read off:
+  t5_infer_rmsnorm_eager, t5_infer_rmsnorm_fused  T5 (6 + 6 layers, 512 wide, batch 8 x 512 tokens
+                                            in and out, dropout 0.1 in training), its T5LayerNorm
+                                            (an RMSNorm op by op) then F.rms_norm, trained and forward
+  gpt2_train_layernorm_eager,               and a LayerNorm written out as reference code writes it
+  gpt2_train_layernorm_fused                (mean, x - mean, square, mean, sqrt, divide, scale and
+  gpt2_infer_layernorm_eager,               shift: ConvNeXt's), then nn.LayerNorm, in GPT-2 (with
+  gpt2_infer_layernorm_fused                F.gelu's tanh GELU), trained and forward
 """
 
 import torch
@@ -108,13 +116,15 @@ def _gpt2(device, attention="sdpa", activation="gelu_new"):
 
 
 def gpt2_train_step(device, read_loss, fp32=False, tf32=False, attention="sdpa", fused=None, optimizer="AdamW",
-                    fp16_scaler=False, activation="gelu_new"):
+                    fp16_scaler=False, activation="gelu_new", layer_norm="nn"):
     """GPT-2 training steps (AdamW, or SGD with momentum); with `read_loss` the step logs
     loss.item(), as a training script's progress line does, else it keeps the loss on the GPU.
     `fp32`: no autocast, matmuls in fp32 with TF32 on or off. `fused`: the optimizer's fused
     implementation (None: its default). `fp16_scaler`: fp16 autocast with a GradScaler.
-    `activation`: _gpt2's."""
+    `activation`: _gpt2's. `layer_norm`: "nn" (nn.LayerNorm) or "written_out" (op by op)."""
     model = _gpt2(device, attention, activation)
+    if layer_norm == "written_out":
+        _written_out_layer_norms(model)
     tokens = torch.randint(0, model.config.vocab_size, (8, 512) if device == "cuda" else (1, 64), device=device)
     if optimizer == "SGD":
         optimizer = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9, fused=fused)
@@ -145,14 +155,71 @@ def _training_step(device, loss_of, optimizer, read_loss, fp32, tf32, fp16_scale
     return step
 
 
-def _fused_rms_norms(model):
-    """Each of the model's LlamaRMSNorm layers computed by F.rms_norm (one call into ATen) instead of
-    transformers' op-by-op forward (to fp32, pow, mean, add, rsqrt, mul, back, times the weight)."""
+def _fused_rms_norms(model, kind="LlamaRMSNorm"):
+    """Each of the model's RMSNorm layers of class `kind` (LlamaRMSNorm, T5LayerNorm) computed by
+    F.rms_norm (one call into ATen) instead of transformers' op-by-op forward (to fp32, pow, mean,
+    add, rsqrt, mul, back, times the weight)."""
     for module in model.modules():
-        if type(module).__name__ == "LlamaRMSNorm":
+        if type(module).__name__ == kind:
             module.forward = (lambda m: lambda x: torch.nn.functional.rms_norm(
                 x, (x.shape[-1],), m.weight.to(x.dtype), m.variance_epsilon))(module)
     return model
+
+
+def _written_out_layer_norms(model):
+    """Each nn.LayerNorm of the model computed op by op, as reference code writes it (ConvNeXt's
+    LayerNorm): the mean, the centred input squared and averaged, divided by the root, scaled and
+    shifted; nn.LayerNorm itself is the fix."""
+    def written_out(norm):
+        def forward(x):
+            mean = x.mean(-1, keepdim=True)
+            variance = (x - mean).pow(2).mean(-1, keepdim=True)
+            return norm.weight * ((x - mean) / torch.sqrt(variance + norm.eps)) + norm.bias
+        return forward
+    for module in model.modules():
+        if isinstance(module, torch.nn.LayerNorm):
+            module.forward = written_out(module)
+    return model
+
+
+def _t5(device, rms_norm):
+    """T5 (v1.0's ReLU feed-forward; 6 + 6 layers, 512 wide, 8 heads) from its config, random
+    weights; `rms_norm` "eager" (T5LayerNorm, op by op) or "fused" (F.rms_norm)."""
+    try:
+        import transformers
+    except ImportError as missing:
+        raise Skip(f"transformers is not installed ({missing})") from None
+    config = transformers.T5Config(vocab_size=32128, d_model=512, d_kv=64, d_ff=2048, num_layers=6, num_heads=8,
+                                   dropout_rate=0.1, feed_forward_proj="relu",
+                                   decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)
+    model = transformers.T5ForConditionalGeneration(config)
+    print(f"t5: transformers {transformers.__version__}", flush=True)
+    if rms_norm == "fused":
+        _fused_rms_norms(model, "T5LayerNorm")
+    return model.to(device)
+
+
+def t5_train_step(device, rms_norm):
+    """T5 trained with AdamW under bf16 autocast on 8 x 512 tokens in and out, the loss kept on the GPU."""
+    model = _t5(device, rms_norm)
+    shape = (8, 512) if device == "cuda" else (1, 32)
+    source = torch.randint(0, 32128, shape, device=device)
+    target = torch.randint(0, 32128, shape, device=device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    return _training_step(device, lambda: model(input_ids=source, labels=target).loss, optimizer, False, False, False)
+
+
+def t5_infer_step(device, rms_norm):
+    """T5's forward (encoder and teacher-forced decoder), no grad, under bf16 autocast, 8 x 512 tokens."""
+    model = _t5(device, rms_norm).eval()
+    shape = (8, 512) if device == "cuda" else (1, 32)
+    source = torch.randint(0, 32128, shape, device=device)
+    target = torch.randint(0, 32128, shape, device=device)
+
+    def forward():
+        with torch.no_grad(), torch.autocast(device, dtype=torch.bfloat16):
+            return model(input_ids=source, decoder_input_ids=target).logits
+    return forward
 
 
 def llama_train_step(device, read_loss, fp32=False, tf32=False, attention="sdpa", fused=None, rms_norm="eager"):
@@ -191,10 +258,12 @@ def llama_attention_step(device, attention, bf16=False, head_dim=64, rms_norm="e
     return forward
 
 
-def gpt2_infer_step(device, attention, fp32=False, activation="gelu_new"):
+def gpt2_infer_step(device, attention, fp32=False, activation="gelu_new", layer_norm="nn"):
     """GPT-2's forward, no grad, with transformers' `eager` or `sdpa` attention; `fp32`: no autocast,
-    TF32 off; `activation`: _gpt2's."""
+    TF32 off; `activation`: _gpt2's; `layer_norm`: gpt2_train_step's."""
     model = _gpt2(device, attention, activation).eval()
+    if layer_norm == "written_out":
+        _written_out_layer_norms(model)
     tokens = torch.randint(0, model.config.vocab_size, (8, 1024) if device == "cuda" else (1, 128), device=device)
 
     def forward():
@@ -497,4 +566,19 @@ PAIRS = {
                                   lambda d: llama_attention_step(d, "sdpa", bf16=True)),
     "llama_infer_rmsnorm_fused": ("llama_infer_rmsnorm", "after",
                                   lambda d: llama_attention_step(d, "sdpa", bf16=True, rms_norm="fused")),
+    # out of the sample the chains' ends were read off: another model's RMSNorm, a LayerNorm written out
+    "t5_train_rmsnorm_eager": ("t5_train_rmsnorm", "before", lambda d: t5_train_step(d, "eager")),
+    "t5_train_rmsnorm_fused": ("t5_train_rmsnorm", "after", lambda d: t5_train_step(d, "fused")),
+    "t5_infer_rmsnorm_eager": ("t5_infer_rmsnorm", "before", lambda d: t5_infer_step(d, "eager")),
+    "t5_infer_rmsnorm_fused": ("t5_infer_rmsnorm", "after", lambda d: t5_infer_step(d, "fused")),
+    "gpt2_train_layernorm_eager": ("gpt2_train_layernorm", "before",
+                                   lambda d: gpt2_train_step(d, False, activation="gelu_pytorch_tanh",
+                                                             layer_norm="written_out")),
+    "gpt2_train_layernorm_fused": ("gpt2_train_layernorm", "after",
+                                   lambda d: gpt2_train_step(d, False, activation="gelu_pytorch_tanh")),
+    "gpt2_infer_layernorm_eager": ("gpt2_infer_layernorm", "before",
+                                   lambda d: gpt2_infer_step(d, "sdpa", activation="gelu_pytorch_tanh",
+                                                             layer_norm="written_out")),
+    "gpt2_infer_layernorm_fused": ("gpt2_infer_layernorm", "after",
+                                   lambda d: gpt2_infer_step(d, "sdpa", activation="gelu_pytorch_tanh")),
 }
