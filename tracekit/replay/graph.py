@@ -28,7 +28,7 @@ CREATE OR REPLACE TEMP TABLE _replay_items AS
 -- n: the items in (device, stream, place) order, from each lane's count of items (place runs 1 to
 -- the count on each): a sort of the lanes, not of every item with its kernel name
 WITH mine AS (
-    SELECT i.* FROM _cp_items i JOIN trace_files t ON t.trace_id = i.trace_id WHERE t.trace = $trace
+    SELECT * FROM _cp_items WHERE trace_id = $trace_id
 ), lanes AS (
     SELECT device, stream, row_number() OVER (ORDER BY device, stream) - 1 AS lane,
            coalesce(sum(count(*)) OVER (ORDER BY device, stream ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS before
@@ -51,8 +51,7 @@ FROM (SELECT trace_id, name, ts_ns, dur_ns, pid, tid, correlation, cpu_op_id FRO
       SELECT trace_id, concat('wait for ', name), wait_from_ns, resumed_ns - wait_from_ns, pid, launch_tid, NULL,
              resumed_op_id
       FROM _cp_cpu_collectives WHERE resumed_ns IS NOT NULL) r
-JOIN trace_files t ON t.trace_id = r.trace_id
-WHERE t.trace = $trace AND r.ts_ns IS NOT NULL;
+WHERE r.trace_id = $trace_id AND r.ts_ns IS NOT NULL;
 """
 
 _ITEMS = """
@@ -106,7 +105,7 @@ FROM _replay_calls c
 LEFT JOIN cpu_op_rows o ON o.trace_id = c.trace_id AND o.op_id = c.cpu_op_id  -- an op's id is its own
 -- each call's wait, the first item where the view has several: one row a call, so no call is repeated
 LEFT JOIN (SELECT w.trace_id, w.pid, w.tid, w.ts_ns, w.end_ns, w.item_end_ns, i.n
-           FROM _cp_waits w JOIN _replay_items i ON i.device = w.device AND i.stream = w.stream AND i.place = w.place
+           FROM (SELECT * FROM _cp_waits WHERE trace_id = $trace_id) w JOIN _replay_items i ON i.device = w.device AND i.stream = w.stream AND i.place = w.place
            QUALIFY row_number() OVER (PARTITION BY w.trace_id, w.pid, w.tid, w.ts_ns, w.end_ns ORDER BY i.n) = 1) w
      ON w.trace_id = c.trace_id AND w.pid = c.pid AND w.tid = c.tid AND w.ts_ns = c.ts_ns AND w.end_ns = c.ts_ns + c.dur_ns
 ORDER BY c.n
@@ -127,12 +126,12 @@ WITH handoffs AS (
     JOIN _replay_calls c ON c.pid = h.pid AND c.tid = h.tid AND c.ts_ns = h.ts_ns
     JOIN _replay_calls a ON a.pid = h.other_pid AND a.tid = h.other_tid AND a.ts_ns = h.other_ts_ns
          AND a.ts_ns + a.dur_ns = h.other_end_ns
-    WHERE h.trace_id = (SELECT trace_id FROM trace_files WHERE trace = $trace)
+    WHERE h.trace_id = $trace_id
     QUALIFY row_number() OVER (PARTITION BY h.pid, h.tid, h.ts_ns ORDER BY c.n, a.n) = 1
 ), ops AS (  -- each op with the count of its thread's ops that start no later
     SELECT o.pid, o.tid, o.ts_ns, count(*) OVER (PARTITION BY o.pid, o.tid ORDER BY o.ts_ns) AS upto
     FROM cpu_op_rows o
-    WHERE o.trace_id = (SELECT trace_id FROM trace_files WHERE trace = $trace) AND o.ts_ns IS NOT NULL
+    WHERE o.trace_id = $trace_id AND o.ts_ns IS NOT NULL
 ), lags AS (  -- the lag's window on each of the two threads
     SELECT n, pid, tid, from_ns, to_ns FROM handoffs
     UNION ALL
@@ -154,7 +153,7 @@ SELECT c.n AS consumer, p.n AS producer, c.ts_ns - w.on_end_ns AS lag
 FROM _cp_stream_waits w
 JOIN _replay_items c ON c.device = w.device AND c.stream = w.stream AND c.place = w.place
 JOIN _replay_items p ON p.device = w.on_device AND p.stream = w.on_stream AND p.place = w.on_place
-WHERE w.trace_id = (SELECT trace_id FROM trace_files WHERE trace = $trace)
+WHERE w.trace_id = $trace_id
 """
 
 # A launch the runtime held because its device's queue was full: a GPU-bound loop that does not
@@ -206,8 +205,8 @@ WHERE i.end_ns > h.ts_ns AND h.end_ns - i.end_ns <= 50000
 _OPS_IN_GAPS = """
 WITH events AS (
     SELECT o.pid, o.tid, o.ts_ns, 1 AS is_op, CAST(NULL AS BIGINT) AS n
-    FROM cpu_op_rows o JOIN trace_files t ON t.trace_id = o.trace_id
-    WHERE t.trace = $trace AND o.ts_ns IS NOT NULL
+    FROM cpu_op_rows o
+    WHERE o.trace_id = $trace_id AND o.ts_ns IS NOT NULL
     UNION ALL
     SELECT pid, tid, ts_ns, 0, n FROM _replay_calls
 ), counted AS (
@@ -224,9 +223,8 @@ _LANES = "SELECT DISTINCT lane, pid, tid FROM _replay_calls ORDER BY lane"
 _STEPS = """
 SELECT s.step, s.ts_ns, s.end_ns, coalesce(min(c.lane), -1) AS lane, s.from_ns, s.done_ns
 FROM _cp_steps s
-JOIN trace_files t ON t.trace_id = s.trace_id
 LEFT JOIN _replay_calls c ON c.pid = s.pid AND c.tid = s.tid
-WHERE t.trace = $trace
+WHERE s.trace_id = $trace_id
 GROUP BY s.step, s.ts_ns, s.end_ns, s.from_ns, s.done_ns
 ORDER BY s.ts_ns, s.step
 """
@@ -295,18 +293,21 @@ def read_graph(con, trace, rank_waits="_cp_rank_waits"):
     """The Graph of `trace` on connection `con` (a database or a lake, DuckDB; it must be able to
     make temporary tables); `rank_waits`: the relation of _cp_rank_waits's rows to read (a job's
     replay reads them once for all its ranks: replay.job.Jobs)."""
+    # the trace's id as a constant, which DuckDB filters the views' scans by (a subquery's it cannot)
+    found = con.execute("SELECT trace_id FROM trace_files WHERE trace = $trace", {"trace": trace}).fetchone()
+    one = {"trace_id": found[0] if found else None}
     for statement in _NODES.strip().split(";\n"):
-        con.execute(statement, {"trace": trace})
+        con.execute(statement, one)
     items = con.execute(_ITEMS.replace("{rank_waits}", rank_waits)).fetchnumpy()
-    calls = con.execute(_CALLS).fetchnumpy()
-    steps = con.execute(_STEPS, {"trace": trace}).fetchall()
+    calls = con.execute(_CALLS, one).fetchnumpy()
+    steps = con.execute(_STEPS, one).fetchall()
     lanes = [(pid, tid) for _, pid, tid in con.execute(_LANES).fetchall()]
     call_after = np.full(len(calls["lane"]), -1, dtype=np.int64)
     call_lag = np.zeros(len(calls["lane"]), dtype=np.int64)
     call_lag_ops = np.zeros(len(calls["lane"]), dtype=np.int64)
     item_after = np.full(len(items["lane"]), -1, dtype=np.int64)
     item_lag = np.zeros(len(items["lane"]), dtype=np.int64)
-    stream_waits = con.execute(_STREAM_WAITS, {"trace": trace}).fetchnumpy()
+    stream_waits = con.execute(_STREAM_WAITS, one).fetchnumpy()
     item_after[stream_waits["consumer"].astype(np.int64)] = stream_waits["producer"].astype(np.int64)
     item_lag[stream_waits["consumer"].astype(np.int64)] = stream_waits["lag"].astype(np.int64)
     call_wait, call_tail = calls["wait"].astype(np.int64), calls["tail"].astype(np.int64)
@@ -318,7 +319,7 @@ def read_graph(con, trace, rank_waits="_cp_rank_waits"):
     call_held = np.zeros(len(call_wait), dtype=bool)
     call_held[held_call[unheld]] = True
     if len(lanes) > 1:
-        handoffs = con.execute(_HANDOFFS, {"trace": trace}).fetchnumpy()
+        handoffs = con.execute(_HANDOFFS, one).fetchnumpy()
         call_after[handoffs["n"].astype(np.int64)] = handoffs["after"].astype(np.int64)
         call_lag[handoffs["n"].astype(np.int64)] = handoffs["lag"].astype(np.int64)
         call_lag_ops[handoffs["n"].astype(np.int64)] = handoffs["lag_ops"].astype(np.int64)
@@ -344,7 +345,7 @@ def read_graph(con, trace, rank_waits="_cp_rank_waits"):
         call_gap=calls["gap"].astype(np.int64), call_wait=call_wait, call_held=call_held,
         call_tail=call_tail, call_op=calls["op"].astype(np.int64),
         call_op_path=calls["op_path"].astype(object),
-        call_ops=con.execute(_OPS_IN_GAPS, {"trace": trace}).fetchnumpy()["ops"].astype(np.int64),
+        call_ops=con.execute(_OPS_IN_GAPS, one).fetchnumpy()["ops"].astype(np.int64),
         call_after=call_after, call_lag=call_lag, call_lag_ops=call_lag_ops, lanes=lanes,
         steps=[{"step": s, "ts_ns": t, "end_ns": e, "lane": lane, "from_ns": f, "done_ns": d}
                for s, t, e, lane, f, d in steps],
