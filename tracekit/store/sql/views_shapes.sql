@@ -253,9 +253,10 @@ WITH launched AS (
     SELECT k.trace, k.step, o.step AS op_step, k.ts_us, k.dur_us, k.bytes, k.work_family, o.op_id, o.name AS op, o.pid, o.tid,
            o.ts_us AS op_ts_us, o.ts_us + o.dur_us AS op_end_us,
            -- pointwise ops (the work models' elementwise family less those that sample, resample or
-           -- transform: random fills, upsampling, FFTs), row reductions (not pools or scans) and casts
+           -- transform: random fills, dropout's draw, upsampling, FFTs), row reductions (not pools or
+           -- scans) and casts: a fused op (F.rms_norm after a residual's dropout) draws no numbers
            ((k.work_family = 'elementwise'
-             AND NOT regexp_matches(o.name, '(normal|uniform|exponential|cauchy|geometric|random|bernoulli)_$|upsample|fft|^fbgemm::'))
+             AND NOT regexp_matches(o.name, '(normal|uniform|exponential|cauchy|geometric|random|bernoulli)_$|dropout|upsample|fft|^fbgemm::'))
             OR (k.work_family = 'reduction'
                 AND regexp_matches(o.name, '^aten::(sum|mean|amax|amin|max|min|norm|linalg_vector_norm|logsumexp|std|var|std_mean|var_mean)$'))
             OR (o.name = 'aten::copy_' AND coalesce(k.cpu_op_path, '') LIKE '%aten::_to_copy%'))
