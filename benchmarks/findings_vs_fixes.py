@@ -161,6 +161,15 @@ MODEL_FIX_PAIRS = [
      "fuse-elementwise:rsqrt"),
     ("unfused_elementwise", "model_pairs_n/llama_infer_rmsnorm_eager", "model_pairs_n/llama_infer_rmsnorm_fused",
      "fuse-elementwise:rsqrt"),
+    # out of the sample the chains' ends were read off (tests/data/h100/model_pairs_o): T5's
+    # T5LayerNorm against F.rms_norm (after a residual's dropout in training), and a LayerNorm
+    # written out op by op against nn.LayerNorm in GPT-2, trained and in inference
+    ("unfused_elementwise", "model_pairs_o/t5_train_rmsnorm_eager", "model_pairs_o/t5_train_rmsnorm_fused",
+     "fuse-elementwise:rsqrt"),
+    ("unfused_elementwise", "model_pairs_o/t5_infer_rmsnorm_eager", "model_pairs_o/t5_infer_rmsnorm_fused",
+     "fuse-elementwise:rsqrt"),
+    ("unfused_elementwise", "model_pairs_o/gpt2_train_layernorm_eager", "model_pairs_o/gpt2_train_layernorm_fused"),
+    ("unfused_elementwise", "model_pairs_o/gpt2_infer_layernorm_eager", "model_pairs_o/gpt2_infer_layernorm_fused"),
 ]
 
 
