@@ -1497,12 +1497,10 @@ ELEMENTWISE_PAIRS = [("model_pairs_m", "gpt2_train_gelu_new", "gpt2_train_gelu_t
                      ("model_pairs_o", "gpt2_infer_layernorm_eager", "gpt2_infer_layernorm_fused", None, 6.8)]
 
 # The misses on hosts that held their pace, and why: not the chains (each norm found whole, 32 a
-# step trained, 31 and the last norm with T5's output scale in inference) but the CPU's cost. T5
-# trained replays without the profiler at 32.7 ms a step against its rounds' 40.5 (the trace's gaps
-# put the profiler's cost at 3.98 µs an op; at 3.0, where the replay meets the rounds, -4%); T5's
-# forward replays at 11.9 ms against 13.9, and F.rms_norm costs the CPU more than the one op of the
-# chain whose dispatch the replay keeps (31.2 µs traced, a composite and its kernel's op, against
-# aten::pow's 17.4), as on the Llama's forward.
+# step trained, 31 and the last norm with T5's output scale in inference) nor the fix's model (the
+# eager loop with the fix replays within 1% of the fused loop's own trace), but the profiler's cost
+# the trace's gaps show (3.95-4.05 µs an op), which replays both loops 12-19% faster than their
+# rounds (T5 trained 32.7 ms a step against 40.5; at 3.0 µs an op, where they meet, -4%).
 ELEMENTWISE_MISSES = {("model_pairs_o", "t5_train_rmsnorm_eager"), ("model_pairs_o", "t5_infer_rmsnorm_eager")}
 
 
