@@ -295,19 +295,19 @@ def read_graph(con, trace, rank_waits="_cp_rank_waits"):
     replay reads them once for all its ranks: replay.job.Jobs)."""
     # the trace's id as a constant, which DuckDB filters the views' scans by (a subquery's it cannot)
     found = con.execute("SELECT trace_id FROM trace_files WHERE trace = $trace", {"trace": trace}).fetchone()
-    one = {"trace_id": found[0] if found else None}
+    this_trace = {"trace_id": found[0] if found else None}
     for statement in _NODES.strip().split(";\n"):
-        con.execute(statement, one)
+        con.execute(statement, this_trace)
     items = con.execute(_ITEMS.replace("{rank_waits}", rank_waits)).fetchnumpy()
-    calls = con.execute(_CALLS, one).fetchnumpy()
-    steps = con.execute(_STEPS, one).fetchall()
+    calls = con.execute(_CALLS, this_trace).fetchnumpy()
+    steps = con.execute(_STEPS, this_trace).fetchall()
     lanes = [(pid, tid) for _, pid, tid in con.execute(_LANES).fetchall()]
     call_after = np.full(len(calls["lane"]), -1, dtype=np.int64)
     call_lag = np.zeros(len(calls["lane"]), dtype=np.int64)
     call_lag_ops = np.zeros(len(calls["lane"]), dtype=np.int64)
     item_after = np.full(len(items["lane"]), -1, dtype=np.int64)
     item_lag = np.zeros(len(items["lane"]), dtype=np.int64)
-    stream_waits = con.execute(_STREAM_WAITS, one).fetchnumpy()
+    stream_waits = con.execute(_STREAM_WAITS, this_trace).fetchnumpy()
     item_after[stream_waits["consumer"].astype(np.int64)] = stream_waits["producer"].astype(np.int64)
     item_lag[stream_waits["consumer"].astype(np.int64)] = stream_waits["lag"].astype(np.int64)
     call_wait, call_tail = calls["wait"].astype(np.int64), calls["tail"].astype(np.int64)
@@ -319,7 +319,7 @@ def read_graph(con, trace, rank_waits="_cp_rank_waits"):
     call_held = np.zeros(len(call_wait), dtype=bool)
     call_held[held_call[unheld]] = True
     if len(lanes) > 1:
-        handoffs = con.execute(_HANDOFFS, one).fetchnumpy()
+        handoffs = con.execute(_HANDOFFS, this_trace).fetchnumpy()
         call_after[handoffs["n"].astype(np.int64)] = handoffs["after"].astype(np.int64)
         call_lag[handoffs["n"].astype(np.int64)] = handoffs["lag"].astype(np.int64)
         call_lag_ops[handoffs["n"].astype(np.int64)] = handoffs["lag_ops"].astype(np.int64)
@@ -345,7 +345,7 @@ def read_graph(con, trace, rank_waits="_cp_rank_waits"):
         call_gap=calls["gap"].astype(np.int64), call_wait=call_wait, call_held=call_held,
         call_tail=call_tail, call_op=calls["op"].astype(np.int64),
         call_op_path=calls["op_path"].astype(object),
-        call_ops=con.execute(_OPS_IN_GAPS, one).fetchnumpy()["ops"].astype(np.int64),
+        call_ops=con.execute(_OPS_IN_GAPS, this_trace).fetchnumpy()["ops"].astype(np.int64),
         call_after=call_after, call_lag=call_lag, call_lag_ops=call_lag_ops, lanes=lanes,
         steps=[{"step": s, "ts_ns": t, "end_ns": e, "lane": lane, "from_ns": f, "done_ns": d}
                for s, t, e, lane, f, d in steps],
