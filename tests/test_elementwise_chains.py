@@ -266,8 +266,10 @@ def test_a_call_gone_keeps_the_other_work_before_it(db):
     longest = before.argmax()
     assert before[longest] == 1_796_000
     assert 0 < cut[longest] < 200_000 and after[longest] == before[longest] - cut[longest]
-    # the usual stretches go whole: a few far longer than the rest keep theirs
-    assert 0 < (after > 0).sum() < len(gone) / 10
+    # the usual stretches go whole: a few far longer than the rest keep theirs (past the first call
+    # of each norm, which keeps its stretch whole: its fused op dispatches twice)
+    cut_at_all = cut > 0
+    assert 0 < (after[cut_at_all] > 0).sum() < cut_at_all.sum() / 10
     # the kernels gone keep a wait with their launch made (another stream's work), less a queue's gap
     idle = changed["item_gap"][fused[2]]
     assert idle.max() > 1_000_000

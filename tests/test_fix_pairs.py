@@ -1484,25 +1484,23 @@ def test_a_boolean_index_reads_its_size_in_the_forward_and_the_backward(amp_foun
 # trace.
 ELEMENTWISE_PAIRS = [("model_pairs_m", "gpt2_train_gelu_new", "gpt2_train_gelu_tanh", None, -12.4),
                      ("model_pairs_m", "gpt2_infer_gelu_new", "gpt2_infer_gelu_tanh", None, 1.5),
-                     ("model_pairs_m", "llama_train_rmsnorm_eager", "llama_train_rmsnorm_fused", "fuse-elementwise:rsqrt", 7.3),
-                     ("model_pairs_m", "llama_infer_rmsnorm_eager", "llama_infer_rmsnorm_fused", "fuse-elementwise:rsqrt", 31.0),
+                     ("model_pairs_m", "llama_train_rmsnorm_eager", "llama_train_rmsnorm_fused", "fuse-elementwise:rsqrt", 2.0),
+                     ("model_pairs_m", "llama_infer_rmsnorm_eager", "llama_infer_rmsnorm_fused", "fuse-elementwise:rsqrt", 4.5),
                      ("model_pairs_n", "gpt2_train_gelu_new", "gpt2_train_gelu_tanh", None, -0.5),
-                     ("model_pairs_n", "llama_train_rmsnorm_eager", "llama_train_rmsnorm_fused", "fuse-elementwise:rsqrt", -25.8),
-                     ("model_pairs_n", "llama_infer_rmsnorm_eager", "llama_infer_rmsnorm_fused", "fuse-elementwise:rsqrt", 18.9),
+                     ("model_pairs_n", "llama_train_rmsnorm_eager", "llama_train_rmsnorm_fused", "fuse-elementwise:rsqrt", -33.3),
+                     ("model_pairs_n", "llama_infer_rmsnorm_eager", "llama_infer_rmsnorm_fused", "fuse-elementwise:rsqrt", 3.7),
                      # out of the sample the chains' ends were read off: T5's T5LayerNorm against
                      # F.rms_norm, a LayerNorm written out against nn.LayerNorm (model_pairs_o)
                      ("model_pairs_o", "t5_train_rmsnorm_eager", "t5_train_rmsnorm_fused", "fuse-elementwise:rsqrt", -49.7),
-                     ("model_pairs_o", "t5_infer_rmsnorm_eager", "t5_infer_rmsnorm_fused", "fuse-elementwise:rsqrt", 26.6),
+                     ("model_pairs_o", "t5_infer_rmsnorm_eager", "t5_infer_rmsnorm_fused", "fuse-elementwise:rsqrt", 14.8),
                      ("model_pairs_o", "gpt2_train_layernorm_eager", "gpt2_train_layernorm_fused", None, 8.7),
                      ("model_pairs_o", "gpt2_infer_layernorm_eager", "gpt2_infer_layernorm_fused", None, 6.8)]
 
-# The misses on hosts that held their pace, and why: not the chains (each norm found whole, 32 a
-# step trained, 31 and the last norm with T5's output scale in inference). Trained, the profiler's
-# cost the trace's gaps show (3.98 µs an op): at 2.8, where the eager replay meets its rounds, the
-# eager loop with the fix replays within 0.1% of the fused loop's rounds (-1%). In inference that
-# cost and F.rms_norm's own: at the cost that fits (3.1 µs), +49%, the eager loop with the fix
-# 551 µs a step faster than the fused loop ran (F.rms_norm dispatches more than the op kept).
-ELEMENTWISE_MISSES = {("model_pairs_o", "t5_train_rmsnorm_eager"), ("model_pairs_o", "t5_infer_rmsnorm_eager")}
+# The miss on a host that held its pace, and why: not the chains (each norm found whole, 32 a
+# step trained) nor the fix's model but the profiler's cost the trace's gaps show (3.98 µs an op):
+# at 2.8, where the eager replay meets its rounds, the eager loop with the fix replays within 0.1%
+# of the fused loop's rounds (-1%).
+ELEMENTWISE_MISSES = {("model_pairs_o", "t5_train_rmsnorm_eager")}
 
 
 @pytest.fixture(scope="module")
@@ -1530,18 +1528,14 @@ def elementwise_pairs(tmp_path_factory):
 
 @pytest.mark.parametrize("folder, before, after, fix, error", ELEMENTWISE_PAIRS)
 def test_fusing_an_elementwise_chain_saves_what_the_fused_op_did(elementwise_pairs, folder, before, after, fix, error):
-    """Seven of eleven within 25%. The misses: the first lease's Llama forward, whose loops ran
-    slower at the trace (the saving right after it 2,245 µs: -5% there), the second lease's Llama
-    trained, whose rounds ran 1.47x apart, and T5's two (ELEMENTWISE_MISSES). The LayerNorm written
-    out, a chain of ten ops with two row reductions no pair had shown, comes within 10% trained and
-    in inference."""
+    """Nine of eleven within 25%. The misses: the second lease's Llama trained, whose rounds ran
+    1.47x apart, and T5 trained (ELEMENTWISE_MISSES). A norm's fused op dispatches twice (the
+    composite and its kernel's op): with that, the Llama's and T5's forwards came from +31%, +19%
+    and +27% to +4.5%, +3.7% and +15%. The LayerNorm written out, a chain of ten ops with two row
+    reductions no pair had shown, comes within 10% trained and in inference."""
     rounds = TEST_DATA / "h100" / folder
     measured = _pre_rounds(rounds)[before] - _pre_rounds(rounds)[after]
     predicted = elementwise_pairs[folder, before]
     assert 100 * (predicted - measured) / measured == pytest.approx(error, abs=1.5)
     steady = _pair_pace(rounds, before, after) < fix_rounds.STEADY_HOST
-    if (folder, before) == ("model_pairs_m", "llama_infer_rmsnorm_eager"):
-        truth = _median_rounds(rounds / "timings.csv", "truth")
-        assert abs(predicted - (truth[before] - truth[after])) < 0.06 * (truth[before] - truth[after])
-    else:
-        assert abs(error) < 25 or not steady or (folder, before) in ELEMENTWISE_MISSES
+    assert abs(error) < 25 or not steady or (folder, before) in ELEMENTWISE_MISSES

@@ -8,6 +8,8 @@ their sequence numbers and names) runs as one kernel too, moving BACKWARD_PASSES
 forward's fused bytes at the pace the backward's own kernels kept.
 """
 
+import re
+
 import numpy as np
 
 from tracekit.errors import TracekitError
@@ -161,8 +163,33 @@ def _fused(graph, argument, con):
     # a fused kernel takes no longer than the kernels it replaces: the model's pace, read off a few
     # tiny kernels, may say more
     kernels_ns = np.bincount(group[in_chains], weights=graph.item_dur[in_chains], minlength=len(fused_ns))
-    return fused_in_groups(graph, group, in_chains, np.round(np.minimum(fused_ns, kernels_ns)).astype(np.int64),
-                           what_goes=_what_goes_in_user_code)
+    fused = fused_in_groups(graph, group, in_chains, np.round(np.minimum(fused_ns, kernels_ns)).astype(np.int64),
+                            what_goes=_what_goes_in_user_code)
+    _keep_a_norms_second_dispatch(graph, group, in_chains, fused)
+    return fused
+
+
+# The row reductions of view elementwise_chain_ops (its `kind_fuses`): a chain with one is a norm.
+_REDUCTION = re.compile(r"aten::(sum|mean|amax|amin|max|min|norm|linalg_vector_norm|logsumexp|std|var|std_mean|var_mean)$")
+
+
+def _keep_a_norms_second_dispatch(graph, group, in_chains, fused):
+    """A norm's fused op (F.rms_norm, F.layer_norm: a chain with a row reduction) is a composite that
+    calls its kernel's op, two dispatches where a pointwise one (F.gelu) is one: in each norm's
+    forward, the first call gone keeps its thread's time before it."""
+    _, _, _, gone_calls, call_cut, _ = fused
+    launched = in_chains[graph.item_launch[in_chains] >= 0]
+    calls, groups = graph.item_launch[launched], group[launched]
+    paths, path_of_call = np.unique(graph.call_op_path[calls].astype(str), return_inverse=True)
+    reduces = np.array([bool(_REDUCTION.search(path)) for path in paths], dtype=bool)[path_of_call]
+    norms = np.unique(groups[reduces & (groups % 2 == 0)])
+    call_group = np.full(len(graph.call_op), -1, dtype=np.int64)
+    call_group[calls] = groups
+    of_gone = call_group[gone_calls]
+    in_norms = np.flatnonzero(np.isin(of_gone, norms))
+    # gone_calls are in their lanes' order: the first of a group's is its earliest
+    _, first = np.unique(of_gone[in_norms], return_index=True)
+    call_cut[in_norms[first]] = 0
 
 
 MIN_STRETCHES = 8  # fewer calls gone on a thread than this, and its quartiles are a few calls'

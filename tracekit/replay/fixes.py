@@ -66,7 +66,8 @@
   elementwise_chains: a GELU or an RMSNorm written out op by op; with REGEX, those whose ops it
   finds, `rsqrt` for the RMSNorms F.rms_norm fuses) as one fused kernel, one pass over the tensor at the pace
   of the chain's own kernels, and its backward (autograd's nodes of the chain's ops) as one kernel
-  moving half as much again, their launches but the first gone (replay.elementwise_fix).
+  moving half as much again, their launches but the first gone (a norm's forward keeps the thread's
+  time before its second: F.rms_norm and F.layer_norm dispatch twice) (replay.elementwise_fix).
 """
 
 import bisect
