@@ -302,7 +302,7 @@ def test_the_fused_kernels_time_is_what_f_gelus_kernels_took_on_the_same_gpu(db)
     assert {c["fused_bytes"] for c in chains} == {gelu_bytes[0]["b"] + 8}  # 4 bytes an element, and a scalar's
     con = connect_for_queries(db)
     try:
-        times, _, _ = fused_groups(con, "gpt2_bf16")
+        times, *_ = fused_groups(con, "gpt2_bf16")
     finally:
         con.close()
     forward = sorted(ns / 1000 for grp, ns in times if grp % 2 == 0)

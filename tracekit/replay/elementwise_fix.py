@@ -8,8 +8,6 @@ their sequence numbers and names) runs as one kernel too, moving BACKWARD_PASSES
 forward's fused bytes at the pace the backward's own kernels kept.
 """
 
-import re
-
 import numpy as np
 
 from tracekit.errors import TracekitError
@@ -36,7 +34,9 @@ _CHAINS = """
 """
 _FORWARD = """
 WITH chains AS ({chains})
-SELECT DISTINCT c.trace, 2 * c.k AS grp, c.fused_us * 1000 AS fused_ns, m.op_id
+SELECT DISTINCT c.trace, 2 * c.k AS grp, c.fused_us * 1000 AS fused_ns, m.op_id,
+       -- a chain with a row reduction is a norm, whose fused op dispatches twice (_fused)
+       bool_or(m.work_family = 'reduction') OVER (PARTITION BY c.trace, c.k) AS norm
 FROM chains c JOIN elementwise_chain_ops m ON m.trace = c.trace AND m.chain_first_op_id = c.first_op_id
 """
 
@@ -97,8 +97,8 @@ def fuse_elementwise(graph, argument, changed, con):
 
 def fused_groups(con, trace, argument=None, shared=None):
     """(each group's fused ns [(group, ns)], the ops whose launches each chain's forward holds
-    [(group, op_id)], the spans of its backward's nodes [(group, pid, tid, start_ns, end_ns)]):
-    chain k's forward is group 2k, its backward 2k + 1.
+    [(group, op_id)], the spans of its backward's nodes [(group, pid, tid, start_ns, end_ns)], the
+    forward groups of norms {group}): chain k's forward is group 2k, its backward 2k + 1.
 
     `shared` (a dict, replay.graph.Graph.shared_reads): what one findings run reads for all the
     traces it replays (under SHARED_TRACES), read there once for them all with the first: each
@@ -127,15 +127,16 @@ def _groups_of(con, traces, argument):
 
 def _triple(forward, backward):
     if not forward:
-        return [], [], []
-    times = sorted({(grp, ns) for grp, ns, _ in forward}) + [(grp, ns) for grp, *_, ns in backward]
-    return times, [(grp, op_id) for grp, _, op_id in forward], [tuple(row[:5]) for row in backward]
+        return [], [], [], set()
+    times = sorted({(grp, ns) for grp, ns, *_ in forward}) + [(grp, ns) for grp, *_, ns in backward]
+    return (times, [(grp, op_id) for grp, _, op_id, _ in forward], [tuple(row[:5]) for row in backward],
+            {grp for grp, *_, norm in forward if norm})
 
 
 def chain_groups(graph, con, argument=None):
     """(each item's group, -1 for none: 2k for the kernels chain k's ops launched, 2k + 1 for those
     its backward's nodes launched; each group's fused ns), or None where no chain is estimated."""
-    times, members, backward = fused_groups(con, graph.trace, argument, graph.shared_reads)
+    times, members, backward, _ = fused_groups(con, graph.trace, argument, graph.shared_reads)
     if not times:
         return None
     fused_ns = np.zeros(max(grp for grp, _ in times) + 1)
@@ -165,28 +166,22 @@ def _fused(graph, argument, con):
     kernels_ns = np.bincount(group[in_chains], weights=graph.item_dur[in_chains], minlength=len(fused_ns))
     fused = fused_in_groups(graph, group, in_chains, np.round(np.minimum(fused_ns, kernels_ns)).astype(np.int64),
                             what_goes=_what_goes_in_user_code)
-    _keep_a_norms_second_dispatch(graph, group, in_chains, fused)
+    # (read once: fused_groups keeps what it read in graph.shared_reads)
+    norms = fused_groups(con, graph.trace, argument, graph.shared_reads)[3]
+    _keep_a_norms_second_dispatch(group, in_chains, norms, fused, graph)
     return fused
 
 
-# The row reductions of view elementwise_chain_ops (its `kind_fuses`): a chain with one is a norm.
-_REDUCTION = re.compile(r"aten::(sum|mean|amax|amin|max|min|norm|linalg_vector_norm|logsumexp|std|var|std_mean|var_mean)$")
-
-
-def _keep_a_norms_second_dispatch(graph, group, in_chains, fused):
-    """A norm's fused op (F.rms_norm, F.layer_norm: a chain with a row reduction) is a composite that
-    calls its kernel's op, two dispatches where a pointwise one (F.gelu) is one: in each norm's
-    forward, the first call gone keeps its thread's time before it."""
+def _keep_a_norms_second_dispatch(group, in_chains, norms, fused, graph):
+    """A norm's fused op (F.rms_norm, F.layer_norm: a chain with a row reduction, its forward group in
+    `norms`) is a composite that calls its kernel's op, two dispatches where a pointwise one (F.gelu)
+    is one: in each norm's forward, the first call gone keeps its thread's time before it."""
     _, _, _, gone_calls, call_cut, _ = fused
     launched = in_chains[graph.item_launch[in_chains] >= 0]
-    calls, groups = graph.item_launch[launched], group[launched]
-    paths, path_of_call = np.unique(graph.call_op_path[calls].astype(str), return_inverse=True)
-    reduces = np.array([bool(_REDUCTION.search(path)) for path in paths], dtype=bool)[path_of_call]
-    norms = np.unique(groups[reduces & (groups % 2 == 0)])
     call_group = np.full(len(graph.call_op), -1, dtype=np.int64)
-    call_group[calls] = groups
+    call_group[graph.item_launch[launched]] = group[launched]
     of_gone = call_group[gone_calls]
-    in_norms = np.flatnonzero(np.isin(of_gone, norms))
+    in_norms = np.flatnonzero(np.isin(of_gone, list(norms)))
     # gone_calls are in their lanes' order: the first of a group's is its earliest
     _, first = np.unique(of_gone[in_norms], return_index=True)
     call_cut[in_norms[first]] = 0
