@@ -75,6 +75,10 @@ The pairs (transformers and torchvision needed; bf16 autocast unless said):
   gpt2_train_layernorm_fused                (mean, x - mean, square, mean, sqrt, divide, scale and
   gpt2_infer_layernorm_eager,               shift: ConvNeXt's), then nn.LayerNorm, in GPT-2 (with
   gpt2_infer_layernorm_fused                F.gelu's tanh GELU), trained and forward
+  qwen2_train_rmsnorm_eager,                out of the sample of the norm's second dispatch (a170ad8):
+  qwen2_train_rmsnorm_fused,                Qwen2 (0.5B's widths, 8 layers, 14 query heads on 2
+  qwen2_infer_rmsnorm_eager,                key-value heads), Qwen2RMSNorm then F.rms_norm, trained
+  qwen2_infer_rmsnorm_fused                 (8 x 512 tokens) and forward (4 x 1024)
 """
 
 import torch
@@ -97,7 +101,8 @@ def _causal_lm(kind, device, attention="sdpa", **sizes):
     except ImportError as missing:
         raise Skip(f"transformers is not installed ({missing})") from None
     config_class, model_class = {"gpt2": ("GPT2Config", "GPT2LMHeadModel"),
-                                 "llama": ("LlamaConfig", "LlamaForCausalLM")}[kind]
+                                 "llama": ("LlamaConfig", "LlamaForCausalLM"),
+                                 "qwen2": ("Qwen2Config", "Qwen2ForCausalLM")}[kind]
     config = getattr(transformers, config_class)(**sizes)
     config._attn_implementation = attention  # read by each attention layer as it is built
     model = getattr(transformers, model_class)(config)
@@ -271,6 +276,35 @@ def gpt2_infer_step(device, attention, fp32=False, activation="gelu_new", layer_
             torch.backends.cuda.matmul.allow_tf32 = False
         with torch.no_grad(), torch.autocast(device, dtype=torch.bfloat16, enabled=not fp32):
             return model(tokens).logits
+    return forward
+
+
+def _qwen2(device, rms_norm):
+    """Qwen2-0.5B's widths (896 wide, 14 heads sharing 2 key-value heads, biased q/k/v, SwiGLU 4864)
+    in 8 layers, vocabulary 32,000, random weights; `rms_norm` "eager" (Qwen2RMSNorm, op by op) or
+    "fused" (F.rms_norm)."""
+    model = _causal_lm("qwen2", device, "sdpa", hidden_size=896, intermediate_size=4864, num_hidden_layers=8,
+                       num_attention_heads=14, num_key_value_heads=2, vocab_size=32000, max_position_embeddings=2048)
+    return _fused_rms_norms(model, "Qwen2RMSNorm") if rms_norm == "fused" else model
+
+
+def qwen2_train_step(device, rms_norm):
+    """Qwen2 trained with AdamW under bf16 autocast on 8 x 512 tokens, the loss kept on the GPU."""
+    model = _qwen2(device, rms_norm)
+    tokens = torch.randint(0, 32000, (8, 512) if device == "cuda" else (1, 64), device=device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    return _training_step(device, lambda: model(input_ids=tokens, labels=tokens, use_cache=False).loss, optimizer,
+                          False, False, False)
+
+
+def qwen2_infer_step(device, rms_norm):
+    """Qwen2's forward, no grad, under bf16 autocast, 4 x 1024 tokens."""
+    model = _qwen2(device, rms_norm).eval()
+    tokens = torch.randint(0, 32000, (4, 1024) if device == "cuda" else (1, 64), device=device)
+
+    def forward():
+        with torch.no_grad(), torch.autocast(device, dtype=torch.bfloat16, enabled=device == "cuda"):
+            return model(input_ids=tokens, use_cache=False).logits
     return forward
 
 
@@ -581,4 +615,9 @@ PAIRS = {
                                                              layer_norm="written_out")),
     "gpt2_infer_layernorm_fused": ("gpt2_infer_layernorm", "after",
                                    lambda d: gpt2_infer_step(d, "sdpa", activation="gelu_pytorch_tanh")),
+    # out of the sample of a170ad8's rule (a norm's fused op dispatches twice): a third model's RMSNorm
+    "qwen2_train_rmsnorm_eager": ("qwen2_train_rmsnorm", "before", lambda d: qwen2_train_step(d, "eager")),
+    "qwen2_train_rmsnorm_fused": ("qwen2_train_rmsnorm", "after", lambda d: qwen2_train_step(d, "fused")),
+    "qwen2_infer_rmsnorm_eager": ("qwen2_infer_rmsnorm", "before", lambda d: qwen2_infer_step(d, "eager")),
+    "qwen2_infer_rmsnorm_fused": ("qwen2_infer_rmsnorm", "after", lambda d: qwen2_infer_step(d, "fused")),
 }
