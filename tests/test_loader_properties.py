@@ -231,6 +231,28 @@ def test_lenient_cuts_the_damage_at_the_last_event(tmp_path, damage, cut):
         own.close()
 
 
+def test_lenient_cuts_a_last_event_left_open_behind_a_damaged_first_one(tmp_path):
+    # the case the property above found next: the last event's `}` flipped to `|` and the newline
+    # after the array's `[` to a vertical tab, which begins no JSON value: damage at both ends of the
+    # array, not an array whose elements are no events
+    raw = RAW["v100_dgxs_mlp_train_step.json.gz"]
+    start, end = raw.index(b"[", raw.index(b'"traceEvents"')) + 1, raw.rindex(b"]")
+    brace = raw.rindex(b"}", 0, end)
+    data = bytearray(raw)
+    data[start] ^= 1  # "\n" -> "\x0b"
+    data[brace] ^= 1  # "}" -> "|"
+    path = tmp_path / "damaged.json"
+    path.write_bytes(bytes(data))
+    own = connect(tmp_path / "own.duckdb")
+    try:
+        before = database_state(own)
+        result = load_file(own, path, lenient=True)
+        assert result.status == "loaded" and _event_count(raw) - 4 <= result.events < _event_count(raw)
+        _check_loaded(own, result, before, True, None)
+    finally:
+        own.close()
+
+
 _EVENT = b'{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, "dur": 2, "args": {}}'
 _NESTED = b'{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 0, "tid": 7, "ts": 3, "dur": 2, "args": {"l": [{"a": 1}, {"b": 2}]}}'
 

@@ -334,13 +334,16 @@ def _last_event_start(held, has_array_start):
 
 # After an element of the array: the comma before the next one, or the array's end.
 _AFTER_ELEMENT = re.compile(r"[ \t\n\r]*([,\]])[ \t\n\r]*")
+# The first character of a JSON value: an element that begins with none is a damaged byte.
+_VALUE_START = re.compile(r'[{\["\-0-9tfn]')
 
 
 def _last_event_damaged(held, has_array_start):
     """Whether the array, read element by element from its `[` (only while `held` still begins
-    with it), holds events up to one whose JSON breaks off or that bytes beginning no element
-    follow: damage, where the last element of `[1, 2, 3]`, or the `2` of `[{...}, 2]`, is no event
-    at all. (Element by element, as a `}, {` inside an event's args begins no element.)"""
+    with it), holds events up to one whose JSON breaks off, that bytes beginning no element follow,
+    or an element no JSON value begins with (a flipped byte): damage, where the last element of
+    `[1, 2, 3]`, or the `2` of `[{...}, 2]`, is no event at all. (Element by element, as a `}, {`
+    inside an event's args begins no element.)"""
     start = re.match(rb"[ \t\n\r]*\[[ \t\n\r]*", held) if has_array_start else None
     if start is None:
         return False
@@ -356,7 +359,8 @@ def _last_event_damaged(held, has_array_start):
         if after.group(1) == "]":
             return False
         pos = after.end()
-    return False
+    # an element that is a value but no object (`2`) is no event; one that no value begins with is damage
+    return pos < len(text) and _VALUE_START.match(text, pos) is None
 
 
 def _lenient_cut(path, held, lenient, flushed):
