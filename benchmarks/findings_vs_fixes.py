@@ -171,7 +171,8 @@ MODEL_FIX_PAIRS = [
     ("unfused_elementwise", "model_pairs_o/gpt2_train_layernorm_eager", "model_pairs_o/gpt2_train_layernorm_fused"),
     ("unfused_elementwise", "model_pairs_o/gpt2_infer_layernorm_eager", "model_pairs_o/gpt2_infer_layernorm_fused"),
     # out of the sample of the norm's second dispatch (a170ad8; tests/data/h100/model_pairs_p): Qwen2's
-    # Qwen2RMSNorm against F.rms_norm, trained and in inference (and the Llama's and T5's norms again)
+    # Qwen2RMSNorm against F.rms_norm, trained and in inference (fix_rounds.py reads the Llama's and
+    # T5's pairs there too, by the rows of model_pairs_m and _o)
     ("unfused_elementwise", "model_pairs_p/qwen2_train_rmsnorm_eager", "model_pairs_p/qwen2_train_rmsnorm_fused",
      "fuse-elementwise:rsqrt"),
     ("unfused_elementwise", "model_pairs_p/qwen2_infer_rmsnorm_eager", "model_pairs_p/qwen2_infer_rmsnorm_fused",

@@ -161,9 +161,9 @@ def _training_step(device, loss_of, optimizer, read_loss, fp32, tf32, fp16_scale
 
 
 def _fused_rms_norms(model, kind="LlamaRMSNorm"):
-    """Each of the model's RMSNorm layers of class `kind` (LlamaRMSNorm, T5LayerNorm) computed by
-    F.rms_norm (one call into ATen) instead of transformers' op-by-op forward (to fp32, pow, mean,
-    add, rsqrt, mul, back, times the weight)."""
+    """Each of the model's RMSNorm layers of class `kind` (LlamaRMSNorm, T5LayerNorm, Qwen2RMSNorm)
+    computed by F.rms_norm (one call into ATen) instead of transformers' op-by-op forward (to fp32,
+    pow, mean, add, rsqrt, mul, back, times the weight)."""
     for module in model.modules():
         if type(module).__name__ == kind:
             module.forward = (lambda m: lambda x: torch.nn.functional.rms_norm(

@@ -1497,7 +1497,7 @@ ELEMENTWISE_PAIRS = [("model_pairs_m", "gpt2_train_gelu_new", "gpt2_train_gelu_t
                      ("model_pairs_o", "gpt2_infer_layernorm_eager", "gpt2_infer_layernorm_fused", None, 6.8),
                      # out of the sample of the norm's second dispatch: Qwen2's Qwen2RMSNorm against
                      # F.rms_norm, and the Llama's and T5's norms again, on a host whose pace moved
-                     # (model_pairs_p: rounds 1.19-1.68x apart; T5's forward alone held one pace)
+                     # (model_pairs_p: a pair's rounds 1.20-1.68x apart; T5's forward alone under 1.25x)
                      ("model_pairs_p", "qwen2_train_rmsnorm_eager", "qwen2_train_rmsnorm_fused", "fuse-elementwise:rsqrt", -18.3),
                      ("model_pairs_p", "qwen2_infer_rmsnorm_eager", "qwen2_infer_rmsnorm_fused", "fuse-elementwise:rsqrt", 80.8),
                      ("model_pairs_p", "llama_train_rmsnorm_eager", "llama_train_rmsnorm_fused", "fuse-elementwise:rsqrt", 41.5),
@@ -1539,12 +1539,12 @@ def test_fusing_an_elementwise_chain_saves_what_the_fused_op_did(elementwise_pai
     """Eleven of sixteen within 25%. The misses: T5 trained (ELEMENTWISE_MISSES), and pairs timed
     on hosts whose rounds ran 1.25x apart or more: the second lease's Llama trained (1.47x), and on
     the fourth (model_pairs_p, out of sample for the second dispatch below) Qwen2's forward (1.68x)
-    and the Llama's again (1.29x, 1.39x), whose savings round by round spread wider than the
-    predictions miss (the Llama's forward: -650 to 1,794 µs). There Qwen2 trained -18%, T5's
-    forward -19%. A norm's fused op dispatches twice (the composite and its kernel's op): with
-    that, the Llama's and T5's forwards came from +31%, +19% and +27% to +4.5%, +3.7% and +15%. The
-    LayerNorm written out, a chain of ten ops with two row reductions no pair had shown, comes
-    within 10% trained and in inference."""
+    and the Llama's again (1.29x, 1.39x). That lease settles none of its pairs, hits (Qwen2 trained
+    -18%, T5's forward -19%) or misses: their savings round by round spread wider than any
+    prediction misses (the Llama's forward -650 to 1,794 µs). A norm's fused op dispatches twice
+    (the composite and its kernel's op): with that, the Llama's and T5's forwards came from +31%,
+    +19% and +27% to +4.5%, +3.7% and +15%. The LayerNorm written out, a chain of ten ops with two
+    row reductions no pair had shown, comes within 10% trained and in inference."""
     rounds = TEST_DATA / "h100" / folder
     measured = _pre_rounds(rounds)[before] - _pre_rounds(rounds)[after]
     predicted = elementwise_pairs[folder, before]
