@@ -18,10 +18,13 @@
 --   trace = NULL: only this trace
 SELECT trace, name AS kernel, any_value(kernel_class) AS kernel_class, count(*) AS calls,
        round(sum(dur_us), 1) AS total_us, round(avg(dur_us), 1) AS avg_dur_us,
-       round(avg(est_occupancy_pct), 1) AS est_occupancy_pct,
+       -- CUPTI's fractions averaged in millionths, whole numbers whose sum is exact: the same mean
+       -- (and its rounding) whatever order the rows come in, on a database, a lake or Spark
+       round(avg(round(est_occupancy_pct * 1e6)) / 1e6, 1) AS est_occupancy_pct,
        max(registers_per_thread) AS registers_per_thread,
        max(shared_memory_bytes) AS shared_memory_bytes,
-       round(avg(blocks_per_sm), 2) AS blocks_per_sm, round(avg(warps_per_sm), 2) AS warps_per_sm
+       round(avg(round(blocks_per_sm * 1e6)) / 1e6, 2) AS blocks_per_sm,
+       round(avg(round(warps_per_sm * 1e6)) / 1e6, 2) AS warps_per_sm
 FROM kernels
 WHERE $trace IS NULL OR trace = $trace
 GROUP BY trace, name
