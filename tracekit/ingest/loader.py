@@ -122,8 +122,8 @@ def load_files(con, paths, *, replace=False, lenient=False, workers=None, progre
     # On small traces the derive statements' cost is planning them, not running them: these
     # rewrites of DuckDB's optimizer, which only pay on rows, cost a 9 KB trace's load about a tenth
     # and a 10-45 MB one's about a twentieth; from 135 MB to 1 GB they neither pay nor cost.
-    few_rows = biggest <= UNOPTIMIZED_BELOW_BYTES
-    if few_rows:
+    skip_optimizers = biggest <= UNOPTIMIZED_BELOW_BYTES
+    if skip_optimizers:
         optimizers = con.execute("SELECT current_setting('disabled_optimizers')").fetchone()[0]
         con.execute(f"SET disabled_optimizers = '{SMALL_TRACE_SKIPPED_OPTIMIZERS}'")
     try:
@@ -139,14 +139,15 @@ def load_files(con, paths, *, replace=False, lenient=False, workers=None, progre
             con.execute(f"SET memory_limit = '{before}'")
             if one_thread:
                 con.execute(f"SET threads = {threads}")
-            if few_rows:
+            if skip_optimizers:
                 con.execute(f"SET disabled_optimizers = '{optimizers}'")
         except duckdb.Error:
             pass  # DuckDB gave up on the database (a full disk): the load's own error says why
 
 
 # Traces up to this size load with the optimizer passes below skipped (the same rows: compared table
-# by table on a 45 MB trace).
+# by table on a 45 MB trace); above it, where the passes were measured to neither pay nor cost, they
+# stay, as no bigger trace's plans were checked without them.
 UNOPTIMIZED_BELOW_BYTES = 64 << 20
 # DuckDB optimizer passes a small trace's load skips (DuckDB's names; filter pushdown, which turns a
 # filtered product into a join, stays).
