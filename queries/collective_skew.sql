@@ -32,7 +32,8 @@ WITH per_rank AS (
     SELECT coalesce(job, trace) AS job_key, runs_on, coalesce(process_group, '') AS group_key,
            matched_by, match_key AS call_key, trace, rank, min(step) AS step, min(process_group) AS process_group, min(seq) AS seq,
            min(call) AS call, min(collective) AS collective, sum(in_bytes) AS in_bytes,
-           sum(wait_us) AS wait_us, min(start_lag_us) AS start_lag_us, max(end_lag_us) AS end_lag_us, min(ts_us) AS start_us,
+           -- waits summed in whole nanoseconds, exact in any order (here and in per_call)
+           sum(round(wait_us * 1e3)) / 1e3 AS wait_us, min(start_lag_us) AS start_lag_us, max(end_lag_us) AS end_lag_us, min(ts_us) AS start_us,
            CASE WHEN count(*) = 1 THEN max(dur_us) ELSE max(ts_us + dur_us) - min(ts_us) END AS call_us
     FROM collectives
     WHERE ranks_matched > 1
@@ -43,7 +44,7 @@ WITH per_rank AS (
     FROM per_rank
 ), per_call AS (
     SELECT job_key, runs_on, group_key, matched_by, call_key, count(*) AS ranks, max(wait_us) AS max_wait_us,
-           sum(wait_us) AS total_wait_us, max(start_lag_us) AS start_spread_us,
+           sum(round(wait_us * 1e3)) / 1e3 AS total_wait_us, max(start_lag_us) AS start_spread_us,
            max(end_lag_us) AS end_spread_us,
            min(start_us) AS first_start_us, max(CASE WHEN trace = $trace THEN 1 ELSE 0 END) AS has_trace
     FROM ordered

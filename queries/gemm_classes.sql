@@ -16,10 +16,12 @@
 SELECT trace,
        count(*) FILTER (WHERE math_unit = 'tensor_core') AS tensor_core_gemms,
        count(*) FILTER (WHERE math_unit = 'simt') AS simt_gemms,
-       round(coalesce(sum(dur_us) FILTER (WHERE math_unit = 'tensor_core'), 0.0), 1) AS tensor_core_us,
-       round(coalesce(sum(dur_us) FILTER (WHERE math_unit = 'simt'), 0.0), 1) AS simt_us,
-       round(100.0 * coalesce(sum(dur_us) FILTER (WHERE math_unit = 'tensor_core'), 0.0)
-             / sum(dur_us), 1) AS tensor_core_pct,
+       -- times summed in whole nanoseconds, exact in any order: the same rounding on a database,
+       -- a lake or Spark, whatever order the rows come in
+       round(coalesce(sum(round(dur_us * 1e3)) FILTER (WHERE math_unit = 'tensor_core'), 0) / 1e3, 1) AS tensor_core_us,
+       round(coalesce(sum(round(dur_us * 1e3)) FILTER (WHERE math_unit = 'simt'), 0) / 1e3, 1) AS simt_us,
+       round(100.0 * coalesce(sum(round(dur_us * 1e3)) FILTER (WHERE math_unit = 'tensor_core'), 0)
+             / sum(round(dur_us * 1e3)), 1) AS tensor_core_pct,
        string_agg(DISTINCT name, ' | ' ORDER BY name) FILTER (WHERE math_unit = 'simt') AS simt_kernels
 FROM kernels
 WHERE kernel_class = 'gemm' AND ($trace IS NULL OR trace = $trace)

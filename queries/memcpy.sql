@@ -26,7 +26,7 @@ SELECT t.trace, m.kind, m.cpu_op_path AS caused_by,
        CAST(CASE WHEN count(m.ts_us) = 0 THEN 0 ELSE sum(m.bytes) END AS BIGINT) AS memcpy_bytes,
        count(m.ts_us) - count(m.bytes) AS unknown_size_copies,
        round(CASE WHEN count(m.ts_us) = 0 THEN 0 ELSE sum(m.bytes) END / 1048576.0, 2) AS memcpy_mib,
-       round(coalesce(sum(m.dur_us), 0.0), 1) AS memcpy_us,
+       round(coalesce(sum(round(m.dur_us * 1e3)), 0) / 1e3, 1) AS memcpy_us,  -- summed in whole ns: exact in any order
        CAST(round(avg(m.bytes)) AS BIGINT) AS avg_bytes,
        count(DISTINCT m.step) AS steps_with_memcpy
 FROM traces t

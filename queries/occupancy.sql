@@ -17,9 +17,10 @@
 -- params:
 --   trace = NULL: only this trace
 SELECT trace, name AS kernel, any_value(kernel_class) AS kernel_class, count(*) AS calls,
-       round(sum(dur_us), 1) AS total_us, round(avg(dur_us), 1) AS avg_dur_us,
-       -- CUPTI's fractions averaged in millionths, whole numbers whose sum is exact: the same mean
-       -- (and its rounding) whatever order the rows come in, on a database, a lake or Spark
+       -- times in whole nanoseconds and CUPTI's fractions in millionths, whole numbers whose sum is
+       -- exact: the same sums and means (and their rounding) whatever order the rows come in, on a
+       -- database, a lake or Spark
+       round(sum(round(dur_us * 1e3)) / 1e3, 1) AS total_us, round(avg(round(dur_us * 1e3)) / 1e3, 1) AS avg_dur_us,
        round(avg(round(est_occupancy_pct * 1e6)) / 1e6, 1) AS est_occupancy_pct,
        max(registers_per_thread) AS registers_per_thread,
        max(shared_memory_bytes) AS shared_memory_bytes,

@@ -37,7 +37,8 @@ WITH windows AS (
     WHERE t.rank IS NOT NULL AND t.trace NOT IN (SELECT trace FROM steps)
     GROUP BY t.trace, t.rank, t.job
 ), waits AS (
-    SELECT trace, coalesce(step, -1) AS step_key, sum(wait_us) AS wait_us
+    -- summed in whole nanoseconds, exact in any order
+    SELECT trace, coalesce(step, -1) AS step_key, sum(round(wait_us * 1e3)) / 1e3 AS wait_us
     FROM collectives WHERE rank IS NOT NULL
     GROUP BY trace, coalesce(step, -1)
 ), work AS (

@@ -19,19 +19,22 @@
 --                 above 100: the data came from cache, not memory)
 -- params:
 --   trace = NULL: only this trace
+-- the trace's times summed in whole nanoseconds (ns), exact in any order: the same figures and
+-- roundings on a database, a lake or Spark, whatever order the rows come in (the models' roofline_us
+-- is no whole number of anything: its sums differ in the last bits only)
 SELECT trace, coalesce(work_family, '(none)') AS work_family, count(*) AS kernels,
-       round(sum(dur_us), 1) AS gpu_us,
-       round(100.0 * coalesce(sum(dur_us) FILTER (WHERE flops IS NOT NULL AND bytes IS NOT NULL), 0.0)
-             / sum(dur_us), 1) AS modelled_pct,
-       round(sum(flops) FILTER (WHERE bytes IS NOT NULL) / sum(dur_us) FILTER (WHERE flops IS NOT NULL AND bytes IS NOT NULL)
-             / 1e6, 1) AS tflops,
-       round(sum(bytes) FILTER (WHERE flops IS NOT NULL) / sum(dur_us) FILTER (WHERE flops IS NOT NULL AND bytes IS NOT NULL)
-             / 1e6, 2) AS tb_s,
-       round(100.0 * sum(dur_us) FILTER (WHERE bound = 'memory') / sum(dur_us) FILTER (WHERE bound IS NOT NULL), 1)
+       round(sum(ns) / 1e3, 1) AS gpu_us,
+       round(100.0 * coalesce(sum(ns) FILTER (WHERE flops IS NOT NULL AND bytes IS NOT NULL), 0)
+             / sum(ns), 1) AS modelled_pct,
+       round(sum(flops) FILTER (WHERE bytes IS NOT NULL) / sum(ns) FILTER (WHERE flops IS NOT NULL AND bytes IS NOT NULL)
+             / 1e3, 1) AS tflops,
+       round(sum(bytes) FILTER (WHERE flops IS NOT NULL) / sum(ns) FILTER (WHERE flops IS NOT NULL AND bytes IS NOT NULL)
+             / 1e3, 2) AS tb_s,
+       round(100.0 * sum(ns) FILTER (WHERE bound = 'memory') / sum(ns) FILTER (WHERE bound IS NOT NULL), 1)
          AS memory_bound_pct,
        round(sum(roofline_us), 1) AS roofline_us,
-       round(100.0 * sum(roofline_us) / sum(dur_us) FILTER (WHERE roofline_us IS NOT NULL), 1) AS roofline_pct
-FROM kernels
+       round(100.0 * sum(roofline_us) / (sum(ns) FILTER (WHERE roofline_us IS NOT NULL) / 1e3), 1) AS roofline_pct
+FROM (SELECT *, round(dur_us * 1e3) AS ns FROM kernels) AS k
 WHERE ($trace IS NULL OR trace = $trace)
 GROUP BY trace, coalesce(work_family, '(none)')
 ORDER BY trace, gpu_us DESC;

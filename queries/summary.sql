@@ -38,7 +38,9 @@
 WITH picked AS (
     SELECT trace, variant, metadata FROM traces
 ), step_counts AS (
-    SELECT s.trace, count(*) AS steps, avg(s.dur_us) AS cpu_us_per_step,
+    -- (times summed in whole nanoseconds, CUPTI's fractions in millionths: sums exact in any order,
+    -- so each figure rounds the same on a database, a lake or Spark, whatever order the rows come in)
+    SELECT s.trace, count(*) AS steps, avg(round(s.dur_us * 1e3)) / 1e3 AS cpu_us_per_step,
            CASE WHEN min(s.step) = max(s.step) THEN CAST(min(s.step) AS VARCHAR)
                 ELSE CAST(min(s.step) AS VARCHAR) || '-' || CAST(max(s.step) AS VARCHAR) END
              || CASE WHEN bool_or(a.source = 'inferred') THEN ' (inferred)' ELSE '' END AS steps_averaged
@@ -47,35 +49,35 @@ WITH picked AS (
     -- Everything the GPU ran in the steady window: the steady steps, or all of a trace without steps.
     -- (Joins with steady_window, not `step IN (...) OR trace NOT IN (...)`: Spark runs a NOT IN
     -- under an OR as a nested loop over every kernel, 20 s on 64 ranks where the join takes 3.)
-    SELECT k.trace, k.name, k.dur_us, k.kernel_class, k.math_unit, k.est_occupancy_pct, 'kernel' AS what, NULL AS bytes
+    SELECT k.trace, k.name, round(k.dur_us * 1e3) AS ns, k.kernel_class, k.math_unit,
+           round(k.est_occupancy_pct * 1e6) AS occupancy_millionths, 'kernel' AS what, NULL AS bytes
     FROM kernels k JOIN steady_window w ON w.trace = k.trace AND w.step IS NOT DISTINCT FROM k.step
     UNION ALL
-    SELECT m.trace, m.name, m.dur_us, NULL, NULL, NULL, 'memcpy', m.bytes
+    SELECT m.trace, m.name, round(m.dur_us * 1e3), NULL, NULL, NULL, 'memcpy', m.bytes
     FROM memcpy m JOIN steady_window w ON w.trace = m.trace AND w.step IS NOT DISTINCT FROM m.step
     UNION ALL
-    SELECT z.trace, z.name, z.dur_us, NULL, NULL, NULL, 'memset', z.bytes
+    SELECT z.trace, z.name, round(z.dur_us * 1e3), NULL, NULL, NULL, 'memset', z.bytes
     FROM memset z JOIN steady_window w ON w.trace = z.trace AND w.step IS NOT DISTINCT FROM z.step
 ), totals AS (
     SELECT trace,
            count(*) FILTER (WHERE what = 'kernel') AS kernels,
-           sum(dur_us) AS gpu_us,
            count(*) FILTER (WHERE what = 'memcpy') AS memcpys,
            CAST(CASE WHEN count(*) FILTER (WHERE what = 'memcpy') = 0 THEN 0
                      ELSE sum(bytes) FILTER (WHERE what = 'memcpy') END AS BIGINT) AS memcpy_bytes,
-           100.0 * coalesce(sum(dur_us) FILTER (WHERE math_unit = 'tensor_core'), 0.0)
-                 / sum(dur_us) FILTER (WHERE math_unit IS NOT NULL) AS tensor_core_pct
+           100.0 * coalesce(sum(ns) FILTER (WHERE math_unit = 'tensor_core'), 0)
+                 / sum(ns) FILTER (WHERE math_unit IS NOT NULL) AS tensor_core_pct
     FROM gpu_work GROUP BY trace
 ), busy AS (
-    SELECT b.trace, sum(b.busy_us) AS busy_us, sum(b.kernel_sum_us) AS kernel_sum_us
+    SELECT b.trace, sum(round(b.busy_us * 1e3)) / 1e3 AS busy_us, sum(round(b.kernel_sum_us * 1e3)) / 1e3 AS kernel_sum_us
     FROM gpu_busy b JOIN steady_window w ON w.trace = b.trace AND w.step IS NOT DISTINCT FROM b.step
     GROUP BY b.trace
 ), by_kernel AS (
-    SELECT trace, name, sum(dur_us) AS total_us, avg(est_occupancy_pct) AS occupancy_pct
+    SELECT trace, name, sum(ns) AS total_ns, avg(occupancy_millionths) / 1e6 AS occupancy_pct
     FROM gpu_work WHERE what = 'kernel' GROUP BY trace, name
 ), top AS (
     SELECT trace, name AS top_kernel, occupancy_pct AS top_kernel_occupancy_pct
     FROM by_kernel
-    QUALIFY row_number() OVER (PARTITION BY trace ORDER BY total_us DESC, name) = 1
+    QUALIFY row_number() OVER (PARTITION BY trace ORDER BY total_ns DESC, name) = 1
 ), plans AS (
     SELECT trace, plan_ms FROM cudnn_plans
 ), memory AS (

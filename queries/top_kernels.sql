@@ -17,17 +17,19 @@
 WITH per_kernel AS (
     SELECT trace, name, any_value(kernel_class) AS kernel_class, any_value(gemm_class) AS gemm_class,
            any_value(math_unit) AS math_unit,
-           count(*) AS calls, sum(dur_us) AS total_us, avg(dur_us) AS avg_us
+           -- in whole nanoseconds, whose sums are exact in any order: the same ranks and roundings
+           -- on a database, a lake or Spark, whatever order the rows come in
+           count(*) AS calls, sum(round(dur_us * 1e3)) AS total_ns
     FROM kernels
     WHERE $trace IS NULL OR trace = $trace
     GROUP BY trace, name
 ), ranked AS (
-    SELECT *, row_number() OVER (PARTITION BY trace ORDER BY total_us DESC, name) AS rank,
-           100.0 * total_us / sum(total_us) OVER (PARTITION BY trace) AS pct_of_kernel_time
+    SELECT *, row_number() OVER (PARTITION BY trace ORDER BY total_ns DESC, name) AS rank,
+           100.0 * total_ns / sum(total_ns) OVER (PARTITION BY trace) AS pct_of_kernel_time
     FROM per_kernel
 )
-SELECT trace, rank, name AS kernel, kernel_class, gemm_class, math_unit, calls, round(total_us, 1) AS total_us,
-       round(avg_us, 1) AS avg_us, round(pct_of_kernel_time, 1) AS pct_of_kernel_time
+SELECT trace, rank, name AS kernel, kernel_class, gemm_class, math_unit, calls, round(total_ns / 1e3, 1) AS total_us,
+       round(total_ns / calls / 1e3, 1) AS avg_us, round(pct_of_kernel_time, 1) AS pct_of_kernel_time
 FROM ranked
 WHERE rank <= CAST($limit AS INTEGER)
 ORDER BY trace, rank;

@@ -11,16 +11,18 @@
 -- params:
 --   trace = NULL: only this trace
 WITH picked AS (
-    SELECT trace, name, kernel_class, dur_us FROM kernels WHERE $trace IS NULL OR trace = $trace
+    -- times in whole nanoseconds, whose sums are exact in any order: the same figures on a
+    -- database, a lake or Spark, whatever order the rows come in
+    SELECT trace, name, kernel_class, round(dur_us * 1e3) AS ns FROM kernels WHERE $trace IS NULL OR trace = $trace
 ), per_trace AS (
-    SELECT trace, name, count(*) AS calls, sum(dur_us) AS total_us,
-           100.0 * sum(dur_us) / nullif(any_value(t.kernel_us), 0) AS pct_of_trace
+    SELECT trace, name, count(*) AS calls, sum(ns) AS total_ns,
+           100.0 * sum(ns) / nullif(any_value(t.kernel_ns), 0) AS pct_of_trace
     FROM picked
-    JOIN (SELECT trace, sum(dur_us) AS kernel_us FROM picked GROUP BY trace) t USING (trace)
+    JOIN (SELECT trace, sum(ns) AS kernel_ns FROM picked GROUP BY trace) t USING (trace)
     WHERE kernel_class IS NULL
     GROUP BY trace, name
 )
-SELECT name AS kernel, count(*) AS traces, CAST(sum(calls) AS BIGINT) AS calls, round(sum(total_us), 1) AS total_us,
+SELECT name AS kernel, count(*) AS traces, CAST(sum(calls) AS BIGINT) AS calls, round(sum(total_ns) / 1e3, 1) AS total_us,
        round(max(pct_of_trace), 1) AS max_pct_of_trace
 FROM per_trace
 GROUP BY name

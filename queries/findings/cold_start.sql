@@ -44,8 +44,8 @@ WITH unstepped AS (
 ), ops AS (
     -- Each op name's CPU time in the cold step against its mean in a steady step.
     SELECT o.trace, o.name, any_value(lower(o.cat)) AS cat, min(o.depth) AS depth, any_value(c.cold_us - c.steady_us) AS step_excess_us,
-           sum(o.dur_us) FILTER (WHERE o.step = c.cold_step) AS cold_op_us,
-           coalesce(sum(o.dur_us) FILTER (WHERE o.step <> c.cold_step)
+           sum(round(o.dur_us * 1e3)) FILTER (WHERE o.step = c.cold_step) / 1e3 AS cold_op_us,
+           coalesce(sum(round(o.dur_us * 1e3)) FILTER (WHERE o.step <> c.cold_step) / 1e3
                     / nullif(count(DISTINCT o.step) FILTER (WHERE o.step <> c.cold_step), 0), 0) AS steady_op_us,
            arg_min(o.op_id, o.ts_us) FILTER (WHERE o.step = c.cold_step) AS first_op_id,
            min(o.ts_us) FILTER (WHERE o.step = c.cold_step) AS first_ts_us,
@@ -80,7 +80,7 @@ WITH unstepped AS (
     GROUP BY trace
 ), captured AS (
     -- a CUDA graph captured and instantiated in the step: runtime calls, not ops
-    SELECT trace, step, sum(dur_us) FILTER (WHERE regexp_matches(name, 'GraphInstantiate')) AS instantiate_us
+    SELECT trace, step, sum(round(dur_us * 1e3)) FILTER (WHERE regexp_matches(name, 'GraphInstantiate')) / 1e3 AS instantiate_us
     FROM runtime
     WHERE regexp_matches(name, '^(cuda|hip)StreamBeginCapture|^(cuda|hip)GraphInstantiate') AND ($trace IS NULL OR trace = $trace)
     GROUP BY trace, step

@@ -189,11 +189,11 @@ WITH busy AS (
 ), counted AS (
     SELECT * FROM causes WHERE NOT (ends_step AND CAST($step_end_syncs AS INTEGER) = 0)
 ), by_doing AS (
-    SELECT trace, cause, doing, sum(idle_us) / any_value(steps) AS idle_us,
-           row_number() OVER (PARTITION BY trace, cause ORDER BY sum(idle_us) DESC, doing) AS rank
+    SELECT trace, cause, doing, sum(round(idle_us * 1e3)) / 1e3 / any_value(steps) AS idle_us,
+           row_number() OVER (PARTITION BY trace, cause ORDER BY sum(round(idle_us * 1e3)) / 1e3 DESC, doing) AS rank
     FROM counted GROUP BY trace, cause, doing
 ), groups AS (
-    SELECT c.trace, c.cause, any_value(c.steps) AS steps, count(*) AS gaps, sum(c.idle_us) AS idle_us, max(c.gap_us) AS longest_us,
+    SELECT c.trace, c.cause, any_value(c.steps) AS steps, count(*) AS gaps, sum(round(c.idle_us * 1e3)) / 1e3 AS idle_us, max(c.gap_us) AS longest_us,
            count(DISTINCT c.device) AS devices, max(c.stretch_us) AS longest_stretch_us,
            -- What the cause's fix acts on: the waits by name, or by the op that made them; the stalls from the shortest.
            string_agg(DISTINCT c.wait_name, '|' ORDER BY c.wait_name) AS wait_names,
@@ -283,4 +283,4 @@ JOIN tops x USING (trace, cause)
 -- The step's time: its ProfilerStep span, or, without steps, the GPU's busy and counted idle time.
 JOIN (SELECT t.trace, coalesce(t.cpu_us_per_step, t.gpu_us_per_step + i.idle_us / t.steps) AS step_us,
              t.cpu_us_per_step IS NOT NULL AS has_steps
-      FROM step_totals t JOIN (SELECT trace, sum(idle_us) AS idle_us FROM groups GROUP BY trace) i USING (trace)) s USING (trace);
+      FROM step_totals t JOIN (SELECT trace, sum(round(idle_us * 1e3)) / 1e3 AS idle_us FROM groups GROUP BY trace) i USING (trace)) s USING (trace);

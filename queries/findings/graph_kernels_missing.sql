@@ -19,7 +19,7 @@ WITH gpu_work AS (
       AND regexp_matches(r.name, '^(cuda|hip|cu)GraphLaunch')
 ), groups AS (
     SELECT l.trace, l.name, any_value(l.steps) AS steps, count(*) AS launches,
-           count(*) FILTER (WHERE l.missing) AS missing, sum(l.dur_us) FILTER (WHERE l.missing) AS launch_us,
+           count(*) FILTER (WHERE l.missing) AS missing, sum(round(l.dur_us * 1e3)) FILTER (WHERE l.missing) / 1e3 AS launch_us,
            min(l.cpu_op) AS typical_op,
            to_json(list(struct_pack(source := 'runtime', trace := l.trace, name := l.name,
                                     ts_ns := CAST(round(l.ts_us * 1000) AS BIGINT),

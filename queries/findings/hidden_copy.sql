@@ -32,7 +32,7 @@ WITH copies AS (
            count(DISTINCT c.code_line) AS lines, min(c.code_line) AS first_line,
            string_agg(DISTINCT c.code_line, '; ' ORDER BY c.code_line) AS code_lines,
            count(*) AS copies, sum(c.bytes) AS bytes, count(*) - count(c.bytes) AS unknown_size,
-           sum(c.dur_us) AS copy_us,
+           sum(round(c.dur_us * 1e3)) / 1e3 AS copy_us,
            to_json(list(struct_pack(source := 'memcpy', trace := c.trace, name := c.name,
                                     ts_ns := CAST(round(c.ts_us * 1000) AS BIGINT),
                                     dur_ns := CAST(round(c.dur_us * 1000) AS BIGINT),

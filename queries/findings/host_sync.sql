@@ -45,7 +45,7 @@ WITH gpu_work AS (
 ), groups AS (
     SELECT w.trace, w.caller, w.scaler_before, w.shape_op, any_value(w.steps) AS steps,
            string_agg(DISTINCT trim(regexp_extract(w.chain, '^([^→]*)', 1)), '; '
-                      ORDER BY trim(regexp_extract(w.chain, '^([^→]*)', 1))) AS made_in, count(*) AS calls, sum(w.dur_us) AS blocked_us,
+                      ORDER BY trim(regexp_extract(w.chain, '^([^→]*)', 1))) AS made_in, count(*) AS calls, sum(round(w.dur_us * 1e3)) / 1e3 AS blocked_us,
            count(w.copy_bytes) AS copies, count(*) FILTER (WHERE w.mid_step) AS mid_step, max(w.copy_bytes) AS max_copy_bytes,
            string_agg(DISTINCT w.name, ', ' ORDER BY w.name) FILTER (WHERE w.copy_bytes IS NULL) AS names,
            to_json(list(struct_pack(source := 'runtime', trace := w.trace, name := w.name,

@@ -9,7 +9,7 @@
 --   min_stall_us = 1000: the fix replayed (whatif) keeps the thread's own stretches of at least this long, work no CUDA graph holds (a sleep, host-side work): gpu_idle's stalls
 --   max_evidence = 20: at most this many steps named in the evidence
 WITH launches AS (
-    SELECT r.trace, sum(r.dur_us) / any_value(w.steps) AS launch_us_per_step, count(*) / any_value(w.steps) AS calls_per_step
+    SELECT r.trace, sum(round(r.dur_us * 1e3)) / 1e3 / any_value(w.steps) AS launch_us_per_step, count(*) / any_value(w.steps) AS calls_per_step
     FROM runtime r
     JOIN steady_window w ON w.trace = r.trace AND w.step IS NOT DISTINCT FROM r.step
     WHERE regexp_matches(lower(r.name), 'launch')

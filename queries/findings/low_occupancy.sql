@@ -14,7 +14,7 @@ WITH low AS (
     JOIN steady_window w ON w.trace = k.trace AND w.step IS NOT DISTINCT FROM k.step
     WHERE k.theoretical_occupancy_pct < CAST($max_pct AS DOUBLE) AND ($trace IS NULL OR k.trace = $trace)
 ), by_kernel AS (
-    SELECT l.trace, l.name, any_value(l.steps) AS steps, count(*) AS launches, sum(l.dur_us) AS kernel_us,
+    SELECT l.trace, l.name, any_value(l.steps) AS steps, count(*) AS launches, sum(round(l.dur_us * 1e3)) / 1e3 AS kernel_us,
            -- One launch shape per kernel name in practice; the most used one speaks for it.
            mode(l.theoretical_occupancy_pct) AS occupancy_pct, mode(l.occupancy_limiter) AS limiter,
            mode(l.registers_per_thread) AS registers, mode(l.shared_memory_bytes) AS shared_bytes,

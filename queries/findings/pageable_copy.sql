@@ -16,7 +16,7 @@ WITH copies AS (
 ), groups AS (
     SELECT c.trace, c.kind, coalesce(c.cpu_op_path, c.cpu_op, 'an op the trace does not name') AS path,
            any_value(c.steps) AS steps, count(*) AS copies, sum(c.bytes) AS bytes, count(c.bytes) AS sized,
-           sum(c.dur_us) AS copy_us, sum(c.dur_us) FILTER (WHERE c.bytes IS NOT NULL) AS sized_us,
+           sum(round(c.dur_us * 1e3)) / 1e3 AS copy_us, sum(round(c.dur_us * 1e3)) FILTER (WHERE c.bytes IS NOT NULL) / 1e3 AS sized_us,
            to_json(list(struct_pack(source := 'memcpy', trace := c.trace, name := c.name,
                                     ts_ns := CAST(round(c.ts_us * 1000) AS BIGINT),
                                     dur_ns := CAST(round(c.dur_us * 1000) AS BIGINT),

@@ -40,7 +40,7 @@ WITH tagged AS (
     WHERE t.kind IS NOT NULL
       AND (t.kind <> 'mask' OR EXISTS (SELECT 1 FROM tagged c WHERE c.trace = t.trace AND c.parent = t.parent AND c.kind = 'constant'))
 ), groups AS (
-    SELECT s.trace, s.parent, s.work, any_value(s.steps) AS steps, count(*) AS kernels, sum(s.dur_us) AS setup_us,
+    SELECT s.trace, s.parent, s.work, any_value(s.steps) AS steps, count(*) AS kernels, sum(round(s.dur_us * 1e3)) / 1e3 AS setup_us,
            count(DISTINCT coalesce(s.step, -1)) AS steps_seen,
            bool_or(s.op IN ('aten::tril', 'aten::triu')) AS triangular,
            bool_or(s.kind = 'mask') AS masks,

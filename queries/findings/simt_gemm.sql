@@ -26,7 +26,7 @@ WITH simt AS (
     WHERE g.math_unit = 'simt' AND r.roofline_us IS NOT NULL AND ($trace IS NULL OR g.trace = $trace)
     GROUP BY g.trace
 ), per_trace AS (
-    SELECT s.trace, any_value(s.steps) AS steps, count(*) AS kernels, sum(s.dur_us) AS simt_us,
+    SELECT s.trace, any_value(s.steps) AS steps, count(*) AS kernels, sum(round(s.dur_us * 1e3)) / 1e3 AS simt_us,
            count(*) FILTER (WHERE s.kernel_class = 'convolution') AS convolutions,
            count(DISTINCT s.cpu_op_id) AS ops,
            bool_or(s.cpu_op_path LIKE '%scaled_dot_product%' OR s.cpu_op_path LIKE '%_math%') AS in_sdpa_math,

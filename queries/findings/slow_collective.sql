@@ -28,7 +28,7 @@ WITH slow AS (
     SELECT s.trace, s.collective, any_value(s.steps) AS steps, count(*) AS calls, any_value(s.group_size) AS group_size,
            min(s.message_bytes) AS min_bytes, max(s.message_bytes) AS max_bytes, median(s.busbw_gbps) AS busbw_gbps,
            max(s.busbw_gbps) AS best_gbps, any_value(s.link) AS link, any_value(s.link_gb_s) AS link_gb_s,
-           count(*) FILTER (WHERE s.timed_from = 'this_rank') AS this_rank_only, sum(s.bw_us) AS bw_us,
+           count(*) FILTER (WHERE s.timed_from = 'this_rank') AS this_rank_only, sum(round(s.bw_us * 1e3)) / 1e3 AS bw_us,
            to_json(list(struct_pack(source := 'kernels', trace := s.trace, name := s.name,
                                     ts_ns := CAST(round(s.ts_us * 1000) AS BIGINT),
                                     dur_ns := CAST(round(s.dur_us * 1000) AS BIGINT),

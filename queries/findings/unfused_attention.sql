@@ -48,7 +48,7 @@ WITH chains AS (
     JOIN kernels k ON k.trace = c.trace AND k.correlation = c.correlation AND k.ts_us = c.ts_us
 ), per_trace AS (
     SELECT k.trace, any_value(c.steps) AS steps, any_value(c.chains) AS chains, count(*) AS kernels,
-           sum(k.dur_us) AS chain_us, sum(k.dur_us) FILTER (WHERE NOT k.is_matmul) AS rest_us,
+           sum(round(k.dur_us * 1e3)) / 1e3 AS chain_us, sum(round(k.dur_us * 1e3)) FILTER (WHERE NOT k.is_matmul) / 1e3 AS rest_us,
            count(*) FILTER (WHERE NOT k.is_matmul) AS rest_kernels,
            any_value(c.queries) AS queries, any_value(c.keys) AS keys, any_value(c.head_dim) AS head_dim,
            string_agg(DISTINCT k.op, ', ' ORDER BY k.op) FILTER (WHERE NOT k.is_matmul) AS rest_ops

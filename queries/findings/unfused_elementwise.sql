@@ -13,14 +13,14 @@ WITH chains AS (
     WHERE ($trace IS NULL OR c.trace = $trace)
 ), patterns AS (
     -- the chains of one sequence of ops: the layers of a model run the same one
-    SELECT trace, ops, count(*) AS chains, any_value(kernels) AS kernels, sum(gpu_us) AS gpu_us
+    SELECT trace, ops, count(*) AS chains, any_value(kernels) AS kernels, sum(round(gpu_us * 1e3)) / 1e3 AS gpu_us
     FROM chains GROUP BY trace, ops
 ), top_pattern AS (
     SELECT trace, arg_max(ops, gpu_us) AS ops, arg_max(chains, gpu_us) AS chains, arg_max(kernels, gpu_us) AS kernels,
            count(*) AS patterns
     FROM patterns GROUP BY trace
 ), per_trace AS (
-    SELECT trace, any_value(steps) AS steps, count(*) AS chains, sum(kernels) AS kernels, sum(gpu_us) AS gpu_us,
+    SELECT trace, any_value(steps) AS steps, count(*) AS chains, sum(kernels) AS kernels, sum(round(gpu_us * 1e3)) / 1e3 AS gpu_us,
            -- the chains a fused pass is estimated for (a kernel's bytes unknown: not)
            count(fused_us) AS estimated, sum(gpu_us - fused_us) AS saved_us, sum(fused_us) AS fused_us,
            to_json(list(struct_pack(source := 'cpu_ops', trace := trace, name := ops,

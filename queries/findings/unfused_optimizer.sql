@@ -20,8 +20,8 @@ WITH steps AS (
     SELECT trace, any_value(steps) AS steps, any_value(optimizer) AS optimizer, count(*) AS optimizer_steps,
            -- the for-loop where any step ran it (a step a parameter at a time dispatches on the CPU too)
            CASE WHEN bool_or(implementation = 'for-loop') THEN 'for-loop' ELSE 'foreach' END AS implementation,
-           sum(end_us - ts_us) AS cpu_us,
-           sum(unfused_kernels) AS kernels, sum(unfused_us) AS unfused_us, CASE WHEN count(fused_us) = count(*) THEN sum(fused_us) END AS fused_us,
+           sum(round((end_us - ts_us) * 1e3)) / 1e3 AS cpu_us,
+           sum(unfused_kernels) AS kernels, sum(round(unfused_us * 1e3)) / 1e3 AS unfused_us, CASE WHEN count(fused_us) = count(*) THEN sum(fused_us) END AS fused_us,
            max(param_bytes) AS param_bytes, max(unfused_bytes) AS unfused_bytes, max(fused_bytes) AS fused_bytes,
            to_json(list(struct_pack(source := 'cpu_ops', trace := trace, name := 'Optimizer.step#' || optimizer || '.step',
                                     ts_ns := CAST(round(ts_us * 1000) AS BIGINT),

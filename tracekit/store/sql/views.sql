@@ -660,14 +660,15 @@ SELECT trace, step, count(*) OVER (PARTITION BY trace) AS steps FROM windows;
 --   kernels_per_step: kernel launches per step
 CREATE OR REPLACE VIEW step_totals AS
 -- Joins of per-trace sums, not scalar subqueries: Spark runs no correlated subquery beside an aggregate.
+-- Times summed in whole nanoseconds, exact in any order: a database, a lake and Spark give the same.
 WITH windows AS (
     SELECT trace, any_value(steps) AS steps FROM steady_window GROUP BY trace
 ), busy AS (
-    SELECT b.trace, sum(b.busy_us) AS busy_us, sum(b.kernels) AS kernels
+    SELECT b.trace, sum(round(b.busy_us * 1e3)) / 1e3 AS busy_us, sum(b.kernels) AS kernels
     FROM gpu_busy b JOIN steady_window v ON v.trace = b.trace AND v.step IS NOT DISTINCT FROM b.step
     GROUP BY b.trace
 ), cpu AS (
-    SELECT trace, avg(dur_us) AS cpu_us FROM steady_steps GROUP BY trace
+    SELECT trace, avg(round(dur_us * 1e3)) / 1e3 AS cpu_us FROM steady_steps GROUP BY trace
 )
 SELECT w.trace, w.steps, b.busy_us / w.steps AS gpu_us_per_step, c.cpu_us AS cpu_us_per_step,
        b.kernels / w.steps AS kernels_per_step

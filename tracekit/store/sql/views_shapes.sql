@@ -132,7 +132,9 @@ WITH ranges AS (
           UNION ALL
           SELECT trace, pid, tid, op_ts_us, 1, NULL, NULL, dur_us, bytes, op, op_end_us FROM kernel_ops) x
 ), per_op AS (
-    SELECT trace, open_range AS range_id, op, count(*) AS n, count(bytes) AS with_bytes, sum(dur_us) AS us,
+    -- (times summed in whole nanoseconds, here and below, exact in any order: the same on a
+    -- database, a lake or Spark, whatever order the rows come in)
+    SELECT trace, open_range AS range_id, op, count(*) AS n, count(bytes) AS with_bytes, sum(round(dur_us * 1e3)) AS ns,
            sum(bytes) AS bytes, op LIKE 'aten::_foreach%' AS foreach, op LIKE 'aten::_fused%' AS fused_op
     FROM swept
     WHERE is_kernel = 1 AND op_end_us <= open_end_us
@@ -163,14 +165,14 @@ WITH ranges AS (
     GROUP BY r.trace, r.op_id
 )
 SELECT r.trace, r.step, r.optimizer, r.op_id, r.pid, r.tid, r.ts_us, r.end_us,
-       coalesce(sum(p.n), 0) AS kernels, coalesce(sum(p.us), 0) AS gpu_us,
+       coalesce(sum(p.n), 0) AS kernels, coalesce(sum(p.ns), 0) / 1e3 AS gpu_us,
        any_value(p.implementation) AS implementation,
        coalesce(sum(p.n) FILTER (WHERE p.foreach), 0) AS foreach_kernels,
-       coalesce(sum(p.us) FILTER (WHERE p.foreach), 0) AS foreach_us,
+       coalesce(sum(p.ns) FILTER (WHERE p.foreach), 0) / 1e3 AS foreach_us,
        CASE WHEN sum(p.n) FILTER (WHERE p.foreach) = sum(p.with_bytes) FILTER (WHERE p.foreach)
             THEN sum(p.bytes) FILTER (WHERE p.foreach) END AS foreach_bytes,
        coalesce(sum(p.n) FILTER (WHERE p.unfused), 0) AS unfused_kernels,
-       coalesce(sum(p.us) FILTER (WHERE p.unfused), 0) AS unfused_us,
+       coalesce(sum(p.ns) FILTER (WHERE p.unfused), 0) / 1e3 AS unfused_us,
        CASE WHEN sum(p.n) FILTER (WHERE p.unfused) = sum(p.with_bytes) FILTER (WHERE p.unfused)
             THEN sum(p.bytes) FILTER (WHERE p.unfused) END AS unfused_bytes,
        min(p.bytes) FILTER (WHERE p.unfused AND p.n = p.with_bytes) / any_value(m.param_passes) AS param_bytes,
@@ -408,14 +410,16 @@ CREATE OR REPLACE VIEW elementwise_chains AS
 WITH chains AS (
     SELECT trace, pid, tid, op_step, run, arg_min(step, ts_us) AS step, min(op_ts_us) AS ts_us, max(op_end_us) AS end_us,
            arg_min(op_id, op_ts_us) AS first_op_id, arg_max(op_id, op_ts_us) AS last_op_id,
-           count(*) AS kernels, sum(dur_us) AS gpu_us, min(dur_us) FILTER (WHERE full_pass) AS shortest_us,
+           -- times summed in whole nanoseconds, exact in any order: the same chains, ranks and
+           -- estimates on a database, a lake or Spark, whatever order the rows come in
+           count(*) AS kernels, sum(round(dur_us * 1e3)) / 1e3 AS gpu_us, min(dur_us) FILTER (WHERE full_pass) AS shortest_us,
            string_agg(op, ' → ' ORDER BY op_ts_us, ts_us) AS ops,
            max(chain_elements) AS elements,
            CASE WHEN count(bytes) = count(*) THEN sum(bytes) END AS bytes,
            min(bytes) FILTER (WHERE full_pass) AS fused_bytes,
            -- NULL where a full pass's bytes are unknown: its pace is not the chain's
            CASE WHEN count(bytes) FILTER (WHERE full_pass) = count(*) FILTER (WHERE full_pass)
-                THEN sum(dur_us) FILTER (WHERE full_pass AND bytes > 0) / sum(bytes) FILTER (WHERE full_pass AND bytes > 0)
+                THEN sum(round(dur_us * 1e3)) FILTER (WHERE full_pass AND bytes > 0) / 1e3 / sum(bytes) FILTER (WHERE full_pass AND bytes > 0)
            END AS us_per_byte
     FROM elementwise_chain_ops
     GROUP BY trace, pid, tid, op_step, run
