@@ -88,7 +88,8 @@ WITH pids AS (
 ), named AS (
     SELECT trace_id, coalesce(pid, '') AS pid, json_extract_string(args, '$.name') AS name
     FROM event_rows WHERE ph = 'M' AND name = 'process_name'
-    QUALIFY row_number() OVER (PARTITION BY trace_id, coalesce(pid, '') ORDER BY ts_ns DESC NULLS LAST) = 1
+    QUALIFY row_number() OVER (PARTITION BY trace_id, coalesce(pid, '')
+                               ORDER BY ts_ns DESC NULLS LAST, json_extract_string(args, '$.name') DESC NULLS LAST) = 1
 )
 SELECT row_number() OVER (ORDER BY p.trace_id, p.pid) - 1 AS upid, p.trace_id, p.pid,
        coalesce(n.name, CASE WHEN TRY_CAST(p.pid AS BIGINT) IS NULL AND p.pid <> '' THEN p.pid END) AS name
@@ -98,7 +99,10 @@ CREATE OR REPLACE VIEW _perfetto_threads AS
 WITH named AS (
     SELECT trace_id, coalesce(pid, '') AS pid, coalesce(tid, '') AS tid, json_extract_string(args, '$.name') AS name
     FROM event_rows WHERE ph = 'M' AND name = 'thread_name'
-    QUALIFY row_number() OVER (PARTITION BY trace_id, coalesce(pid, ''), coalesce(tid, '') ORDER BY ts_ns DESC NULLS LAST) = 1
+    -- the latest name; two at one time (Kineto names a reused thread id twice), the greatest: a
+    -- choice that rows read in any order (a lake's, Spark's) make alike
+    QUALIFY row_number() OVER (PARTITION BY trace_id, coalesce(pid, ''), coalesce(tid, '')
+                               ORDER BY ts_ns DESC NULLS LAST, json_extract_string(args, '$.name') DESC NULLS LAST) = 1
 )
 SELECT row_number() OVER (ORDER BY t.trace_id, t.pid, t.tid) - 1 AS utid, t.track_id, t.trace_id, t.pid, t.tid,
        coalesce(n.name, CASE WHEN TRY_CAST(t.tid AS BIGINT) IS NULL AND t.tid <> '' THEN t.tid END) AS name, p.upid
@@ -151,7 +155,9 @@ FROM _perfetto_processes p JOIN trace_files f USING (trace_id);
 --   utid, id: the thread's id (unique across traces)
 --   tid: the trace's tid, as a number (NULL where the trace writes text)
 --   name: its thread_name (Kineto: 'thread 480 (python3)', 'stream 7 '), else a tid written as
---         text (Kineto's 'PyTorch Profiler'); NULL without either
+--         text (Kineto's 'PyTorch Profiler'); NULL without either. Of two names at one time (a
+--         thread id Kineto saw twice: 'thread 760 (pt_autograd_0)', 'thread 760 (python3)') the
+--         greatest, where Perfetto keeps the one it reads last
 --   upid: its process (process.upid)
 --   start_ts, end_ts: NULL: a Kineto trace does not say
 --   is_main_thread: tid = pid
