@@ -104,8 +104,11 @@ def main(argv=None):
         pre = {trace: timed[trace]["pre"] for trace in (before, after)}
         measured = statistics.median(pre[before]) - statistics.median(pre[after])
         paired = [b - a for b, a in zip(pre[before], pre[after])]
-        post = statistics.median(timed[before]["post"]) - statistics.median(timed[after]["post"])
-        truth = timed[before]["truth"][0] - timed[after]["truth"][0]
+        # a loop cut short (its group's timeout) may lack the rounds after its trace: unknown, not 0
+        post = (statistics.median(timed[before]["post"]) - statistics.median(timed[after]["post"])
+                if timed[before]["post"] and timed[after]["post"] else None)
+        truth = (timed[before]["truth"][0] - timed[after]["truth"][0]
+                 if timed[before]["truth"] and timed[after]["truth"] else None)
         low, high = traced.get(before, (None, None))
         spreads = [max(pre[before]) / min(pre[before]), max(pre[after]) / min(pre[after]),
                    high / low if low else float("nan")]
@@ -122,13 +125,17 @@ def main(argv=None):
             if max(spreads) < STEADY_HOST:
                 steady_errors.append(errors[-1])
         print(f"| `{rule}` | `{before}` → `{after}` | {cells[0]} | {measured:,.0f} | {cells[1]} | "
-              f"{min(paired):,.0f} to {max(paired):,.0f} | {post:,.0f} | {truth:,.0f} | "
+              f"{min(paired):,.0f} to {max(paired):,.0f} | {_us(post)} | {_us(truth)} | "
               f"{', '.join(f'{x:.2f}' for x in spreads)} |")
     print(f"\nwithin {WITHIN}%: {sum(abs(e) <= WITHIN for e in errors)} of {len(errors)} pairs with a finding; "
           f"of those whose rounds and traced steps each held one pace (longest under {STEADY_HOST}x the shortest), "
           f"{sum(abs(e) <= WITHIN for e in steady_errors)} of {len(steady_errors)}"
           + (f"; fixes that saved nothing (medians no faster): {sum(nothing)} of {len(nothing)} "
              "predictions within those savings" if nothing else ""))
+
+
+def _us(value):
+    return "not timed" if value is None else f"{value:,.0f}"
 
 
 if __name__ == "__main__":
