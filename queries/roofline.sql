@@ -19,10 +19,11 @@
 --                 above 100: the data came from cache, not memory)
 -- params:
 --   trace = NULL: only this trace
--- the trace's times summed in whole nanoseconds (ns), exact in any order: the same figures and
--- roundings on a database, a lake or Spark, whatever order the rows come in (the models' roofline_us
--- is no whole number of anything: its sums differ in the last bits only)
 SELECT trace, coalesce(work_family, '(none)') AS work_family, count(*) AS kernels,
+       -- the trace's times summed in whole nanoseconds (ns), exact in any order: the same figures
+       -- and roundings on a database, a lake or Spark, whatever order the rows come in (the work
+       -- models' flops, bytes and roofline_us are no whole numbers of anything: their sums may
+       -- differ in the last bits)
        round(sum(ns) / 1e3, 1) AS gpu_us,
        round(100.0 * coalesce(sum(ns) FILTER (WHERE flops IS NOT NULL AND bytes IS NOT NULL), 0)
              / sum(ns), 1) AS modelled_pct,
@@ -37,4 +38,4 @@ SELECT trace, coalesce(work_family, '(none)') AS work_family, count(*) AS kernel
 FROM (SELECT *, round(dur_us * 1e3) AS ns FROM kernels) AS k
 WHERE ($trace IS NULL OR trace = $trace)
 GROUP BY trace, coalesce(work_family, '(none)')
-ORDER BY trace, gpu_us DESC;
+ORDER BY trace, gpu_us DESC, work_family;

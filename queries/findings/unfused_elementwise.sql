@@ -16,9 +16,10 @@ WITH chains AS (
     SELECT trace, ops, count(*) AS chains, any_value(kernels) AS kernels, sum(round(gpu_us * 1e3)) / 1e3 AS gpu_us
     FROM chains GROUP BY trace, ops
 ), top_pattern AS (
-    SELECT trace, arg_max(ops, gpu_us) AS ops, arg_max(chains, gpu_us) AS chains, arg_max(kernels, gpu_us) AS kernels,
-           count(*) AS patterns
-    FROM patterns GROUP BY trace
+    -- the most GPU time; of two alike, the first ops in text order, whatever order the rows come in
+    SELECT trace, ops, chains, kernels, count(*) OVER (PARTITION BY trace) AS patterns
+    FROM patterns
+    QUALIFY row_number() OVER (PARTITION BY trace ORDER BY gpu_us DESC, ops) = 1
 ), per_trace AS (
     SELECT trace, any_value(steps) AS steps, count(*) AS chains, sum(kernels) AS kernels, sum(round(gpu_us * 1e3)) / 1e3 AS gpu_us,
            -- the chains a fused pass is estimated for (a kernel's bytes unknown: not)

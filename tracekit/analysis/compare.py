@@ -18,9 +18,11 @@ from tracekit.errors import TracekitError
 
 __all__ = ["METRICS", "BY", "DiffResult", "diff", "parse_condition"]
 BY = ("class", "kernel", "op")
+# Times are summed in whole nanoseconds (sum(round(us * 1e3)) / 1e3), exact in any order: DuckDB's
+# threads add their partial sums in any order, and a float sum's last bits would follow it.
 _STEP_FIGURES = """
 WITH w AS (SELECT step FROM steady_window WHERE trace = $t),
-busy AS (SELECT step, sum(busy_us) AS busy, sum(kernel_sum_us) AS kernel_us, sum(kernels) AS kernels
+busy AS (SELECT step, sum(round(busy_us * 1e3)) / 1e3 AS busy, sum(round(kernel_sum_us * 1e3)) / 1e3 AS kernel_us, sum(kernels) AS kernels
          FROM gpu_busy WHERE trace = $t GROUP BY step),
 copies AS (SELECT step, count(*) AS n, sum(bytes) AS bytes FROM memcpy WHERE trace = $t GROUP BY step)
 SELECT w.step,
@@ -43,7 +45,7 @@ WITH work AS (
     UNION ALL SELECT m.step, 'memcpy', m.name, m.cpu_op, m.dur_us FROM memcpy m WHERE m.trace = $t
     UNION ALL SELECT z.step, 'memset', z.name, z.cpu_op, z.dur_us FROM memset z WHERE z.trace = $t
 )
-SELECT {key} AS key, count(*) AS n, sum(w.dur_us) AS us
+SELECT {key} AS key, count(*) AS n, sum(round(w.dur_us * 1e3)) / 1e3 AS us
 FROM work w JOIN steady_window s ON s.trace = $t AND s.step IS NOT DISTINCT FROM w.step
 GROUP BY key
 """

@@ -13,6 +13,9 @@ from tracekit.errors import TracekitError
 from tracekit.analysis.findings_engine import run_findings
 from tracekit.analysis.named_queries import run_named, run_sql
 
+# Times are summed in whole nanoseconds (sum(round(us * 1e3)) / 1e3), exact in any order: DuckDB's
+# threads add their partial sums in any order, and a float sum's last bits would follow it.
+#
 # GPU work of the steady steps (or of the whole trace when it has no steps), one row per
 # kernel, memcpy or memset. `cls` is the kernel class, 'memcpy', 'memset' or 'unclassified'.
 _STEADY_WORK = """
@@ -34,7 +37,7 @@ _BY_CLASS = f"""
 WITH w AS ({_STEADY_WORK}),
 n AS (SELECT trace, count(*) AS steps FROM steady_steps GROUP BY trace)
 SELECT w.trace, w.cls AS kernel_class, count(*) / coalesce(any_value(n.steps), 1) AS launches_per_step,
-       sum(w.dur_us) / coalesce(any_value(n.steps), 1) AS us_per_step
+       sum(round(w.dur_us * 1e3)) / 1e3 / coalesce(any_value(n.steps), 1) AS us_per_step
 FROM w LEFT JOIN n ON n.trace = w.trace
 GROUP BY w.trace, w.cls
 ORDER BY w.trace, us_per_step DESC, kernel_class
@@ -45,7 +48,7 @@ ORDER BY w.trace, us_per_step DESC, kernel_class
 _TIMELINE = f"""
 WITH w AS ({_STEADY_WORK}),
 per_step AS (
-    SELECT trace, step, sum(dur_us) AS gpu_us FROM w GROUP BY trace, step
+    SELECT trace, step, sum(round(dur_us * 1e3)) / 1e3 AS gpu_us FROM w GROUP BY trace, step
 ), ranked AS (
     SELECT *, row_number() OVER (PARTITION BY trace ORDER BY gpu_us, step) AS r,
            count(*) OVER (PARTITION BY trace) AS n
@@ -98,7 +101,7 @@ _CPU_BY_OP = f"""
 WITH o AS ({_STEADY_CPU_OPS}),
 n AS (SELECT trace, any_value(steps) AS steps FROM steady_window GROUP BY trace)
 SELECT o.trace, o.name AS op, count(*) / any_value(n.steps) AS calls_per_step,
-       sum(o.dur_us) / any_value(n.steps) AS us_per_step
+       sum(round(o.dur_us * 1e3)) / 1e3 / any_value(n.steps) AS us_per_step
 FROM o JOIN n ON n.trace = o.trace
 GROUP BY o.trace, o.name
 ORDER BY o.trace, us_per_step DESC, op
@@ -109,7 +112,7 @@ ORDER BY o.trace, us_per_step DESC, op
 _CPU_TIMELINE = f"""
 WITH o AS ({_STEADY_CPU_OPS}),
 per_step AS (
-    SELECT trace, step, sum(dur_us) AS cpu_us FROM o GROUP BY trace, step
+    SELECT trace, step, sum(round(dur_us * 1e3)) / 1e3 AS cpu_us FROM o GROUP BY trace, step
 ), ranked AS (
     SELECT *, row_number() OVER (PARTITION BY trace ORDER BY cpu_us, step) AS r,
            count(*) OVER (PARTITION BY trace) AS n

@@ -88,6 +88,7 @@ WITH pids AS (
 ), named AS (
     SELECT trace_id, coalesce(pid, '') AS pid, json_extract_string(args, '$.name') AS name
     FROM event_rows WHERE ph = 'M' AND name = 'process_name'
+    -- as a thread's name (_perfetto_threads): the latest, of two at one time the greatest
     QUALIFY row_number() OVER (PARTITION BY trace_id, coalesce(pid, '')
                                ORDER BY ts_ns DESC NULLS LAST, json_extract_string(args, '$.name') DESC NULLS LAST) = 1
 )
