@@ -1476,6 +1476,13 @@ def test_a_boolean_index_reads_its_size_in_the_forward_and_the_backward(amp_foun
     assert row["whatif"] == "drop-sync:aten::nonzero"
 
 
+def _rms_norm_pairs(folder, **errors):
+    """A lease's RMSNorm pairs (LOOP_rmsnorm_eager → LOOP_rmsnorm_fused, the norms' chains fused
+    alone), each with its error in percent."""
+    return [(folder, f"{loop}_rmsnorm_eager", f"{loop}_rmsnorm_fused", "fuse-elementwise:rsqrt", error)
+            for loop, error in errors.items()]
+
+
 # Elementwise chains op by op against the fused op (capture/model_pairs.py): GPT-2's gelu_new against
 # F.gelu(approximate="tanh"), transformers' LlamaRMSNorm against F.rms_norm, on two H100 leases
 # (tests/data/h100/model_pairs_m, model_pairs_n: the CPU-bound three again, nine rounds each). A
@@ -1484,46 +1491,30 @@ def test_a_boolean_index_reads_its_size_in_the_forward_and_the_backward(amp_foun
 # trace.
 ELEMENTWISE_PAIRS = [("model_pairs_m", "gpt2_train_gelu_new", "gpt2_train_gelu_tanh", None, -12.4),
                      ("model_pairs_m", "gpt2_infer_gelu_new", "gpt2_infer_gelu_tanh", None, 1.5),
-                     ("model_pairs_m", "llama_train_rmsnorm_eager", "llama_train_rmsnorm_fused", "fuse-elementwise:rsqrt", 2.0),
-                     ("model_pairs_m", "llama_infer_rmsnorm_eager", "llama_infer_rmsnorm_fused", "fuse-elementwise:rsqrt", 4.5),
+                     *_rms_norm_pairs("model_pairs_m", llama_train=2.0, llama_infer=4.5),
                      ("model_pairs_n", "gpt2_train_gelu_new", "gpt2_train_gelu_tanh", None, -0.5),
-                     ("model_pairs_n", "llama_train_rmsnorm_eager", "llama_train_rmsnorm_fused", "fuse-elementwise:rsqrt", -33.3),
-                     ("model_pairs_n", "llama_infer_rmsnorm_eager", "llama_infer_rmsnorm_fused", "fuse-elementwise:rsqrt", 3.7),
+                     *_rms_norm_pairs("model_pairs_n", llama_train=-33.3, llama_infer=3.7),
                      # out of the sample the chains' ends were read off: T5's T5LayerNorm against
                      # F.rms_norm, a LayerNorm written out against nn.LayerNorm (model_pairs_o)
-                     ("model_pairs_o", "t5_train_rmsnorm_eager", "t5_train_rmsnorm_fused", "fuse-elementwise:rsqrt", -49.7),
-                     ("model_pairs_o", "t5_infer_rmsnorm_eager", "t5_infer_rmsnorm_fused", "fuse-elementwise:rsqrt", 14.8),
+                     *_rms_norm_pairs("model_pairs_o", t5_train=-49.7, t5_infer=14.8),
                      ("model_pairs_o", "gpt2_train_layernorm_eager", "gpt2_train_layernorm_fused", None, 8.7),
                      ("model_pairs_o", "gpt2_infer_layernorm_eager", "gpt2_infer_layernorm_fused", None, 6.8),
                      # out of the sample of the norm's second dispatch: Qwen2's Qwen2RMSNorm against
                      # F.rms_norm, and the Llama's and T5's norms again, on a host whose pace moved
                      # (model_pairs_p: a pair's rounds 1.20-1.68x apart; T5's forward alone under 1.25x)
-                     ("model_pairs_p", "qwen2_train_rmsnorm_eager", "qwen2_train_rmsnorm_fused", "fuse-elementwise:rsqrt", -18.3),
-                     ("model_pairs_p", "qwen2_infer_rmsnorm_eager", "qwen2_infer_rmsnorm_fused", "fuse-elementwise:rsqrt", 80.8),
-                     ("model_pairs_p", "llama_train_rmsnorm_eager", "llama_train_rmsnorm_fused", "fuse-elementwise:rsqrt", 41.5),
-                     ("model_pairs_p", "llama_infer_rmsnorm_eager", "llama_infer_rmsnorm_fused", "fuse-elementwise:rsqrt", 87.2),
-                     ("model_pairs_p", "t5_infer_rmsnorm_eager", "t5_infer_rmsnorm_fused", "fuse-elementwise:rsqrt", -18.8),
+                     *_rms_norm_pairs("model_pairs_p", qwen2_train=-18.3, qwen2_infer=80.8, llama_train=41.5, llama_infer=87.2, t5_infer=-18.8),
                      # Qwen2's pairs and the Llama's forward once more (model_pairs_q), nine rounds a
                      # loop, on a host that drifted too (a pair's rounds 1.29-1.75x apart)
-                     ("model_pairs_q", "qwen2_train_rmsnorm_eager", "qwen2_train_rmsnorm_fused", "fuse-elementwise:rsqrt", 205.1),
-                     ("model_pairs_q", "qwen2_infer_rmsnorm_eager", "qwen2_infer_rmsnorm_fused", "fuse-elementwise:rsqrt", -3.7),
-                     ("model_pairs_q", "llama_infer_rmsnorm_eager", "llama_infer_rmsnorm_fused", "fuse-elementwise:rsqrt", 37.7),
+                     *_rms_norm_pairs("model_pairs_q", qwen2_train=205.1, qwen2_infer=-3.7, llama_infer=37.7),
                      # Qwen2's and the Llama's pairs a third time (model_pairs_r), on a host that
                      # drifted as well (a pair's rounds 1.26-1.38x apart)
-                     ("model_pairs_r", "qwen2_train_rmsnorm_eager", "qwen2_train_rmsnorm_fused", "fuse-elementwise:rsqrt", 1.9),
-                     ("model_pairs_r", "qwen2_infer_rmsnorm_eager", "qwen2_infer_rmsnorm_fused", "fuse-elementwise:rsqrt", 3.2),
-                     ("model_pairs_r", "llama_train_rmsnorm_eager", "llama_train_rmsnorm_fused", "fuse-elementwise:rsqrt", -1.2),
-                     ("model_pairs_r", "llama_infer_rmsnorm_eager", "llama_infer_rmsnorm_fused", "fuse-elementwise:rsqrt", 5.9),
+                     *_rms_norm_pairs("model_pairs_r", qwen2_train=1.9, qwen2_infer=3.2, llama_train=-1.2, llama_infer=5.9),
                      # T5 trained, Qwen2's pairs and the Llama's forward on a seventh (model_pairs_s),
                      # whose rounds drifted the most (1.30-1.83x apart)
-                     ("model_pairs_s", "t5_train_rmsnorm_eager", "t5_train_rmsnorm_fused", "fuse-elementwise:rsqrt", -11.4),
-                     ("model_pairs_s", "qwen2_train_rmsnorm_eager", "qwen2_train_rmsnorm_fused", "fuse-elementwise:rsqrt", -42.2),
-                     ("model_pairs_s", "qwen2_infer_rmsnorm_eager", "qwen2_infer_rmsnorm_fused", "fuse-elementwise:rsqrt", -34.5),
-                     ("model_pairs_s", "llama_infer_rmsnorm_eager", "llama_infer_rmsnorm_fused", "fuse-elementwise:rsqrt", 6.9),
+                     *_rms_norm_pairs("model_pairs_s", t5_train=-11.4, qwen2_train=-42.2, qwen2_infer=-34.5, llama_infer=6.9),
                      # Qwen2's pairs on batches the GPU bounds (model_pairs_t): a saving in GPU time,
                      # each loop's rounds within 1.05x on the same drifting kind of host
-                     ("model_pairs_t", "qwen2_train_big_rmsnorm_eager", "qwen2_train_big_rmsnorm_fused", "fuse-elementwise:rsqrt", 10.8),
-                     ("model_pairs_t", "qwen2_infer_big_rmsnorm_eager", "qwen2_infer_big_rmsnorm_fused", "fuse-elementwise:rsqrt", 10.2)]
+                     *_rms_norm_pairs("model_pairs_t", qwen2_train_big=10.8, qwen2_infer_big=10.2)]
 
 # The miss on a host that held its pace, and why: not the chains (each norm found whole, 32 a
 # step trained) nor the fix's model but the profiler's cost the trace's gaps show (3.98 µs an op):
