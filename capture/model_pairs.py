@@ -81,6 +81,8 @@ The pairs (transformers and torchvision needed; bf16 autocast unless said):
   qwen2_infer_rmsnorm_fused                 (8 x 512 tokens) and forward (4 x 1024)
   qwen2_train_big_rmsnorm_eager, _fused     the same on batches the GPU bounds: trained on 16 x 1024
   qwen2_infer_big_rmsnorm_eager, _fused     tokens, forward on 16 x 2048
+  t5_train_big_rmsnorm_eager, _fused        T5's the same way: trained and forward on 64 x 512 tokens
+  t5_infer_big_rmsnorm_eager, _fused        in and out
 """
 
 import torch
@@ -206,20 +208,22 @@ def _t5(device, rms_norm):
     return model.to(device)
 
 
-def t5_train_step(device, rms_norm):
-    """T5 trained with AdamW under bf16 autocast on 8 x 512 tokens in and out, the loss kept on the GPU."""
+def t5_train_step(device, rms_norm, batch=(8, 512)):
+    """T5 trained with AdamW under bf16 autocast on `batch` tokens in and out (8 x 512), the loss kept
+    on the GPU."""
     model = _t5(device, rms_norm)
-    shape = (8, 512) if device == "cuda" else (1, 32)
+    shape = batch if device == "cuda" else (1, 32)
     source = torch.randint(0, 32128, shape, device=device)
     target = torch.randint(0, 32128, shape, device=device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     return _training_step(device, lambda: model(input_ids=source, labels=target).loss, optimizer, False, False, False)
 
 
-def t5_infer_step(device, rms_norm):
-    """T5's forward (encoder and teacher-forced decoder), no grad, under bf16 autocast, 8 x 512 tokens."""
+def t5_infer_step(device, rms_norm, batch=(8, 512)):
+    """T5's forward (encoder and teacher-forced decoder), no grad, under bf16 autocast, on `batch`
+    tokens (8 x 512)."""
     model = _t5(device, rms_norm).eval()
-    shape = (8, 512) if device == "cuda" else (1, 32)
+    shape = batch if device == "cuda" else (1, 32)
     source = torch.randint(0, 32128, shape, device=device)
     target = torch.randint(0, 32128, shape, device=device)
 
@@ -632,4 +636,8 @@ PAIRS = {
                                       lambda d: qwen2_infer_step(d, "eager", batch=(16, 2048))),
     "qwen2_infer_big_rmsnorm_fused": ("qwen2_infer_big_rmsnorm", "after",
                                       lambda d: qwen2_infer_step(d, "fused", batch=(16, 2048))),
+    "t5_train_big_rmsnorm_eager": ("t5_train_big_rmsnorm", "before", lambda d: t5_train_step(d, "eager", batch=(64, 512))),
+    "t5_train_big_rmsnorm_fused": ("t5_train_big_rmsnorm", "after", lambda d: t5_train_step(d, "fused", batch=(64, 512))),
+    "t5_infer_big_rmsnorm_eager": ("t5_infer_big_rmsnorm", "before", lambda d: t5_infer_step(d, "eager", batch=(64, 512))),
+    "t5_infer_big_rmsnorm_fused": ("t5_infer_big_rmsnorm", "after", lambda d: t5_infer_step(d, "fused", batch=(64, 512))),
 }
