@@ -2,6 +2,8 @@
 
   statements TRACE   runs the real tracekit.ingest.loader.load_file on a fresh database through a connection
                      proxy that times each execute(), so it follows whatever the loader does today.
+  plans TRACE        the same, each CREATE ... AS / INSERT ... SELECT statement planned first
+                     (an EXPLAIN of its query, timed) and then run: how much of each is planning.
   phases TRACE       the same through load_files (the CLI's path: its memory limit, its publish), each
                      statement put in its phase (the event read, each derive_*.sql stage, the kernel
                      classes, publish, commit): wall and CPU seconds (all threads) and share, best of --repeat.
@@ -16,6 +18,7 @@
 
 import argparse
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -58,6 +61,50 @@ class TimedConnection:
 
     def __getattr__(self, name):
         return getattr(self._con, name)
+
+
+class PlannedConnection(TimedConnection):
+    """A TimedConnection that plans each statement's query (EXPLAIN, timed) before running it."""
+
+    def __init__(self, con):
+        super().__init__(con)
+        self.planned = []
+
+    def execute(self, sql, *args):
+        query = _query_of(sql)
+        if query is not None:
+            started = time.perf_counter()
+            self._con.execute("EXPLAIN " + query, *args).fetchall()
+            self.planned.append((time.perf_counter() - started, " ".join(sql.split())))
+        return super().execute(sql, *args)
+
+
+_CREATE_AS = re.compile(r"\s*CREATE\s+(OR\s+REPLACE\s+)?(TEMP\s+|TEMPORARY\s+)?TABLE\s+\S+\s+AS\s+", re.I)
+_INSERT_INTO = re.compile(r"\s*INSERT\s+INTO\s+\S+(\s*\([^()]*\))?\s+(?=SELECT|WITH)", re.I)
+
+
+def _query_of(sql):
+    """The query a CREATE ... AS or INSERT INTO ... SELECT / WITH runs, or None."""
+    head = _CREATE_AS.match(sql) or _INSERT_INTO.match(sql)
+    return sql[head.end():] if head else None
+
+
+def plans(path, db, top):
+    Path(db).unlink(missing_ok=True)
+    con = connect(db)
+    planned = PlannedConnection(con)
+    loader.load_file(planned, path)
+    con.close()
+    ran = {sql: seconds for seconds, sql in planned.timings}
+    print(f"{path}: the costliest statements, planned (EXPLAIN) and run")
+    print("| plan, ms | run, ms | statement |\n|---:|---:|---|")
+    for seconds, sql in sorted(planned.planned, reverse=True)[:top]:
+        print(f"| {seconds * 1000:.1f} | {ran.get(sql, float('nan')) * 1000:.1f} | `{sql[:100]}` |")
+    planning = sum(seconds for seconds, _ in planned.planned)
+    running = sum(ran.get(sql, 0) for _, sql in planned.planned)
+    print(f"\nthe {len(planned.planned)} statements with a query: {planning * 1000:.0f} ms to plan, "
+          f"{running * 1000:.0f} ms to plan and run; the load's {len(planned.timings)} statements ran in "
+          f"{sum(seconds for seconds, _ in planned.timings) * 1000:.0f} ms")
 
 
 def _rss_mb():
@@ -345,7 +392,7 @@ def derive(db):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("what", choices=("statements", "phases", "insert", "experiments", "derive", "prepare"))
+    parser.add_argument("what", choices=("statements", "plans", "phases", "insert", "experiments", "derive", "prepare"))
     parser.add_argument("target", help="a trace file (a database for `derive`)")
     parser.add_argument("--db", default=str(WORK / "profile.duckdb"), help="for `statements`")
     parser.add_argument("--set", action="append", default=[], help="a DuckDB setting, e.g. threads=1")
@@ -360,6 +407,8 @@ def main(argv=None):
     WORK.mkdir(parents=True, exist_ok=True)
     if args.what == "statements":
         statements(args.target, args.db, args.set, args.top)
+    elif args.what == "plans":
+        plans(args.target, args.db, args.top)
     elif args.what == "phases":
         phases(args.target, args.db, args.repeat, args.top)
     elif args.what == "insert":
