@@ -190,7 +190,7 @@ WITH busy AS (
     SELECT * FROM causes WHERE NOT (ends_step AND CAST($step_end_syncs AS INTEGER) = 0)
 ), by_doing AS (
     SELECT trace, cause, doing, sum(round(idle_us * 1e3)) / 1e3 / any_value(steps) AS idle_us,
-           row_number() OVER (PARTITION BY trace, cause ORDER BY sum(round(idle_us * 1e3)) / 1e3 DESC, doing) AS rank
+           row_number() OVER (PARTITION BY trace, cause ORDER BY sum(round(idle_us * 1e3)) DESC, doing) AS rank
     FROM counted GROUP BY trace, cause, doing
 ), groups AS (
     SELECT c.trace, c.cause, any_value(c.steps) AS steps, count(*) AS gaps, sum(round(c.idle_us * 1e3)) / 1e3 AS idle_us, max(c.gap_us) AS longest_us,
