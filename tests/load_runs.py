@@ -10,6 +10,7 @@ from conftest import ROOT, db_rows
 
 TRACEKIT = [sys.executable, "-m", "tracekit"]
 INTERRUPT_LOAD = [sys.executable, str(ROOT / "tests" / "interrupt_load.py")]
+INTERRUPT_READING = [sys.executable, str(ROOT / "tests" / "interrupt_reading.py")]
 
 
 def build_traces(folder, count, size_mb):

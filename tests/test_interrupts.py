@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import SAMPLE_TRACES, db_rows
-from load_runs import INTERRUPT_LOAD, TRACEKIT, a_second, build_traces, environment, leftovers, load, traces_in
+from load_runs import INTERRUPT_LOAD, INTERRUPT_READING, TRACEKIT, a_second, build_traces, environment, leftovers, load, traces_in
 
 SAMPLE = SAMPLE_TRACES / "sdpa_flash.json.gz"
 # The stop lines a signal may end a load with.
@@ -201,20 +201,22 @@ def test_the_spill_files_of_a_killed_duckdb_are_removed_by_the_next_load(tmp_pat
 ENDLESS = "SELECT count(*) AS n FROM range(20000000000) t(i) WHERE i % 7 = 3"
 
 
-@pytest.mark.parametrize("command", [["query", "--sql", ENDLESS], ["findings"], ["report", "-o", "page.html"]],
+@pytest.mark.parametrize("command", [[*TRACEKIT, "query", "--sql", ENDLESS], [*INTERRUPT_READING, "findings"],
+                                     [*INTERRUPT_READING, "report", "-o", "page.html"]],
                          ids=["query", "findings", "report"])
 def test_ctrl_c_ends_a_reading_command_with_one_line(sample_db, tmp_path, command):
     """Not DuckDB's `RuntimeError: Query interrupted` under a traceback, with status 1."""
     db = tmp_path / "t.duckdb"
     shutil.copy(sample_db, db)
-    started = subprocess.Popen([*TRACEKIT, *command, "--db", str(db)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    started = subprocess.Popen([*command, "--db", str(db)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, cwd=tmp_path, env=environment(tmp_path),
                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    # past the imports (0.3 s on a quiet 2-core machine), into the statements: the samples' findings
-    # end in 1.5 s there, so a later signal, or a faster machine, can find the command done (a
-    # slower one signals in the imports: one line too)
-    time.sleep(0.5)
-    started.send_signal(signal.SIGINT)
+    if "query" in command:
+        # past the imports (0.3 s on a quiet 2-core machine) into a statement of minutes; a slower
+        # machine signals in the imports: one line too. `findings` and `report` end too soon to time a
+        # signal from here: they signal themselves while the finding rules run (interrupt_reading.py).
+        time.sleep(0.5)
+        started.send_signal(signal.SIGINT)
     out, err = started.communicate(timeout=60)
     assert started.returncode == 130 and err.strip() == "interrupted", err
     assert not (tmp_path / "page.html").exists()
