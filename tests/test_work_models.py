@@ -280,6 +280,13 @@ def test_the_formulas_file_is_well_formed():
         "wm_item(json_extract_string(conc, '$[2]'), 0) + wm_item(json_extract_string(conc, '$[2]'), 1) "
         "+ wm_bool(json_extract_string(conc, '$[4]'))")
     assert to_sql("") == "NULL"
+    # As _op_work renders them: each shape value a column, whose SQL is kept once for all formulas.
+    bound = {}
+    assert to_sql("2 * d0[-1] * d0[-1] * n1 + c2", bound) == "2 * f_d0_m1 * f_d0_m1 * ins[2].n + f_c2"
+    assert to_sql("wm_reduce_out(x0; ct1) * s0 + d0[-1]", bound) == "wm_reduce_out(f_x0, f_ct1) * ins[1].s + f_d0_m1"
+    assert bound == {"f_d0_m1": "TRY_CAST(json_extract(dims, '$[0][#-1]') AS DOUBLE)",
+                     "f_c2": "TRY_CAST(json_extract_string(conc, '$[2]') AS DOUBLE)",
+                     "f_x0": "json_extract(dims, '$[0]')", "f_ct1": "json_extract_string(conc, '$[1]')"}
     # Every op pattern is a regular expression DuckDB (RE2) takes, as the loader runs it.
     con = duckdb.connect()
     for row in rows:

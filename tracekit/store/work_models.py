@@ -35,17 +35,22 @@ FAMILIES = ("gemm", "convolution", "attention", "softmax", "norm", "loss", "embe
 # Matrix math: its roofline takes the Tensor Core peak of its dtype; the others the vector peak.
 MATRIX_FAMILIES = ("gemm", "convolution", "attention")
 
+# Each name of a formula: (its pattern, the SQL it stands for, the column it is bound once as in
+# _op_work, or None where the SQL is already cheap to bind: an input's elements and element size).
 _TOKENS = [
-    (re.compile(r"\bd(\d+)\[(-?\d+)\]"), lambda m: f"TRY_CAST(json_extract(dims, '{_path(m[1], m[2])}') AS DOUBLE)"),
-    (re.compile(r"\bc(\d+)\[(\d+)\]"), lambda m: f"wm_item(json_extract_string(conc, '$[{m[1]}]'), {m[2]})"),
-    (re.compile(r"\bcb(\d+)\b"), lambda m: f"wm_bool(json_extract_string(conc, '$[{m[1]}]'))"),
-    (re.compile(r"\bct(\d+)\b"), lambda m: f"json_extract_string(conc, '$[{m[1]}]')"),
-    (re.compile(r"\bc(\d+)\b"), lambda m: f"TRY_CAST(json_extract_string(conc, '$[{m[1]}]') AS DOUBLE)"),
-    (re.compile(r"\bn(\d+)\b"), lambda m: f"ins[{int(m[1]) + 1}].n"),
-    (re.compile(r"\bs(\d+)\b"), lambda m: f"ins[{int(m[1]) + 1}].s"),
-    (re.compile(r"\bsk\b"), lambda m: "kernel_elem_bytes"),
-    (re.compile(r"\bnl\b"), lambda m: "tensor_lists"),
-    (re.compile(r"\bx(\d+)\b"), lambda m: f"json_extract(dims, '$[{m[1]}]')"),
+    (re.compile(r"\bd(\d+)\[(-?\d+)\]"), lambda m: f"TRY_CAST(json_extract(dims, '{_path(m[1], m[2])}') AS DOUBLE)",
+     lambda m: f"f_d{m[1]}_{m[2].replace('-', 'm')}"),
+    (re.compile(r"\bc(\d+)\[(\d+)\]"), lambda m: f"wm_item(json_extract_string(conc, '$[{m[1]}]'), {m[2]})",
+     lambda m: f"f_c{m[1]}_{m[2]}"),
+    (re.compile(r"\bcb(\d+)\b"), lambda m: f"wm_bool(json_extract_string(conc, '$[{m[1]}]'))", lambda m: f"f_cb{m[1]}"),
+    (re.compile(r"\bct(\d+)\b"), lambda m: f"json_extract_string(conc, '$[{m[1]}]')", lambda m: f"f_ct{m[1]}"),
+    (re.compile(r"\bc(\d+)\b"), lambda m: f"TRY_CAST(json_extract_string(conc, '$[{m[1]}]') AS DOUBLE)",
+     lambda m: f"f_c{m[1]}"),
+    (re.compile(r"\bn(\d+)\b"), lambda m: f"ins[{int(m[1]) + 1}].n", None),
+    (re.compile(r"\bs(\d+)\b"), lambda m: f"ins[{int(m[1]) + 1}].s", None),
+    (re.compile(r"\bsk\b"), lambda m: "kernel_elem_bytes", None),
+    (re.compile(r"\bnl\b"), lambda m: "tensor_lists", None),
+    (re.compile(r"\bx(\d+)\b"), lambda m: f"json_extract(dims, '$[{m[1]}]')", lambda m: f"f_x{m[1]}"),
 ]
 
 
@@ -68,25 +73,40 @@ def rules():
     return tuple(rows)
 
 
-def to_sql(formula):
-    """A formula of the CSV as the SQL expression it stands for; an empty one is NULL."""
+def to_sql(formula, bound=None):
+    """A formula of the CSV as the SQL expression it stands for; an empty one is NULL. With `bound`
+    (a dict), each shape value the formula reads becomes a column name, and `bound` maps the name to
+    the value's SQL."""
     if not formula.strip():
         return "NULL"
     sql = formula.replace(";", ",")
-    for pattern, replace in _TOKENS:
-        sql = pattern.sub(replace, sql)
+    for pattern, replace, column in _TOKENS:
+        sql = pattern.sub(replace if bound is None or column is None else _binder(replace, column, bound), sql)
     return sql
 
 
-def _case(column, otherwise=None, used=None):
-    arms = "\n".join(f"                WHEN {number} THEN {to_sql(row[column] or row.get(otherwise) or '')}"
-                     for number, row in enumerate(rules(), start=1) if used is None or number in used)
-    # No rule in use: no row to work out, and CASE needs an arm.
-    return f"CASE rule\n{arms}\n           END" if arms else "NULL"
+def _binder(replace, column, bound):
+    """A substitution that writes a token as its column's name and keeps the token's SQL in `bound`."""
+    def bind(match):
+        name = column(match)
+        bound.setdefault(name, replace(match))
+        return name
+    return bind
+
+
+def _case(column, used, bound, otherwise=None):
+    """CASE rule WHEN N THEN the formula of `column` ... for the rules numbered in `used` whose formula
+    is not empty, else `otherwise` (NULL when not given; alone when no rule has a formula)."""
+    arms = "\n".join(f"                WHEN {number} THEN {to_sql(row[column], bound)}"
+                     for number, row in enumerate(rules(), start=1)
+                     if number in used and (otherwise is None or row[column].strip()))
+    if not arms:
+        return otherwise or "NULL"
+    return f"CASE rule\n{arms}\n{f'                ELSE {otherwise}' + chr(10) if otherwise else ''}           END"
 
 
 # The formulas' places in _op_work: render_formulas fills them in for the rules a trace uses.
-FORMULA_MARKERS = ("/*work_flops*/", "/*work_bytes*/", "/*work_model_flops*/")
+FORMULA_MARKERS = ("/*work_flops*/", "/*work_bytes*/", "/*work_model_flops*/", "/*work_shape_values*/")
 
 
 # A pattern without these is its own text: it matches a name whole only where the name equals it.
@@ -122,11 +142,21 @@ def render(statement):
 
 def render_formulas(statement, used=None):
     """_op_work with the rows and formulas of the rules numbered in `used` (None: every rule) in place of
-    its markers; the other rules' arms are left out, as no row takes them."""
+    its markers; the other rules' arms are left out, as no row takes them. DuckDB binds every node of
+    every arm each load (the formulas were 14 of a GPT-2 training trace's 40 ms of planning _op_work):
+    each shape value the formulas read (d0[1], c2) is a column, bound once however many formulas read
+    it, and a model FLOPs formula that is the FLOPs' is not written out again."""
+    used = set(range(1, len(rules()) + 1)) if used is None else set(used)
+    bound = {}
+    flops = _case("flops", used, bound)
+    nbytes = _case("bytes", used, bound)
+    model_flops = _case("model_flops", used, bound, otherwise="flops")
+    shape_values = "".join(f",\n           {sql} AS {name}" for name, sql in bound.items())
     return (statement.replace("/*work_rules_used*/", _values(used))
-            .replace("/*work_flops*/", _case("flops", used=used))
-            .replace("/*work_bytes*/", _case("bytes", used=used))
-            .replace("/*work_model_flops*/", _case("model_flops", otherwise="flops", used=used)))
+            .replace("/*work_flops*/", flops)
+            .replace("/*work_bytes*/", nbytes)
+            .replace("/*work_model_flops*/", model_flops)
+            .replace("/*work_shape_values*/", shape_values))
 
 
 def formulas_markdown():

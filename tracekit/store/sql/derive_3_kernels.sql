@@ -251,6 +251,10 @@ WITH rules(rule, pattern, family, dtype_of) AS (
            coalesce(list_max(list_transform(list_filter(ins, lambda x: x.r > 0), lambda x: x.s)), ins[1].s) AS smax,
            list_sum(list_transform(ins, lambda x: x.n * x.s)) AS in_bytes
     FROM inputs
+), shape_values AS (
+    -- each shape value the formulas read (a formula's d0[1], c2), a column read once for all of them
+    SELECT * /*work_shape_values*/
+    FROM sized
 ), work AS (
     -- a tensor list's dtype: the one its kernels name, if they do
     SELECT shape, family, CASE json_extract_string(types, '$[' || dtype_of || ']') WHEN 'TensorList' THEN kernel_elem_type
@@ -267,7 +271,7 @@ WITH rules(rule, pattern, family, dtype_of) AS (
                 WHEN family = 'attention' AND conc IS NULL THEN 'no is_causal (Concrete Inputs)'
                 WHEN flops IS NOT NULL THEN 'no bytes formula'
                 ELSE 'shapes incomplete' END AS work_missing
-    FROM sized
+    FROM shape_values
 )
 SELECT c.launcher, k.op_id, w.family, w.dtype, w.flops, w.bytes, w.model_flops, w.work_source, w.work_missing
 FROM chosen c JOIN calls k USING (op_id) JOIN work w USING (shape);
