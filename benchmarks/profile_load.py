@@ -2,8 +2,8 @@
 
   statements TRACE   runs the real tracekit.ingest.loader.load_file on a fresh database through a connection
                      proxy that times each execute(), so it follows whatever the loader does today.
-  plans TRACE        the same, each CREATE ... AS / INSERT ... SELECT statement planned first
-                     (an EXPLAIN of its query, timed) and then run: how much of each is planning.
+  plans TRACE        the same, with DuckDB's profiler on: each statement's parse, binding, planning,
+                     optimizer, physical plan and operators' CPU time, the costliest first, and totals.
   phases TRACE       the same through load_files (the CLI's path: its memory limit, its publish), each
                      statement put in its phase (the event read, each derive_*.sql stage, the kernel
                      classes, publish, commit): wall and CPU seconds (all threads) and share, best of --repeat.
@@ -17,6 +17,7 @@
 """
 
 import argparse
+import json
 import os
 import re
 import resource
@@ -63,48 +64,61 @@ class TimedConnection:
         return getattr(self._con, name)
 
 
-class PlannedConnection(TimedConnection):
-    """A TimedConnection that plans each statement's query (EXPLAIN, timed) before running it."""
+class ProfiledConnection(TimedConnection):
+    """A TimedConnection that asks DuckDB's own profiler where each statement's time went: parsing
+    (timed apart, on a connection of its own), binding and the rest of planning, the optimizer, the
+    physical plan, and its operators' CPU time (every thread's). An EXPLAIN, timed, is no measure of
+    planning: it costs about what running the statement does (it renders the plan, expressions and
+    all), so it once read as if a small trace's load were all planning."""
 
-    def __init__(self, con):
+    PARTS = ("parse", "bind", "plan", "optimize", "physical", "operators", "duckdb")
+
+    def __init__(self, con, profile):
         super().__init__(con)
-        self.planned = []
+        self.profile, self.parser = Path(profile), duckdb.connect()
+        self.parts = []
+        for setting in ("enable_profiling = 'json'", "profiling_mode = 'detailed'",
+                        f"profiling_output = '{self.profile}'"):
+            con.execute(f"SET {setting}")
 
     def execute(self, sql, *args):
-        query = _query_of(sql)
-        if query is not None:
-            started = time.perf_counter()
-            self._con.execute("EXPLAIN " + query, *args).fetchall()
-            self.planned.append((time.perf_counter() - started, " ".join(sql.split())))
-        return super().execute(sql, *args)
-
-
-_CREATE_AS = re.compile(r"\s*CREATE\s+(OR\s+REPLACE\s+)?(TEMP\s+|TEMPORARY\s+)?TABLE\s+\S+\s+AS\s+", re.I)
-_INSERT_INTO = re.compile(r"\s*INSERT\s+INTO\s+\S+(\s*\([^()]*\))?\s+(?=SELECT|WITH)", re.I)
-
-
-def _query_of(sql):
-    """The query a CREATE ... AS or INSERT INTO ... SELECT / WITH runs, or None."""
-    head = _CREATE_AS.match(sql) or _INSERT_INTO.match(sql)
-    return sql[head.end():] if head else None
+        started = time.perf_counter()
+        self.parser.extract_statements(sql)
+        parse = time.perf_counter() - started
+        self.profile.unlink(missing_ok=True)
+        result = super().execute(sql, *args)
+        try:
+            report = json.loads(self.profile.read_text())
+        except (OSError, ValueError):
+            return result  # a statement DuckDB does not profile (BEGIN, SET)
+        planner, query = report.get("planner", {}), report.get("query", {})
+        bind = planner.get("binding_time", 0.0)
+        self.parts.append((parse, bind, planner.get("total_time", 0.0) - bind,
+                           report.get("optimizer", {}).get("total_time", 0.0),
+                           report.get("physical_planner", {}).get("total_time", 0.0),
+                           query.get("cpu_time", 0.0), query.get("total_time", 0.0), " ".join(sql.split())))
+        return result
 
 
 def plans(path, db, top):
     Path(db).unlink(missing_ok=True)
     con = connect(db)
-    planned = PlannedConnection(con)
-    loader.load_file(planned, path)
+    profiled = ProfiledConnection(con, WORK / "statement_profile.json")
+    loader.load_file(profiled, path)
     con.close()
-    ran = {sql: seconds for seconds, sql in planned.timings}
-    print(f"{path}: the costliest statements, planned (EXPLAIN) and run")
-    print("| plan, ms | run, ms | statement |\n|---:|---:|---|")
-    for seconds, sql in sorted(planned.planned, reverse=True)[:top]:
-        print(f"| {seconds * 1000:.1f} | {ran.get(sql, float('nan')) * 1000:.1f} | `{sql[:100]}` |")
-    planning = sum(seconds for seconds, _ in planned.planned)
-    running = sum(ran.get(sql, 0) for _, sql in planned.planned)
-    print(f"\nthe {len(planned.planned)} statements with a query: {planning * 1000:.0f} ms to plan, "
-          f"{running * 1000:.0f} ms to plan and run; the load's {len(planned.timings)} statements ran in "
-          f"{sum(seconds for seconds, _ in planned.timings) * 1000:.0f} ms")
+    heads = ("parse", "bind", "rest of planning", "optimizer", "physical plan", "operators' CPU", "DuckDB's total")
+    print(f"{path}: the statements DuckDB spent most on, in ms (its profiler's figures; operators' CPU counts "
+          "every thread)")
+    print("| " + " | ".join(heads) + " | statement |\n" + "|---:" * len(heads) + "|---|")
+    for row in sorted(profiled.parts, key=lambda row: -row[6])[:top]:
+        print("| " + " | ".join(f"{seconds * 1000:.1f}" for seconds in row[:7]) + f" | `{row[7][:80]}` |")
+    totals = [sum(row[i] for row in profiled.parts) * 1000 for i in range(7)]
+    planning = sum(totals[1:5])
+    print(f"\nthe {len(profiled.parts)} statements DuckDB profiled: " +
+          ", ".join(f"{head} {ms:.0f} ms" for head, ms in zip(heads, totals)) +
+          f"; planning (bind to physical plan) {planning:.0f} ms, {planning / totals[6]:.0%} of DuckDB's total; "
+          f"the load's {len(profiled.timings)} calls took {sum(s for s, _ in profiled.timings) * 1000:.0f} ms "
+          "(the profiler's own writing included)")
 
 
 def _rss_mb():
