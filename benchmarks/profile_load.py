@@ -146,17 +146,16 @@ def statements(path, db, settings, top):
 
 
 def _head(sql):
-    return " ".join(sql.split())[:400]
+    # the statement's target: what follows it (the work models' rules and formulas) varies by trace
+    return " ".join(sql.split())[:60]
 
 
 def _phase_of(sql, derive_stage):
     """The phase a statement the loader ran belongs to."""
-    from tracekit.store.class_tables import _CLASSIFY
-
     if _head(sql) in derive_stage:
         return f"derive: {derive_stage[_head(sql)]}"
     flat = " ".join(sql.split())
-    if sql == _CLASSIFY:
+    if flat.startswith("INSERT INTO kernel_classes"):
         return "kernel classes (store_classes)"
     if flat.startswith("INSERT INTO event_rows") or "FROM event_rows WHERE trace_id = $trace_id AND (ph IS NULL" in flat:
         return "read events (JSON to event_rows through the FIFOs, the typed read's check)"
@@ -172,7 +171,7 @@ def _phase_of(sql, derive_stage):
 def phases(path, db, repeat, top):
     """Each phase of a load of `path` (load_files, as the CLI runs it), best of `repeat` by total."""
     # By each statement's start: _op_work's formulas are filled in as it runs, deep inside it.
-    derive_stage = {_head(loader.render_work_models(statement)): name for name in loader.DERIVE_STAGES
+    derive_stage = {_head(statement): name for name in loader.DERIVE_STAGES
                     for _, _, statement in loader.guarded_statements(loader.sql_resource(name))}
     runs = []
     for _ in range(repeat):

@@ -13,11 +13,11 @@ import time
 from pathlib import Path
 
 from tracekit.store.engine import duckdb
-from tracekit.store.class_tables import store_classes
+from tracekit.store.class_tables import MAX_NAMES_TO_SIFT, store_classes
 from tracekit.store.database import sql_resource, worker_connection
 from tracekit.store.disk_full import disk_full_folder
 from tracekit.store.guarded_sql import guarded_statements
-from tracekit.store.work_models import FORMULA_MARKERS, render as render_work_models, render_formulas
+from tracekit.store.work_models import FORMULA_MARKERS, RULE_MARKERS, render_formulas, render_rules
 from tracekit.errors import DiskFullError, LoadInterrupted, TraceFileError, TracekitError
 from tracekit.ingest.event_read import TRUNCATED, FastReadRefused, lenient_insert, read_exact, read_fast, read_lenient
 # LoadResult, what load_file returns, is imported from here too.
@@ -345,6 +345,8 @@ def _load_events(con, path, replace, read, lenient, deriving, stop, publisher, t
     for done, (condition, runs_if, statement) in enumerate(statements, start=1):
         stop.check(path)
         if condition is None or _holds(con, condition, trace_id, conditions) == runs_if:
+            if RULE_MARKERS[0] in statement:
+                statement = render_rules(statement, _op_names(con))
             if FORMULA_MARKERS[0] in statement:
                 statement = render_formulas(statement, _rules_used(con))
             con.execute(statement, _params(statement, trace_id))
@@ -372,6 +374,14 @@ def _holds(con, condition, trace_id, known):
     return known[condition]
 
 
+def _op_names(con):
+    """The op names of the trace (_tree), which _op_rules matches to the work models' patterns; None
+    for more than class_tables.MAX_NAMES_TO_SIFT, to match against every pattern."""
+    names = [row[0] for row in con.execute(f"SELECT DISTINCT name FROM _tree WHERE name IS NOT NULL"
+                                           f" LIMIT {MAX_NAMES_TO_SIFT + 1}").fetchall()]
+    return None if len(names) > MAX_NAMES_TO_SIFT else names
+
+
 def _rules_used(con):
     """The work-model rules (op_work_models.csv's rows, numbered) that the trace's ops take."""
     return {row[0] for row in con.execute("SELECT DISTINCT rule FROM _op_rules WHERE rule IS NOT NULL").fetchall()}
@@ -380,5 +390,5 @@ def _rules_used(con):
 @functools.lru_cache(maxsize=None)
 def _derive_statements():
     """(condition, runs_if, statement) of every derive stage in order: see tracekit.store.guarded_sql."""
-    return tuple((condition, runs_if, render_work_models(statement))
+    return tuple((condition, runs_if, statement)
                  for name in DERIVE_STAGES for condition, runs_if, statement in guarded_statements(sql_resource(name)))

@@ -29,6 +29,8 @@ import io
 import re
 from importlib import resources
 
+from tracekit.store.pattern_literals import could_match
+
 COLUMNS = ("op", "family", "dtype_of", "flops", "bytes", "model_flops", "source")
 FAMILIES = ("gemm", "convolution", "attention", "softmax", "norm", "loss", "embedding", "copy", "elementwise",
             "reduction", "optimizer")
@@ -129,15 +131,33 @@ def _values(used=None):
     return ",\n           ".join(rows) if rows else "(0, '', '', 0)"
 
 
+# The rules' places in _op_rules: render_rules fills them in with the rules a trace's op names could take.
+RULE_MARKERS = ("/*work_rules*/", "/*work_match*/")
+
+
 def render(statement):
-    """A derive_3_kernels.sql statement with the rules in place of their markers (the rules'
-    VALUES, their patterns' CASE); the formulas' markers are render_formulas' to fill."""
-    if "/*work_rules*/" not in statement:
+    """A derive_3_kernels.sql statement with every rule in place of its markers (render_rules); the
+    formulas' markers are render_formulas' to fill."""
+    return render_rules(statement)
+
+
+def render_rules(statement, names=None):
+    """_op_rules with the rules' VALUES and their patterns' CASE in place of its markers: of the rules
+    whose pattern could match one of `names` (None: every rule). A rule left out matches no name the
+    trace has, and DuckDB binds every arm of the CASE each load, whether or not a name takes it."""
+    if RULE_MARKERS[0] not in statement:
         return statement
-    values = _values()
-    match = "CASE " + " ".join(f"WHEN {_matches(row['op'])} THEN {number}"
-                               for number, row in enumerate(rules(), start=1)) + " END"
-    return statement.replace("/*work_rules*/", values).replace("/*work_match*/", match)
+    patterns = [row["op"] for row in rules()]
+    if names is None:
+        kept = set(range(1, len(patterns) + 1))
+    else:
+        plain = set(names)
+        kept = {number for number in could_match(patterns, names, ignore_case=False)
+                if _REGEX_SYNTAX.search(patterns[number - 1]) or patterns[number - 1] in plain}
+    arms = " ".join(f"WHEN {_matches(pattern)} THEN {number}"
+                    for number, pattern in enumerate(patterns, start=1) if number in kept)
+    return (statement.replace(RULE_MARKERS[0], _values(kept))
+            .replace(RULE_MARKERS[1], f"CASE {arms} END" if arms else "CAST(NULL AS INTEGER)"))
 
 
 def render_formulas(statement, used=None):
