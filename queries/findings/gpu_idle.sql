@@ -8,7 +8,7 @@
 --   min_gap_us = 50: ignore gaps shorter than this; a launch costs the CPU 5-20 µs, so shorter gaps are launch latency, not a stall (the training captures in tests/data/h200 idle 11-14 ms of a 17-19 ms step in gaps of 50 µs or more)
 --   step_end_syncs = 0: 1 also counts the idle a bare synchronize with nothing launched after it in its step held back (a loop that syncs at the end of each step to time it, as tracekit capture does); left out by default, as host_sync leaves those syncs out; a value read there (loss.item() to log it, .cpu()) counts either way, as does the CPU's own time after such a sync
 --   min_host_op_us = 100: a gap the CPU spent in an ATen op that made no CUDA call (computing on host tensors: input preparation, a metric) for at least this long is host work, not launching
---   min_stall_us = 1000: a gap the CPU's own time explains is a stall when the launching thread made no runtime call for at least this long before the launch (a sleep, a lock, logging); shorter stretches are the pace of Python launching kernels
+--   min_stall_us = 1000: a gap the CPU's own time explains is a stall when the launching thread made no runtime call, and no other thread of its process launched GPU work, for at least this long before the launch (a sleep, a lock, logging); shorter stretches are the pace of Python launching kernels, and a thread that waited while another launched (autograd's thread through the forward) is no stall
 --   max_evidence = 20: at most this many gaps named in the evidence
 WITH busy AS (
     SELECT 'kernels' AS source, trace, device, step, name, correlation, ts_us, ts_us + dur_us AS end_us FROM kernels
@@ -40,6 +40,15 @@ WITH busy AS (
           WHERE $trace IS NULL OR r.trace = $trace) x
     WHERE correlation IS NOT NULL
     QUALIFY row_number() OVER (PARTITION BY trace, correlation ORDER BY ts_us, tid, name) = 1
+), process_launches AS (
+    -- Where the process's last call that queued GPU work, on any of its threads, ended before each
+    -- such call: a thread silent for a while is no stall when another launched meanwhile (autograd's
+    -- thread, idle through the forward the main thread launched, takes over at backward()).
+    SELECT l.trace, l.correlation,
+           max(l.end_us) OVER (PARTITION BY l.trace, l.pid ORDER BY l.ts_us, l.end_us, l.correlation
+                               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS process_prev_end_us
+    FROM launches l
+    WHERE EXISTS (SELECT 1 FROM busy b WHERE b.trace = l.trace AND b.correlation = l.correlation)
 ), graphed_steps AS (
     -- Steps most of whose kernels a CUDA graph replayed (one graph launch ran them): their launches
     -- are already one, and the CPU's time between replays is the host's work around them.
@@ -56,12 +65,15 @@ WITH busy AS (
            o.source AS next_source, o.name AS next_name, o.correlation AS next_correlation,
            o.ts_us AS next_ts_us, o.end_us - o.ts_us AS next_dur_us,
            l.pid, l.tid, l.ts_us AS launch_us, l.end_us AS launch_end_us, l.ts_us - l.prev_end_us AS stretch_us,
+           -- the thread made no call, and no thread of its process launched, for this long
+           l.ts_us - greatest(l.prev_end_us, pl.process_prev_end_us) AS quiet_us,
            l.prev_work_end_us,
            l.name LIKE '%GraphLaunch%' OR gs.step IS NOT NULL AS graphed
     FROM ordered o
     JOIN steady_window w ON w.trace = o.trace AND w.step IS NOT DISTINCT FROM o.step
     JOIN steady_window p ON p.trace = o.trace AND p.step IS NOT DISTINCT FROM o.prev_step
     LEFT JOIN launches l ON l.trace = o.trace AND l.correlation = o.correlation
+    LEFT JOIN process_launches pl ON pl.trace = o.trace AND pl.correlation = o.correlation
     LEFT JOIN graphed_steps gs ON gs.trace = o.trace AND gs.step IS NOT DISTINCT FROM o.step
     WHERE o.ts_us - o.idle_from_us >= CAST($min_gap_us AS DOUBLE)
 ), last_launch AS (
@@ -105,7 +117,7 @@ WITH busy AS (
     -- back by: without it, the CPU would have gone on that much earlier. The rest of the gap is the
     -- CPU's own time to the next launch. Work queued before the gap began waited on the GPU's side.
     SELECT g.trace, g.device, g.gap_start_us, g.gap_us, g.steps, g.next_source, g.next_name, g.next_correlation,
-           g.next_ts_us, g.next_dur_us, g.pid, g.tid, g.launch_us, g.launch_end_us, g.stretch_us, g.prev_work_end_us, g.graphed,
+           g.next_ts_us, g.next_dur_us, g.pid, g.tid, g.launch_us, g.launch_end_us, g.stretch_us, g.quiet_us, g.prev_work_end_us, g.graphed,
            w.name AS wait_name, w.kind AS wait_kind, w.pageable, w.ends_step, w.ts_us AS wait_ts_us, w.dur_us AS wait_dur_us,
            w.correlation AS wait_correlation, w.cpu_op AS wait_op, w.scaler_before, w.shape_op,
            CASE WHEN g.launch_us IS NULL OR g.launch_end_us <= g.gap_start_us OR w.ts_us IS NULL THEN 0
@@ -161,7 +173,8 @@ WITH busy AS (
              || CASE WHEN s.shape_op IS NOT NULL AND s.shape_op <> s.wait_op THEN ' of ' || s.shape_op ELSE '' END AS doing,
            'runtime' AS source, s.wait_name AS name, s.wait_ts_us AS ts_us, s.wait_dur_us AS dur_us,
            s.wait_correlation AS correlation, CAST(NULL AS BIGINT) AS cpu_op_id,
-           s.wait_name, s.wait_op, s.pageable, CAST(NULL AS DOUBLE) AS stretch_us, s.scaler_before, s.shape_op
+           s.wait_name, s.wait_op, s.pageable, CAST(NULL AS DOUBLE) AS stretch_us, CAST(NULL AS DOUBLE) AS quiet_us,
+           s.scaler_before, s.shape_op
     FROM split s WHERE s.wait_us > 0
     UNION ALL
     SELECT s.trace, s.device, s.steps, s.gap_start_us, s.gap_us, s.gap_us - s.wait_us,
@@ -174,7 +187,7 @@ WITH busy AS (
                      AND NOT regexp_matches(c.name, '^aten::(t|view|_unsafe_view|reshape|_reshape_alias|flatten|unflatten|split|split_with_sizes|chunk|transpose|permute|expand|squeeze|unsqueeze|slice|select|narrow|as_strided|detach|alias|contiguous|empty|empty_like|empty_strided|resize_|set_|lift_fresh|numpy_T)$')
                      -- between the thread's last call that queued GPU work or waited and the launch: it made none
                      AND c.ts_us >= coalesce(s.prev_work_end_us, s.launch_us - s.stretch_us) AND c.ts_us + c.dur_us <= s.launch_us THEN 'host'
-                WHEN s.stretch_us >= CAST($min_stall_us AS DOUBLE) THEN 'stall'
+                WHEN s.quiet_us >= CAST($min_stall_us AS DOUBLE) THEN 'stall'
                 -- the next work is a CUDA graph's replay, or comes before one in a step a graph runs
                 WHEN s.graphed THEN 'graph' ELSE 'cpu' END,
            FALSE,
@@ -183,7 +196,7 @@ WITH busy AS (
            CASE WHEN c.name IS NULL THEN s.next_source ELSE 'cpu_ops' END,
            coalesce(c.name, s.next_name), coalesce(c.ts_us, s.next_ts_us), coalesce(c.dur_us, s.next_dur_us),
            CASE WHEN c.name IS NULL THEN s.next_correlation END, c.op_id,
-           NULL, NULL, FALSE, s.stretch_us, NULL, NULL
+           NULL, NULL, FALSE, s.stretch_us, s.quiet_us, NULL, NULL
     FROM split s LEFT JOIN busy_cpu c ON c.trace = s.trace AND c.device IS NOT DISTINCT FROM s.device AND c.gap_start_us = s.gap_start_us
     WHERE s.gap_us > s.wait_us
 ), counted AS (
@@ -195,6 +208,7 @@ WITH busy AS (
 ), groups AS (
     SELECT c.trace, c.cause, any_value(c.steps) AS steps, count(*) AS gaps, sum(round(c.idle_us * 1e3)) / 1e3 AS idle_us, max(c.gap_us) AS longest_us,
            count(DISTINCT c.device) AS devices, max(c.stretch_us) AS longest_stretch_us,
+           max(c.quiet_us) AS longest_quiet_us,
            -- What the cause's fix acts on: the waits by name, or by the op that made them; the stalls from the shortest.
            string_agg(DISTINCT c.wait_name, '|' ORDER BY c.wait_name) AS wait_names,
            string_agg(DISTINCT c.wait_op, '|' ORDER BY c.wait_op) AS wait_ops, bool_or(c.pageable) AS pageable,
@@ -228,8 +242,8 @@ SELECT g.trace, 'gpu_idle' AS rule,
                            WHEN 'copy' THEN 'the CPU waited for a copy: ' || x.first_doing
                            WHEN 'data' THEN 'the CPU loaded data'
                            WHEN 'host' THEN 'the CPU computed on host tensors, making no CUDA call (most in ' || x.first_doing || ')'
-                           WHEN 'stall' THEN format('the CPU stalled: no runtime call for up to {:.1f} ms (most in {})',
-                                                    g.longest_stretch_us / 1000, x.first_doing)
+                           WHEN 'stall' THEN format('the CPU stalled: no runtime call, and no launch on another thread, for up to {:.1f} ms (most in {})',
+                                                    g.longest_quiet_us / 1000, x.first_doing)
                            WHEN 'cpu' THEN 'the CPU ran Python and ops (most in ' || x.first_doing || ')'
                            WHEN 'graph' THEN 'the CPU prepared a CUDA graph''s replay (most in ' || x.first_doing || ')'
                            WHEN 'queued' THEN 'the next work was already queued (waiting on another stream or an event)'
