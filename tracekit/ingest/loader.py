@@ -13,10 +13,11 @@ import time
 from pathlib import Path
 
 from tracekit.store.engine import duckdb
-from tracekit.store.class_tables import MAX_NAMES_TO_SIFT, store_classes
+from tracekit.store.class_tables import store_classes
 from tracekit.store.database import sql_resource, worker_connection
 from tracekit.store.disk_full import disk_full_folder
 from tracekit.store.guarded_sql import guarded_statements
+from tracekit.store.pattern_literals import MAX_NAMES_TO_SIFT
 from tracekit.store.work_models import FORMULA_MARKERS, RULE_MARKERS, render_formulas, render_rules
 from tracekit.errors import DiskFullError, LoadInterrupted, TraceFileError, TracekitError
 from tracekit.ingest.event_read import TRUNCATED, FastReadRefused, lenient_insert, read_exact, read_fast, read_lenient
@@ -376,7 +377,7 @@ def _holds(con, condition, trace_id, known):
 
 def _op_names(con):
     """The op names of the trace (_tree), which _op_rules matches to the work models' patterns; None
-    for more than class_tables.MAX_NAMES_TO_SIFT, to match against every pattern."""
+    for more than MAX_NAMES_TO_SIFT, to match against every pattern."""
     names = [row[0] for row in con.execute(f"SELECT DISTINCT name FROM _tree WHERE name IS NOT NULL"
                                            f" LIMIT {MAX_NAMES_TO_SIFT + 1}").fetchall()]
     return None if len(names) > MAX_NAMES_TO_SIFT else names

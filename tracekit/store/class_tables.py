@@ -8,12 +8,9 @@ MAX_CLASSIFIED_CHARS are looked at, as classify() does, so a 100 MB name costs w
 
 from tracekit.store.classify import MAX_CLASSIFIED_CHARS, RULES, rule_rows
 from tracekit.store.knowledge import insert_rows
-from tracekit.store.pattern_literals import could_match
+from tracekit.store.pattern_literals import MAX_NAMES_TO_SIFT, could_match
 
 _CLASS_COLUMNS = "(name, kernel_class, gemm_class, math_unit, rule, trace_id)"
-# More distinct kernel names than this and every rule is kept: reading them into Python to rule
-# patterns out would cost more than binding the patterns.
-MAX_NAMES_TO_SIFT = 5000
 
 
 def _first_rule(kept):

@@ -3,9 +3,9 @@
 DuckDB binds and optimizes every arm of a CASE of regular expressions each time a statement is
 planned, 45-60 µs an arm however few names there are, and the loader's two such statements (the
 kernel classes' 57 patterns, the work models' 79) are planned once per trace. An arm whose pattern
-cannot match any of the trace's names can be left out: each pattern is read once for the literal
-texts one of which any match must contain (`flash_?(attn|attention)`: "flash" or... at least one of
-"attn", "attention"), and a pattern none of whose texts is in the names cannot match them.
+cannot match any of the trace's names can be left out: each pattern is read once for sets of
+literal texts, a match holding a text of each set (`flash_?(attn|attention)`: "flash", and "attn"
+or "attention"), and a pattern with a set none of whose texts is in the names cannot match them.
 
 The texts are read with Python's own regular-expression parser. The patterns run in DuckDB
 (RE2); they are written in the syntax both share, and where Python cannot read one, or reads no
@@ -23,6 +23,9 @@ except ImportError:  # pragma: no cover - Python 3.10
     import sre_constants as _sre
     import sre_parse as _sre_parser
 
+# More distinct names than this and every pattern is kept: reading them all into Python to rule
+# patterns out would cost more than binding the patterns.
+MAX_NAMES_TO_SIFT = 5000
 _REPEATS = {_sre.MAX_REPEAT, _sre.MIN_REPEAT, getattr(_sre, "POSSESSIVE_REPEAT", _sre.MAX_REPEAT)}
 _ATOMIC = getattr(_sre, "ATOMIC_GROUP", None)
 
