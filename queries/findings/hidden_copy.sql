@@ -65,6 +65,11 @@ SELECT g.trace, 'hidden_copy' AS rule,
                  THEN 'construct DistributedDataParallel with gradient_as_bucket_view=True: gradients then live in '
                       || 'the buckets, with nothing to copy'
             WHEN g.culprit LIKE '%masked_fill' THEN 'use masked_fill_ (in place) instead of masked_fill'
+            -- the code's own Tensor.copy_ into a tensor it holds (a CUDA graph's static input): already in place
+            WHEN g.culprit = 'aten::copy_'
+                 THEN 'make the data where it is copied to: have the op that produces it write there (its out= '
+                      || 'form, or an in-place op on the destination); for a CUDA graph''s static input, have the '
+                      || 'loader or the step before write into that buffer'
             WHEN g.culprit IN ('aten::contiguous', 'aten::clone', 'aten::to', 'aten::_to_copy')
                  THEN 'drop the ' || replace(g.culprit, 'aten::', '') || '() or make the tensor in the layout and dtype it needs'
             ELSE 'use the in-place form of ' || g.culprit || ', or keep its input in the layout and dtype it wants' END AS fix,
