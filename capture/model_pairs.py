@@ -508,6 +508,13 @@ def baddbmm_step(device, sdpa, train, fp32=False, causal=True):
     return step
 
 
+def _norm_pair(pair, step, **options):
+    """PAIRS' two loops of a model whose step takes its norm as "eager" or "fused": PAIR_eager, the
+    problem, and PAIR_fused, its fix."""
+    return {f"{pair}_eager": (pair, "before", lambda d: step(d, "eager", **options)),
+            f"{pair}_fused": (pair, "after", lambda d: step(d, "fused", **options))}
+
+
 # name: (pair, role, builder of the step)
 PAIRS = {
     "gpt2_train_item": ("gpt2_train_item", "before", lambda d: gpt2_train_step(d, read_loss=True)),
@@ -607,10 +614,8 @@ PAIRS = {
     "llama_infer_rmsnorm_fused": ("llama_infer_rmsnorm", "after",
                                   lambda d: llama_attention_step(d, "sdpa", bf16=True, rms_norm="fused")),
     # out of the sample the chains' ends were read off: another model's RMSNorm, a LayerNorm written out
-    "t5_train_rmsnorm_eager": ("t5_train_rmsnorm", "before", lambda d: t5_train_step(d, "eager")),
-    "t5_train_rmsnorm_fused": ("t5_train_rmsnorm", "after", lambda d: t5_train_step(d, "fused")),
-    "t5_infer_rmsnorm_eager": ("t5_infer_rmsnorm", "before", lambda d: t5_infer_step(d, "eager")),
-    "t5_infer_rmsnorm_fused": ("t5_infer_rmsnorm", "after", lambda d: t5_infer_step(d, "fused")),
+    **_norm_pair("t5_train_rmsnorm", t5_train_step),
+    **_norm_pair("t5_infer_rmsnorm", t5_infer_step),
     "gpt2_train_layernorm_eager": ("gpt2_train_layernorm", "before",
                                    lambda d: gpt2_train_step(d, False, activation="gelu_pytorch_tanh",
                                                              layer_norm="written_out")),
@@ -622,26 +627,12 @@ PAIRS = {
     "gpt2_infer_layernorm_fused": ("gpt2_infer_layernorm", "after",
                                    lambda d: gpt2_infer_step(d, "sdpa", activation="gelu_pytorch_tanh")),
     # out of the sample of a170ad8's rule (a norm's fused op dispatches twice): a third model's RMSNorm
-    "qwen2_train_rmsnorm_eager": ("qwen2_train_rmsnorm", "before", lambda d: qwen2_train_step(d, "eager")),
-    "qwen2_train_rmsnorm_fused": ("qwen2_train_rmsnorm", "after", lambda d: qwen2_train_step(d, "fused")),
-    "qwen2_infer_rmsnorm_eager": ("qwen2_infer_rmsnorm", "before", lambda d: qwen2_infer_step(d, "eager")),
-    "qwen2_infer_rmsnorm_fused": ("qwen2_infer_rmsnorm", "after", lambda d: qwen2_infer_step(d, "fused")),
+    **_norm_pair("qwen2_train_rmsnorm", qwen2_train_step),
+    **_norm_pair("qwen2_infer_rmsnorm", qwen2_infer_step),
     # the same with batches the GPU bounds (a step's kernels outlast its launches): their saving is
     # GPU time, which a host whose CPU drifts between rounds moves least
-    "qwen2_train_big_rmsnorm_eager": ("qwen2_train_big_rmsnorm", "before",
-                                      lambda d: qwen2_train_step(d, "eager", batch=(16, 1024))),
-    "qwen2_train_big_rmsnorm_fused": ("qwen2_train_big_rmsnorm", "after",
-                                      lambda d: qwen2_train_step(d, "fused", batch=(16, 1024))),
-    "qwen2_infer_big_rmsnorm_eager": ("qwen2_infer_big_rmsnorm", "before",
-                                      lambda d: qwen2_infer_step(d, "eager", batch=(16, 2048))),
-    "qwen2_infer_big_rmsnorm_fused": ("qwen2_infer_big_rmsnorm", "after",
-                                      lambda d: qwen2_infer_step(d, "fused", batch=(16, 2048))),
-    "t5_train_big_rmsnorm_eager": ("t5_train_big_rmsnorm", "before",
-                                   lambda d: t5_train_step(d, "eager", batch=(64, 512))),
-    "t5_train_big_rmsnorm_fused": ("t5_train_big_rmsnorm", "after",
-                                   lambda d: t5_train_step(d, "fused", batch=(64, 512))),
-    "t5_infer_big_rmsnorm_eager": ("t5_infer_big_rmsnorm", "before",
-                                   lambda d: t5_infer_step(d, "eager", batch=(64, 512))),
-    "t5_infer_big_rmsnorm_fused": ("t5_infer_big_rmsnorm", "after",
-                                   lambda d: t5_infer_step(d, "fused", batch=(64, 512))),
+    **_norm_pair("qwen2_train_big_rmsnorm", qwen2_train_step, batch=(16, 1024)),
+    **_norm_pair("qwen2_infer_big_rmsnorm", qwen2_infer_step, batch=(16, 2048)),
+    **_norm_pair("t5_train_big_rmsnorm", t5_train_step, batch=(64, 512)),
+    **_norm_pair("t5_infer_big_rmsnorm", t5_infer_step, batch=(64, 512)),
 }
