@@ -30,6 +30,29 @@ def test_loading_a_folder_loads_every_trace_and_passes_over_the_manifest(fresh_d
     assert db_rows(fresh_db, "SELECT count(*) FROM traces") == [(8,)]
 
 
+def test_a_folders_json_files_that_are_no_traces_are_passed_over_but_one_named_is_an_error(fresh_db, tmp_path):
+    # a capture's folder holds its timings beside its traces (tests/data/h200/prefetch: truth.json)
+    folder = tmp_path / "capture"
+    folder.mkdir()
+    shutil.copy(SAMPLE_TRACES / "naive.json.gz", folder / "naive.json.gz")
+    (folder / "timings.json").write_text('{"naive": [1180.5, 1179.2]}')
+    result = invoke("load", folder, "--db", fresh_db)
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines() == [
+        f"loaded naive: 517 events, 30 kernels from {folder / 'naive.json.gz'} in "
+        + result.output.split(" in ")[1].splitlines()[0],
+        f"skipped {folder / 'timings.json'}: passed over: a JSON object without a traceEvents array: "
+        "not a Chrome/Kineto trace",
+        f"into {fresh_db}: 1 loaded, 1 skipped; it holds 1 trace"]
+    named = invoke("load", folder / "timings.json", "--db", fresh_db)
+    assert named.exit_code == 1
+    assert named.output.strip() == (f"Error: {folder / 'timings.json'}: a JSON object without a traceEvents "
+                                    "array: not a Chrome/Kineto trace")
+    # the folder and the file named on its own as well: the user called it a trace
+    both = invoke("load", folder, folder / "timings.json", "--db", fresh_db)
+    assert both.exit_code == 1 and "Error: 1 of 2 files failed to load (timings.json)" in both.output
+
+
 def test_the_same_content_twice_is_skipped_and_replace_reloads_it(fresh_db):
     naive = SAMPLE_TRACES / "naive.json.gz"
     assert invoke("load", naive, "--db", fresh_db).exit_code == 0

@@ -21,6 +21,11 @@ class TraceFileError(TracekitError):
         super().__init__(f"{path}: {problem}")
 
 
+class NotATrace(TraceFileError):
+    """A JSON file that is no trace at all (an object without a traceEvents array): among a folder's
+    files, a companion (timings, a manifest of one's own), which a folder's load passes over."""
+
+
 class DatabaseError(TracekitError):
     """The database cannot be opened or changed."""
 

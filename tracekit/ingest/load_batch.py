@@ -53,7 +53,7 @@ def load_batch(db, files, *, replace=False, lenient=False, progress=None, on_out
     `progress`, `stop` (a LoadStop) and `workers` are load_files' own. The CLI removes an empty new database
     itself (remove_if_empty=False), once it knows whether an interrupted COMMIT went through."""
     from tracekit.store.database import connect
-    from tracekit.ingest.loader import load_files
+    from tracekit.ingest.loader import load_files, passed_over
 
     batch = LoadBatch(Path(db), list(files))
     created = not batch.db.exists()
@@ -61,6 +61,7 @@ def load_batch(db, files, *, replace=False, lenient=False, progress=None, on_out
     try:
         for path, outcome in load_files(con, batch.files, replace=replace, lenient=lenient, progress=progress,
                                         stop=stop, workers=workers):
+            outcome = passed_over(files, path, outcome)
             batch.add(path, outcome)
             if on_outcome is not None:
                 on_outcome(path, outcome)

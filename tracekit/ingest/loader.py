@@ -19,7 +19,7 @@ from tracekit.store.disk_full import disk_full_folder
 from tracekit.store.guarded_sql import guarded_statements
 from tracekit.store.pattern_literals import MAX_NAMES_TO_SIFT
 from tracekit.store.work_models import FORMULA_MARKERS, RULE_MARKERS, render_formulas, render_rules
-from tracekit.errors import DiskFullError, LoadInterrupted, TraceFileError, TracekitError
+from tracekit.errors import DiskFullError, LoadInterrupted, NotATrace, TraceFileError, TracekitError
 from tracekit.ingest.event_read import TRUNCATED, FastReadRefused, lenient_insert, read_exact, read_fast, read_lenient
 # LoadResult, what load_file returns, is imported from here too.
 from tracekit.ingest.load_publish import (LoadResult, Publisher, already_loaded, commit, file_error, publish, quietly,  # noqa: F401
@@ -37,9 +37,26 @@ CAPTURE_MANIFEST = "manifest.json"
 LAKE_MARKER = "_tracekit.json"
 
 
+class TraceFiles(list):
+    """The files a load was given, in order; `found_in_folders`: those a folder given held (its
+    other JSON files, a timing or a manifest of one's own, are no traces: passed_over)."""
+
+    def __init__(self, files=(), found_in_folders=()):
+        super().__init__(files)
+        self.found_in_folders = frozenset(found_in_folders)
+
+
+def passed_over(files, path, outcome):
+    """A file's outcome as its load reports it: a JSON file without a traceEvents array that a
+    folder given held is passed over (a skip saying so), where one named on its own is an error."""
+    if isinstance(outcome, NotATrace) and Path(path) in getattr(files, "found_in_folders", ()):
+        return LoadResult(str(path), "skipped", message=f"passed over: {outcome.problem}")
+    return outcome
+
+
 def expand_paths(patterns):
-    """Files, folders (their trace files, recursively) and globs, in a stable order."""
-    found = []
+    """Files, folders (their trace files, recursively) and globs, in a stable order, as TraceFiles."""
+    found, in_folders = [], set()
     for pattern in patterns:
         # A file that exists is that file, whatever its name holds (`rank[0].json` is no pattern).
         is_glob = glob.has_magic(str(pattern)) and not os.path.lexists(pattern)
@@ -55,10 +72,13 @@ def expand_paths(patterns):
                 if not traces:
                     raise TraceFileError(path, "a folder with no .json or .json.gz trace files in it")
                 found.extend(traces)
+                in_folders.update(trace.resolve() for trace in traces)
             else:
                 found.append(path)
     unique = list(dict.fromkeys(p.resolve() if p.exists() else p for p in found))
-    return unique
+    # a file named on its own as well as in a folder given is the user's to call a trace
+    named = {Path(p).resolve() for p in patterns if not Path(p).is_dir() and os.path.lexists(p)}
+    return TraceFiles(unique, in_folders - named)
 
 
 def _trace_files_in(folder):

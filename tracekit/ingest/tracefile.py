@@ -17,7 +17,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from tracekit.ingest.array_end import TWO_ARRAYS_PROBLEM, EndWatch, runs_out, split_array_end
-from tracekit.errors import TraceFileError
+from tracekit.errors import NotATrace, TraceFileError
 # expected_size is event_read's, from here as before.
 from tracekit.ingest.raw_file import _GZIP_FILE, _ZLIB_ERRORS, expected_size, gunzipped, open_raw  # noqa: F401
 from tracekit.ingest.whitespace import WhitespaceSqueezer
@@ -183,7 +183,7 @@ class _HeaderReader:
         while True:
             pos = self._skip_ws(pos)
             if pos < len(self.text) and self.text[pos] == "}":
-                raise TraceFileError(self.path, _NO_EVENTS)
+                raise NotATrace(self.path, _NO_EVENTS)
             self._expect(pos, '"', "expected a key in double quotes")
             key, pos = self._value(pos)
             pos = self._skip_ws(pos)
@@ -198,7 +198,7 @@ class _HeaderReader:
             pos = self._skip_ws(pos)
             self._expect(pos, ",}", "expected ',' or '}' between keys")
             if self.text[pos] == "}":
-                raise TraceFileError(self.path, _NO_EVENTS)
+                raise NotATrace(self.path, _NO_EVENTS)
             pos += 1
 
     def after_array_start(self):

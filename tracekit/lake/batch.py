@@ -51,11 +51,13 @@ def load_many(files, lake, *, replace=False, lenient=False, workers=1, progress=
     cores or more). `on_outcome(path, LoadResult or error)` sees each file as it finishes, in the
     order given; `progress(path)` and `stop` (a LoadStop) are tracekit.ingest.loader.load_files'.
     """
-    from tracekit.ingest.loader import expand_paths
+    from tracekit.ingest.loader import expand_paths, passed_over
     from tracekit.ingest.raw_file import expected_size
     from tracekit.ingest.scratch import remove_stale_scratch
 
-    paths = expand_paths([str(p) for p in ([files] if isinstance(files, (str, Path)) else files)])
+    # files the CLI or the API expanded already keep what their folders held
+    paths = files if hasattr(files, "found_in_folders") else expand_paths(
+        [str(p) for p in ([files] if isinstance(files, (str, Path)) else files)])
     _ready(lake)
     remove_stale_scratch()
     stop = stop or LoadStop()
@@ -80,6 +82,7 @@ def load_many(files, lake, *, replace=False, lenient=False, workers=1, progress=
     try:
         with ThreadPoolExecutor(max_workers=workers) if workers > 1 else _InOrder() as pool:
             for path, outcome in pool.map(one, range(len(paths)), paths):
+                outcome = passed_over(files, path, outcome)
                 batch.add(path, outcome)
                 if on_outcome is not None:
                     on_outcome(path, outcome)
