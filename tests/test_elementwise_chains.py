@@ -163,6 +163,8 @@ def test_the_rule_saves_the_forward_and_backward_chains_and_no_more(db):
         row = found[found["trace"] == "gpt2_fp32"].iloc[0]
         assert row["whatif"] == "fuse-elementwise"
         assert row["title"].startswith("Elementwise ops one kernel each: 6 chain(s) per step in 48 kernels")
+        assert "µs of GPU time per step in the forward; the most" in row["title"]
+        assert "more than the rule's count of the forward's kernels" in row["detail"]
         assert GELU_NEW in row["title"]
         # the backward's kernels (autograd's nodes of the chains' ops) fuse too: more than the
         # forward's estimate, less than the chains' forward and backward GPU time together

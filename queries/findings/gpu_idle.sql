@@ -84,6 +84,10 @@ WITH busy AS (
 ), wait_calls AS (
     -- CPU calls that wait for the GPU: syncs, and the calls of copies that block (to the host, or from pageable memory).
     SELECT r.trace, r.name, r.ts_us, r.dur_us, r.correlation, r.cpu_op, m.kind AS copy_kind,
+           -- the op that made it, the outermost of its chain, as host_sync names a sync's fix: the
+           -- same .item() found by both rules is one fix, one saving
+           CASE WHEN regexp_matches(coalesce(o.op_path, ''), '^[a-z_]+::')
+                THEN trim(regexp_extract(o.op_path, '^([^→]*)', 1)) END AS caller_op,
            s.optimizer AS scaler_before, coalesce(m.name ILIKE '%pageable%', FALSE) AS pageable,
            -- an op that sizes its output by the GPU's data reads the size (host_sync names them alike)
            nullif(regexp_extract(coalesce(o.op_path, r.cpu_op, ''), '(aten::(nonzero|nonzero_numpy|masked_select|_unique|_unique2|unique_consecutive|unique_dim|unique_dim_consecutive|repeat_interleave|bincount))( →|$)', 1), '') AS shape_op,
@@ -119,7 +123,7 @@ WITH busy AS (
     SELECT g.trace, g.device, g.gap_start_us, g.gap_us, g.steps, g.next_source, g.next_name, g.next_correlation,
            g.next_ts_us, g.next_dur_us, g.pid, g.tid, g.launch_us, g.launch_end_us, g.stretch_us, g.quiet_us, g.prev_work_end_us, g.graphed,
            w.name AS wait_name, w.kind AS wait_kind, w.pageable, w.ends_step, w.ts_us AS wait_ts_us, w.dur_us AS wait_dur_us,
-           w.correlation AS wait_correlation, w.cpu_op AS wait_op, w.scaler_before, w.shape_op,
+           w.correlation AS wait_correlation, w.cpu_op AS wait_op, w.caller_op, w.scaler_before, w.shape_op,
            CASE WHEN g.launch_us IS NULL OR g.launch_end_us <= g.gap_start_us OR w.ts_us IS NULL THEN 0
                 ELSE least(g.gap_us, g.gap_start_us - w.ts_us) END AS wait_us,
            greatest(g.gap_start_us, coalesce(w.ts_us + w.dur_us, g.gap_start_us)) AS cpu_from_us
@@ -173,7 +177,7 @@ WITH busy AS (
              || CASE WHEN s.shape_op IS NOT NULL AND s.shape_op <> s.wait_op THEN ' of ' || s.shape_op ELSE '' END AS doing,
            'runtime' AS source, s.wait_name AS name, s.wait_ts_us AS ts_us, s.wait_dur_us AS dur_us,
            s.wait_correlation AS correlation, CAST(NULL AS BIGINT) AS cpu_op_id,
-           s.wait_name, s.wait_op, s.pageable, CAST(NULL AS DOUBLE) AS stretch_us, CAST(NULL AS DOUBLE) AS quiet_us,
+           s.wait_name, s.wait_op, s.caller_op, s.pageable, CAST(NULL AS DOUBLE) AS stretch_us, CAST(NULL AS DOUBLE) AS quiet_us,
            s.scaler_before, s.shape_op
     FROM split s WHERE s.wait_us > 0
     UNION ALL
@@ -196,7 +200,7 @@ WITH busy AS (
            CASE WHEN c.name IS NULL THEN s.next_source ELSE 'cpu_ops' END,
            coalesce(c.name, s.next_name), coalesce(c.ts_us, s.next_ts_us), coalesce(c.dur_us, s.next_dur_us),
            CASE WHEN c.name IS NULL THEN s.next_correlation END, c.op_id,
-           NULL, NULL, FALSE, s.stretch_us, s.quiet_us, NULL, NULL
+           NULL, NULL, NULL, FALSE, s.stretch_us, s.quiet_us, NULL, NULL
     FROM split s LEFT JOIN busy_cpu c ON c.trace = s.trace AND c.device IS NOT DISTINCT FROM s.device AND c.gap_start_us = s.gap_start_us
     WHERE s.gap_us > s.wait_us
 ), counted AS (
@@ -210,8 +214,9 @@ WITH busy AS (
            count(DISTINCT c.device) AS devices, max(c.stretch_us) AS longest_stretch_us,
            max(c.quiet_us) AS longest_quiet_us,
            -- What the cause's fix acts on: the waits by name, or by the op that made them; the stalls from the shortest.
-           string_agg(DISTINCT c.wait_name, '|' ORDER BY c.wait_name) AS wait_names,
-           string_agg(DISTINCT c.wait_op, '|' ORDER BY c.wait_op) AS wait_ops, bool_or(c.pageable) AS pageable,
+           string_agg(DISTINCT coalesce(c.caller_op, c.wait_name), '|' ORDER BY coalesce(c.caller_op, c.wait_name)) AS sync_targets,
+           string_agg(DISTINCT coalesce(c.caller_op, c.wait_op, c.wait_name), '|'
+                      ORDER BY coalesce(c.caller_op, c.wait_op, c.wait_name)) AS copy_targets, bool_or(c.pageable) AS pageable,
            string_agg(DISTINCT c.shape_op, '|' ORDER BY c.shape_op) AS shape_ops,
            -- the fix of GradScaler's reads: a fused optimizer, where every read came before one that has a fused step
            bool_and(c.scaler_before IN ('Adam', 'AdamW', 'SGD')) AS scaler_fusable, any_value(c.scaler_before) AS scaler_before,
@@ -273,11 +278,11 @@ SELECT g.trace, 'gpu_idle' AS rule,
             WHEN 'queued' THEN 'look at what the work waited on: a stream wait, an event, a collective on another stream'
             ELSE 'profile with ProfilerActivity.CPU so the launches are in the trace' END AS fix,
        -- Not per step where the trace has none: a whole trace's idle time is no step's saving.
-       CASE g.cause WHEN 'sync' THEN 'drop-sync:' || g.wait_names
+       CASE g.cause WHEN 'sync' THEN 'drop-sync:' || g.sync_targets
                     WHEN 'scaler' THEN CASE WHEN g.scaler_fusable THEN 'fuse-optimizer' ELSE 'drop-scaler-checks' END
                     -- by the sizing op, in the forward and in the backward alike
                     WHEN 'shape' THEN 'drop-sync:' || g.shape_ops
-                    WHEN 'copy' THEN CASE WHEN g.pageable THEN 'pin-copies' ELSE 'drop-sync:' || g.wait_ops END
+                    WHEN 'copy' THEN CASE WHEN g.pageable THEN 'pin-copies' ELSE 'drop-sync:' || g.copy_targets END
                     -- the advice's pinned memory too, where the loaded batches are copied from pageable memory
                     WHEN 'data' THEN 'drop-cpu:(?i)dataloader'
                                      || CASE WHEN EXISTS (SELECT 1 FROM memcpy m WHERE m.trace = g.trace AND m.kind = 'HtoD'

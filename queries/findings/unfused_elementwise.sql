@@ -34,7 +34,7 @@ SELECT p.trace, 'unfused_elementwise' AS rule,
        -- unestimated, the chains' own GPU time bounds what fusing saves of it
        CASE WHEN coalesce(p.saved_us, p.gpu_us) / p.steps >= 0.10 * t.gpu_us_per_step THEN 'high'
             WHEN coalesce(p.saved_us, p.gpu_us) / p.steps >= 0.03 * t.gpu_us_per_step THEN 'medium' ELSE 'low' END AS severity,
-       format('Elementwise ops one kernel each: {} chain(s) per step in {} kernels, {:.1f} µs of GPU time per step; the most: {}',
+       format('Elementwise ops one kernel each: {} chain(s) per step in {} kernels, {:.1f} µs of GPU time per step in the forward; the most: {}',
               CASE WHEN p.chains % p.steps = 0 THEN CAST(p.chains // p.steps AS VARCHAR) ELSE format('{:.1f}', p.chains / p.steps) END,
               CASE WHEN p.kernels % p.steps = 0 THEN CAST(p.kernels // p.steps AS VARCHAR) ELSE format('{:.1f}', p.kernels / p.steps) END,
               p.gpu_us / p.steps, x.ops) AS title,
