@@ -297,6 +297,25 @@ def test_low_occupancy_names_the_limiter_and_kineto_gap(found):
     assert not simt.empty and set(simt["severity"]) == {"low"}  # CUDA-core GEMMs: not by design
 
 
+def test_low_occupancy_of_a_collectives_kernel_asks_for_no_change_to_nccl(tmp_path):
+    # the public RTX 4090 rank's all-reduce: NCCL's block per channel runs at 6.2% by design
+    con = connect(tmp_path / "nccl.duckdb")
+    load_file(con, TEST_DATA / "foreign" / "rtx4090_tp2_rank0_nccl_allreduce.json.gz")
+    con.close()
+    con = connect_for_queries(tmp_path / "nccl.duckdb")
+    try:
+        row = run_findings(con, rule="low_occupancy").iloc[0]
+    finally:
+        con.close()
+    assert row["title"].startswith("ncclDevKernel_AllReduce_Sum_f32_RING_LL(")
+    assert row["title"].endswith("runs at 6.2% theoretical occupancy, limited by shared memory")
+    assert row["severity"] == "info"
+    assert "a collective's kernel, a block per channel by design: its time is the transfer and the wait for the " \
+           "other ranks, not its occupancy" in row["detail"]
+    assert row["fix"].startswith("nothing in the kernel to change: look at what the collective moves and waits for")
+    assert "fewer pipeline stages" not in row["fix"]
+
+
 def test_launch_bound_finds_the_training_steps(found):
     row = _one(found, "train_fp32_train_sdpa_default", "launch_bound")
     assert row["title"] == "The GPU is busy 16% of each step's CPU span: 2.8 ms of 17.9 ms"
