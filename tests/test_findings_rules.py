@@ -191,6 +191,13 @@ def test_host_sync_finds_the_stream_syncs_of_copies_in_a_public_training_step(fo
     assert [e["source"] for e in row["evidence"]] == ["runtime", "runtime"]
 
 
+def test_launch_bound_keeps_the_digits_of_a_gpu_busy_under_one_percent(rules_db):
+    # the public V100 step: 50 µs of kernels in a 13.4 ms CPU span, not "0%: 0.1 ms"
+    found = _findings(rules_db, "launch_bound", trace="foreign_v100_dgxs_mlp_train_step")
+    row = _one(found, "foreign_v100_dgxs_mlp_train_step", "launch_bound")
+    assert row["title"] == "The GPU is busy 0.4% of each step's CPU span: 50 µs of 13.4 ms"
+
+
 def test_host_sync_finds_item_and_its_wait(found):
     row = _one(found, "built_item_loop", "host_sync")
     assert row["title"] == ("1 device-to-host copy of 4 B or less per step and cudaStreamSynchronize from "

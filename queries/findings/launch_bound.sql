@@ -37,8 +37,13 @@ WITH launches AS (
 )
 SELECT t.trace, 'launch_bound' AS rule,
        CASE WHEN t.gpu_us_per_step < 0.25 * t.cpu_us_per_step THEN 'high' ELSE 'medium' END AS severity,
-       format('The GPU is busy {:.0f}% of each step''s CPU span: {:.1f} ms of {:.1f} ms', 100.0 * t.gpu_us_per_step / t.cpu_us_per_step,
-              t.gpu_us_per_step / 1000, t.cpu_us_per_step / 1000) AS title,
+       -- under 1% and under a millisecond keep their digits: a GPU busy 50 µs of 13.4 ms is not "0%: 0.1 ms"
+       format('The GPU is busy {}% of each step''s CPU span: {} of {:.1f} ms',
+              CASE WHEN t.gpu_us_per_step < 0.01 * t.cpu_us_per_step THEN format('{:.1f}', 100.0 * t.gpu_us_per_step / t.cpu_us_per_step)
+                   ELSE format('{:.0f}', 100.0 * t.gpu_us_per_step / t.cpu_us_per_step) END,
+              CASE WHEN t.gpu_us_per_step < 1000 THEN format('{:.0f} µs', t.gpu_us_per_step)
+                   ELSE format('{:.1f} ms', t.gpu_us_per_step / 1000) END,
+              t.cpu_us_per_step / 1000) AS title,
        format('{:.0f} kernels per step over {} steady step(s), median kernel {:.1f} µs; the CPU spends {:.1f} ms per step in {:.0f} launch calls',
               t.kernels_per_step, t.steps, k.median_kernel_us, coalesce(l.launch_us_per_step, 0) / 1000,
               coalesce(l.calls_per_step, 0))
