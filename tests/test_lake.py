@@ -245,6 +245,22 @@ def test_load_many_is_importable_and_loads_a_folder(tmp_path):
     assert os.listdir(tmp_path / "lake" / "_staging") == []
 
 
+def test_load_many_passes_over_a_folders_json_that_is_no_trace(tmp_path):
+    from tracekit.lake import load_many
+
+    folder = tmp_path / "capture"
+    folder.mkdir()
+    shutil.copy(SAMPLE_TRACES / "naive.json.gz", folder / "naive.json.gz")
+    (folder / "timings.json").write_text('{"naive": [1180.5]}')
+    batch = load_many(folder, tmp_path / "lake")
+    assert not batch.failures and batch.loaded == 1 and batch.traces_held == 1
+    assert [(r.status, r.message) for r in batch.results if r.status == "skipped"] == [
+        ("skipped", "passed over: a JSON object without a traceEvents array: not a Chrome/Kineto trace")]
+    named = load_many([folder / "timings.json"], tmp_path / "lake")
+    assert [str(error) for _, error in named.failures] == [
+        f"{folder / 'timings.json'}: a JSON object without a traceEvents array: not a Chrome/Kineto trace"]
+
+
 def test_the_python_api_takes_a_lake(both):
     import tracekit
     from tracekit.lake.layout import LakeError

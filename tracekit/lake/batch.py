@@ -82,7 +82,7 @@ def load_many(files, lake, *, replace=False, lenient=False, workers=1, progress=
     try:
         with ThreadPoolExecutor(max_workers=workers) if workers > 1 else _InOrder() as pool:
             for path, outcome in pool.map(one, range(len(paths)), paths):
-                outcome = passed_over(files, path, outcome)
+                outcome = passed_over(paths, path, outcome)
                 batch.add(path, outcome)
                 if on_outcome is not None:
                     on_outcome(path, outcome)
