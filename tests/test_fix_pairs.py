@@ -903,15 +903,14 @@ def test_input_preparation_on_the_main_thread_is_host_work_not_launch_rate(model
     assert 12_000 < host["saving_us_per_step"] < 20_000  # of a 54.0 ms replayed step
 
 
-def test_dropping_host_ops_leaves_the_ops_that_launch_gpu_work(tmp_path):
+def test_dropping_host_ops_leaves_the_ops_that_launch_gpu_work(model_db):
     """drop-host-ops takes the time of ATen ops that made no CUDA call: on the pageable loop, whose
     only long op is the copy (a cudaMemcpyAsync inside), it saves nothing."""
     from tracekit.replay.fixes import parse_fix
     from tracekit.replay.whatif import whatif
     from tracekit.store.database import connect_for_queries
 
-    db = cli_loaded_once(tmp_path, MODEL_ROUNDS / "resnet_train_pageable.json.gz", MODEL_ROUNDS / "resnet_train_cpu_prep.json.gz")
-    con = connect_for_queries(db)
+    con = connect_for_queries(model_db)  # MODEL_PAIRS's loops, resnet_train_pageable and _cpu_prep among them
     try:
         pageable = whatif(con, "resnet_train_pageable", [parse_fix("drop-host-ops:100")])
         prep = whatif(con, "resnet_train_cpu_prep", [parse_fix("drop-host-ops:100")])
@@ -1060,7 +1059,7 @@ def test_an_optimizer_step_whose_bytes_are_unknown_is_reported_without_a_saving(
     assert row["estimate_us_per_step"] != row["estimate_us_per_step"]  # NULL: not estimated
 
 
-def test_a_cuda_graphs_nodes_run_as_close_as_the_trace_shows(tmp_path):
+def test_a_cuda_graphs_nodes_run_as_close_as_the_trace_shows(h100_db):
     """cuda-graph runs the GPU work a graph holds at its nodes' gap: a trace's own graph launches
     show it (0.448 µs in train_launch_graph's), else 0.45 µs (the H100 and H200 graphs' largest). On
     the eager loop, the graph replays a step at 809 µs where the captured graph ran 723 unprofiled,
@@ -1071,8 +1070,7 @@ def test_a_cuda_graphs_nodes_run_as_close_as_the_trace_shows(tmp_path):
     from tracekit.replay.whatif import whatif
     from tracekit.store.database import connect_for_queries
 
-    db = cli_loaded_once(tmp_path, H100_ROUNDS / "train_launch_eager.json.gz", H100_ROUNDS / "train_launch_graph.json.gz")
-    con = connect_for_queries(db)
+    con = connect_for_queries(h100_db)  # H100_ROUNDS's loops, train_launch_eager and _graph among them
     try:
         gaps = {trace: graph_node_gap(Jobs(con).of(trace).graphs[trace]) for trace in ("train_launch_graph", "train_launch_eager")}
         fixed = whatif(con, "train_launch_eager", [parse_fix(f"no-profiler:{cost_per_op_us(con, 'train_launch_eager')}"),
@@ -1094,7 +1092,8 @@ H200_C_ERRORS = {"infer_launch_eager": 1, "train_launch_eager": -24, "infer_item
 def h200_c(tmp_path_factory):
     import tracekit
 
-    db = cli_loaded(tmp_path_factory, "fix_rounds_c", *sorted(H200_C_ROUNDS.glob("*.json.gz")))
+    # the "before" loops alone: the tests read the findings of those (findings are a trace's own)
+    db = cli_loaded(tmp_path_factory, "fix_rounds_c", *[H200_C_ROUNDS / f"{before}.json.gz" for before in sorted(H200_C_ERRORS)])
     return db, tracekit.findings(db=db)
 
 
@@ -1548,6 +1547,7 @@ ELEMENTWISE_MISSES = {("model_pairs_o", "t5_train_rmsnorm_eager")}
 def elementwise_pairs(tmp_path_factory):
     """{(folder, before): µs a step findings' fix, or the pair's, saves without the profiler}."""
     import tracekit
+    from tracekit.replay.graph import SHARED_TRACES
     from tracekit.replay.profiler_cost import cost_per_op_us
     from tracekit.replay.savings import TraceReplay
     from tracekit.store.database import connect_for_queries
@@ -1561,10 +1561,17 @@ def elementwise_pairs(tmp_path_factory):
         found = tracekit.findings(db=db, rule="unfused_elementwise").set_index("trace") \
             if any(fix is None for *_, fix, _ in pairs) else None
         con = connect_for_queries(db)
+        # The fused chains are read for the lease's replayed traces at once, as findings reads them
+        # for the traces it replays (Graph.shared_reads): the query's cost is mostly planning it.
+        shared = {SHARED_TRACES: sorted(before for _, before, _, fix, _ in pairs if fix is not None)}
         try:
             for _, before, _, fix, _ in pairs:
-                predicted[folder, before] = found.loc[before, "saving_us_per_step"] if fix is None else \
-                    TraceReplay(con, before).without_profiler([fix], cost_per_op_us(con, before))[fix].saving_us
+                if fix is None:
+                    predicted[folder, before] = found.loc[before, "saving_us_per_step"]
+                    continue
+                replayer = TraceReplay(con, before)
+                replayer.share_reads(shared)
+                predicted[folder, before] = replayer.without_profiler([fix], cost_per_op_us(con, before))[fix].saving_us
         finally:
             con.close()
     return predicted
