@@ -53,6 +53,17 @@ def db(tmp_path_factory):
     return named_traces_db(tmp_path_factory, "elementwise", TRACES)
 
 
+@pytest.fixture(scope="module")
+def elementwise_found(db):
+    """The rule unfused_elementwise's findings on the module's traces, run once for the tests that
+    read them (they only read the frame)."""
+    con = connect_for_queries(db)
+    try:
+        return run_findings(con, rule="unfused_elementwise")
+    finally:
+        con.close()
+
+
 _rows = db_dicts
 
 
@@ -156,37 +167,33 @@ def test_only_pointwise_ops_row_reductions_and_casts_chain(db):
     assert {"aten::pow", "aten::mean", "aten::rsqrt", "aten::tanh", "aten::copy_"} <= ops
 
 
-def test_the_rule_saves_the_forward_and_backward_chains_and_no_more(db):
-    con = connect_for_queries(db)
-    try:
-        found = run_findings(con, rule="unfused_elementwise")
-        row = found[found["trace"] == "gpt2_fp32"].iloc[0]
-        assert row["whatif"] == "fuse-elementwise"
-        assert row["title"].startswith("Elementwise ops one kernel each: 6 chain(s) per step in 48 kernels")
-        assert "µs of GPU time per step in the forward; the most" in row["title"]
-        assert "more than the rule's count of the forward's kernels" in row["detail"]
-        assert GELU_NEW in row["title"]
-        # the backward's kernels (autograd's nodes of the chains' ops) fuse too: more than the
-        # forward's estimate, less than the chains' forward and backward GPU time together
-        backward_us = _rows(db, """
-            SELECT sum(k.dur_us) / any_value(w.steps) AS us FROM kernels k
-            JOIN steady_window w ON w.trace = k.trace AND w.step = k.step
-            WHERE k.trace = 'gpt2_fp32' AND regexp_matches(k.cpu_op_path, 'evaluate_function: (Mul|Pow|Add|Tanh)Backward0')
-        """)[0]["us"]
-        forward_us = sum(c["gpu_us"] for c in _steady_chains(db, "gpt2_fp32")) / 4
-        assert row["estimate_us_per_step"] < row["saving_us_per_step"] < forward_us + backward_us
-        # more_ops' chains (a clip's norm on 5 elements, a few on 8,192) fuse to less than 20 µs a
-        # step; the encoder's MLP runs F.gelu, one kernel: none; ResNet-50's last block (its add, ReLU
-        # and pool) too little for a finding
-        assert set(found["trace"]) == {"gpt2_fp32", "gpt2_fp16", "gpt2_bf16", "llama_infer", "rank0_of128", "t4_no_shapes",
-                                       "llama_hd128", "llama_autocast", "norms", "masked_loss"}
-        # no shapes, no bytes: no estimate and no replayed saving, never a made-up one
-        unshaped = found[found["trace"] == "t4_no_shapes"].iloc[0]
-        assert unshaped["estimate_us_per_step"] != unshaped["estimate_us_per_step"]  # NaN: NULL
-        assert unshaped["saving_us_per_step"] != unshaped["saving_us_per_step"]
-        assert unshaped["severity"] == "low" and "1 of the chains not estimated" in unshaped["detail"]
-    finally:
-        con.close()
+def test_the_rule_saves_the_forward_and_backward_chains_and_no_more(db, elementwise_found):
+    found = elementwise_found
+    row = found[found["trace"] == "gpt2_fp32"].iloc[0]
+    assert row["whatif"] == "fuse-elementwise"
+    assert row["title"].startswith("Elementwise ops one kernel each: 6 chain(s) per step in 48 kernels")
+    assert "µs of GPU time per step in the forward; the most" in row["title"]
+    assert "more than the rule's count of the forward's kernels" in row["detail"]
+    assert GELU_NEW in row["title"]
+    # the backward's kernels (autograd's nodes of the chains' ops) fuse too: more than the
+    # forward's estimate, less than the chains' forward and backward GPU time together
+    backward_us = _rows(db, """
+        SELECT sum(k.dur_us) / any_value(w.steps) AS us FROM kernels k
+        JOIN steady_window w ON w.trace = k.trace AND w.step = k.step
+        WHERE k.trace = 'gpt2_fp32' AND regexp_matches(k.cpu_op_path, 'evaluate_function: (Mul|Pow|Add|Tanh)Backward0')
+    """)[0]["us"]
+    forward_us = sum(c["gpu_us"] for c in _steady_chains(db, "gpt2_fp32")) / 4
+    assert row["estimate_us_per_step"] < row["saving_us_per_step"] < forward_us + backward_us
+    # more_ops' chains (a clip's norm on 5 elements, a few on 8,192) fuse to less than 20 µs a
+    # step; the encoder's MLP runs F.gelu, one kernel: none; ResNet-50's last block (its add, ReLU
+    # and pool) too little for a finding
+    assert set(found["trace"]) == {"gpt2_fp32", "gpt2_fp16", "gpt2_bf16", "llama_infer", "rank0_of128", "t4_no_shapes",
+                                   "llama_hd128", "llama_autocast", "norms", "masked_loss"}
+    # no shapes, no bytes: no estimate and no replayed saving, never a made-up one
+    unshaped = found[found["trace"] == "t4_no_shapes"].iloc[0]
+    assert unshaped["estimate_us_per_step"] != unshaped["estimate_us_per_step"]  # NaN: NULL
+    assert unshaped["saving_us_per_step"] != unshaped["saving_us_per_step"]
+    assert unshaped["severity"] == "low" and "1 of the chains not estimated" in unshaped["detail"]
 
 
 def _replayed(db, trace):
@@ -249,16 +256,13 @@ def test_a_bigger_cast_among_a_chains_ops_does_not_set_its_size(db):
         assert "aten::pow → aten::mean → aten::add → aten::rsqrt → aten::mul → aten::mul" in chain["ops"]
 
 
-def test_a_call_gone_keeps_the_other_work_before_it(db):
+def test_a_call_gone_keeps_the_other_work_before_it(db, elementwise_found):
     # rank0_of128: 1,796 µs without a recorded op (the user's Python) between two ops of one chain
     # (aten::sub_, aten::sum): fusing them takes one op's dispatch and line away, not that
     con = connect_for_queries(db)
     try:
         graph = read_graph(con, "rank0_of128")
         fused = _fused(graph, None, con)
-        # the profiler's cost taken out first (as findings replays a fix), which leaves most of
-        # these stretches at 0: the far-out ones are the trace's own, not what is left of them
-        found = run_findings(con, rule="unfused_elementwise")
     finally:
         con.close()
     changed = {name: getattr(graph, name).copy() for name in ("item_dur", "item_gap", "call_dur", "call_gap")}
@@ -275,6 +279,9 @@ def test_a_call_gone_keeps_the_other_work_before_it(db):
     # the kernels gone keep a wait with their launch made (another stream's work), less a queue's gap
     idle = changed["item_gap"][fused[2]]
     assert idle.max() > 1_000_000
+    # the profiler's cost taken out first (as findings replays a fix), which leaves most of
+    # these stretches at 0: the far-out ones are the trace's own, not what is left of them
+    found = elementwise_found
     row = found[found["trace"] == "rank0_of128"].iloc[0]
     assert row["saving_us_per_step"] < 5 * row["estimate_us_per_step"]
 

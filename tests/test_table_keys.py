@@ -35,9 +35,15 @@ def test_a_named_query_keeps_its_keys_at_every_width(sample_db, name, width):
     check_fitted(result.stdout, columns, expected, named_queries()[name].keys, width)
 
 
+@pytest.fixture(scope="module")
+def findings_json(sample_db):
+    """`tracekit findings -f json` on the samples, run once for every width (the tests only read it)."""
+    return json.loads(invoke("findings", "--db", sample_db, "-f", "json").stdout)
+
+
 @pytest.mark.parametrize("width", WIDTHS)
-def test_findings_keep_trace_rule_title_and_saving(sample_db, width):
-    rows = json.loads(invoke("findings", "--db", sample_db, "-f", "json").stdout)
+def test_findings_keep_trace_rule_title_and_saving(sample_db, findings_json, width):
+    rows = findings_json
     columns = [c for c in rows[0] if c != "evidence"]
     expected = [tuple(r[c] for c in columns) for r in rows]
     result = invoke("findings", "--db", sample_db, env={"COLUMNS": str(width)})
