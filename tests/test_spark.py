@@ -333,6 +333,27 @@ def test_a_lake_folder_shows_whole_traces_at_their_generation_alone(torn_lake):
     con.close()
 
 
+def test_a_view_is_made_when_a_query_first_reads_it_and_the_views_it_reads_before_it(torn_lake):
+    """Spark analyses a view as it is made: a query of one view makes that one and what it reads."""
+    from tracekit.lake import connect_lake
+    from tracekit.spark.engine import SparkLake
+
+    con = connect_lake(torn_lake)
+    with SparkLake(torn_lake, "local[2]", TEST_SETTINGS) as spark:
+        def made():  # tracekit's views (not the lake's tables) the session holds
+            return {name for name in spark._views if spark.spark.catalog.tableExists(name)}
+
+        assert made() == set()
+        sql = "SELECT trace, count(*) AS kernels FROM kernels GROUP BY trace"
+        assert_same_rows(spark.rows(sql), fetch_rows(con, sql))
+        assert "kernels" in made() and "elementwise_chain_ops" not in made()
+        # a view of views: those it reads are made before it, once
+        sql = "SELECT trace, count(*) AS ops FROM elementwise_chain_ops GROUP BY trace"
+        assert_same_rows(spark.rows(sql), fetch_rows(con, sql))
+        assert {"elementwise_chain_ops", "cpu_ops", "kernels"} <= made()
+    con.close()
+
+
 def test_a_lake_at_a_uri_is_cut_to_the_files_trace_files_names(torn_lake, monkeypatch):
     """A lake Spark lists itself (hdfs://, s3a://; here a folder read that way): a partition
     without its trace_files partition is not seen, nor a generation trace_files does not name."""
