@@ -40,13 +40,14 @@ class SparkLake:
             confine(self.spark)
             _register_format(self.spark)
             register_lake_tables(self.spark, lake)
+            views = view_selects(_views_sql())
         except Exception:
             self.close()
             raise
-        views = view_selects(_views_sql())
         # Made when a query first reads them: Spark analyses a view as it is made, and all 39 took
         # 3.9 s, which a query of one view (the CLI's one query) paid in full.
-        self._views, self._needs, self._made = dict(views), _view_needs(views), set()
+        self._views = {name.lower(): select for name, select in views}
+        self._needs, self._made = _view_needs(views), set()
         # What a query may read: the lake's tables and the views made of them (and its own CTEs).
         self.tables = frozenset([*per_trace_tables(), *shared_tables(), *(name for name, _ in views)])
 
