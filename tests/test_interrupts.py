@@ -109,9 +109,12 @@ def test_a_signal_stops_the_load_and_says_what_was_loaded(traces, base_db, tmp_p
 
 
 def _wait_for_the_read(proc, tmp_path):
-    """Waits until the load's FIFO folder exists: its events are being read."""
+    """Waits until the load's FIFO folder exists: its events are being read. Not for any entry of
+    the temp folder: Python's first `gettempdir()` writes a file of 8 random letters there to see
+    that it can, and a kill -9 that lands before it is removed leaves it behind (not ours)."""
     deadline = time.monotonic() + 30
-    while not leftovers(tmp_path):
+    ours = f"tracekit-pid{proc.pid}-"
+    while not any(name.startswith(ours) for name in leftovers(tmp_path)):
         assert proc.poll() is None and time.monotonic() < deadline, "the load ended before its read was seen"
         time.sleep(0.005)
 
