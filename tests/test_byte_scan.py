@@ -3,6 +3,7 @@ and a small trace's load never imports numpy."""
 
 import gzip
 import random
+import re
 import subprocess
 import sys
 
@@ -39,6 +40,41 @@ def test_numpy_finds_the_same_possible_ends_of_the_array(numpy_scans):
         assert array_end._closings_after_event(text) == expected, text[:80]
         found += len(expected)
     assert found > 100  # the drawn texts do hold such ends (233)
+
+
+def _split_by_one_search(held):
+    """split_array_end's answer the way it was first written: one search starting with the class
+    `[}\\[]`, each offset found by encoding the text before it."""
+    text = held.decode("utf-8", errors="surrogateescape")
+    closing = re.compile(r"[}\[][ \t\n\r]*(\])(?!" + array_end._RULED_OUT_AFTER.decode() + ")")
+    offset = lambda pos: len(text[:pos].encode("utf-8", errors="surrogateescape"))  # noqa: E731
+    junk = None
+    for match in closing.finditer(text):
+        verdict, keys, junk_at = array_end.object_tail(text, match.end(1))
+        if verdict == array_end.Verdict.TWO_ARRAYS:
+            return "two arrays"
+        if verdict == array_end.Verdict.END:
+            return held[:offset(match.end(1))], keys, 0
+        if verdict == array_end.Verdict.JUNK and junk is None:
+            junk = held[:offset(match.end(1))], keys, len(held) - offset(junk_at)
+    return junk
+
+
+def test_the_array_end_found_by_two_literal_searches_is_the_one_search_s():
+    # Tails in every shape the drawn pieces make, as the end of a trace's object, with the bytes a
+    # trace may hold that are more than one byte (µ, a name in another script, a byte not UTF-8).
+    rng = random.Random(5)
+    tails = [b'"k": [{}], "x": 1}', b"}", b'"traceEvents": []}', b'"deviceProperties": [{"a": [1]}]}\n',
+             b"} junk", b'"n": "\xc2\xb5s"} \xff']
+    found = 0
+    for text in _texts()[:2000]:
+        middle = text.replace(b"a", rng.choice([b"a", "µ".encode(), "名".encode(), b"\xff"]))
+        held = b'[{"name": "\xe5\x90\x8d"}' + middle + b"]," + rng.choice(tails)
+        end = array_end.split_array_end(held, False)
+        answer = "two arrays" if end.two_arrays else (None if end.body is None else (end.body, end.keys, end.junk))
+        assert answer == _split_by_one_search(held), held[:80]
+        found += answer is not None
+    assert found > 1000
 
 
 def test_numpy_counts_the_same_quotes(numpy_scans):
