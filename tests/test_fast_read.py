@@ -267,3 +267,26 @@ def test_a_load_of_one_piece_runs_on_one_duckdb_thread_and_gives_the_setting_bac
         assert con.execute("SELECT current_setting('threads')").fetchone()[0] == before
     finally:
         con.close()
+
+
+def test_one_trace_is_checkpointed_at_its_commit_and_a_folders_go_through_the_wal(tmp_path):
+    # One trace: its rows are written to the database file at the commit, never to the WAL (which
+    # the close would read back and write again). Several: the WAL gathers them, as before.
+    wal = tmp_path / "t.duckdb.wal"
+    con = connect(tmp_path / "t.duckdb")
+    try:
+        before = con.execute("SELECT current_setting('checkpoint_threshold')").fetchone()[0]
+        [(_, result)] = list(loader.load_files(con, [SAMPLE_TRACES / "naive.json.gz"]))
+        assert result.status == "loaded"
+        assert not wal.exists() or wal.stat().st_size == 0
+        assert con.execute("SELECT current_setting('checkpoint_threshold')").fetchone()[0] == before
+        results = list(loader.load_files(con, [SAMPLE_TRACES / "sdpa_flash.json.gz", SAMPLE_TRACES / "flex.json.gz"]))
+        assert [result.status for _, result in results] == ["loaded", "loaded"]
+        assert wal.stat().st_size > 1 << 20
+    finally:
+        con.close()
+    con = connect(tmp_path / "t.duckdb", read_only=True)
+    try:
+        assert con.execute("SELECT count(*) FROM trace_files").fetchone()[0] == 3
+    finally:
+        con.close()

@@ -147,6 +147,13 @@ def load_files(con, paths, *, replace=False, lenient=False, workers=None, progre
     if skip_optimizers:
         optimizers = con.execute("SELECT current_setting('disabled_optimizers')").fetchone()[0]
         con.execute(f"SET disabled_optimizers = '{SMALL_TRACE_SKIPPED_OPTIMIZERS}'")
+    # One trace's rows go to the WAL at its commit, only to be read back and written again by the
+    # checkpoint at close: checkpointing at the commit writes them once (a 9.7 MB trace's load and
+    # close: 0.77 -> 0.71 s). A folder's loads keep the WAL, which gathers many into one checkpoint.
+    checkpoint_at_commit = len(paths) == 1
+    if checkpoint_at_commit:
+        threshold = con.execute("SELECT current_setting('checkpoint_threshold')").fetchone()[0]
+        con.execute("SET checkpoint_threshold = '0 bytes'")
     try:
         yield from _load_all(con, paths, workers, publisher, replace, lenient, progress, stop)
     except BaseException:
@@ -162,6 +169,8 @@ def load_files(con, paths, *, replace=False, lenient=False, workers=None, progre
                 con.execute(f"SET threads = {threads}")
             if skip_optimizers:
                 con.execute(f"SET disabled_optimizers = '{optimizers}'")
+            if checkpoint_at_commit:
+                con.execute(f"SET checkpoint_threshold = '{threshold}'")
         except duckdb.Error:
             pass  # DuckDB gave up on the database (a full disk): the load's own error says why
 
