@@ -26,13 +26,16 @@ def test_the_readme_s_three_step_figures_of_naive_are_the_tools(sample_db):
 
     text = README.read_text(encoding="utf-8")
     said = re.search(r"the (\S+) µs step \(\d+%\)[^`]*```\nThat step is the steady step replayed without the "
-                     r"profiler's cost: traced it is (\S+) µs \(`tracekit whatif naive`\), and `summary`'s (\S+) µs",
-                     text)
+                     r"profiler's cost \(`tracekit whatif naive --apply no-profiler`: (\S+) µs traced, (\S+) without "
+                     r"it\), and `summary`'s (\S+) µs", text)
     assert said, "the sentence after the findings example has changed: change this test with it"
-    replayed, traced, busy = (float(x.replace(",", "")) for x in said.groups())
+    replayed, traced, unprofiled, busy = (float(x.replace(",", "")) for x in said.groups())
+    assert unprofiled == replayed
     found = tracekit.findings(db=sample_db, trace="naive")
     assert f"of the {replayed:,.1f} µs step" in found[found["rule"] == "all_fixes"]["title"].iloc[0]
-    assert tracekit.whatif("naive", db=sample_db).mean("trace_us") == pytest.approx(traced, abs=0.05)
+    replay = tracekit.whatif("naive", "no-profiler", db=sample_db)
+    assert replay.mean("trace_us") == pytest.approx(traced, abs=0.05)
+    assert replay.mean("fixed_us") == pytest.approx(unprofiled, abs=0.05)
     summary = tracekit.query("summary", db=sample_db)
     assert summary[summary["trace"] == "naive"]["gpu_us_per_step"].iloc[0] == pytest.approx(busy, abs=0.05)
 
