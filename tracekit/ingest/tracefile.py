@@ -22,11 +22,16 @@ from tracekit.errors import NotATrace, TraceFileError
 from tracekit.ingest.raw_file import _GZIP_FILE, _ZLIB_ERRORS, expected_size, gunzipped, open_raw  # noqa: F401
 from tracekit.ingest.whitespace import WhitespaceSqueezer
 
-CHUNK_BYTES = 4 << 20
+# The blocks a trace is read in, and how many bytes of them are held back at least, until what
+# follows says whether they hold the array's end (array_end.EndWatch, which holds more while they
+# may: keys after the array up to its MAX_TAIL_BYTES). Small, so that the pieces the events are cut
+# into reach DuckDB while the file is still being read: 4 MB blocks and 4 MB held kept a 10 MB
+# trace's pieces until its end, and its read took 0.107 s where 1 and 2 MB take 0.087 (the 135 MB
+# and 1 GB traces' reads the same within 3%).
+CHUNK_BYTES = 1 << 20
+TAIL_BYTES = 2 << 20
 # Kineto writes a few KB of header; anything past this before the array is not a trace we know.
 MAX_HEADER_BYTES = 64 << 20
-# Keys after the array (traceName, sometimes deviceProperties) must fit in this window.
-TAIL_BYTES = 4 << 20
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
 _DECODER = json.JSONDecoder()
 _BOM = "\ufeff"
