@@ -66,15 +66,16 @@ def test_the_array_end_found_by_two_literal_searches_is_the_one_search_s():
     rng = random.Random(5)
     tails = [b'"k": [{}], "x": 1}', b"}", b'"traceEvents": []}', b'"deviceProperties": [{"a": [1]}]}\n',
              b"} junk", b'"n": "\xc2\xb5s"} \xff']
-    found = 0
+    found = one_byte_each = 0
     for text in _texts()[:2000]:
         middle = text.replace(b"a", rng.choice([b"a", "µ".encode(), "名".encode(), b"\xff"]))
-        held = b'[{"name": "\xe5\x90\x8d"}' + middle + b"]," + rng.choice(tails)
+        held = rng.choice([b'[{"name": "\xe5\x90\x8d"}', b'[{"name": "n"}']) + middle + b"]," + rng.choice(tails)
         end = array_end.split_array_end(held, False)
         answer = "two arrays" if end.two_arrays else (None if end.body is None else (end.body, end.keys, end.junk))
         assert answer == _split_by_one_search(held), held[:80]
         found += answer is not None
-    assert found > 1000
+        one_byte_each += len(held.decode("utf-8", errors="surrogateescape")) == len(held)
+    assert found > 1000 and one_byte_each > 300
 
 
 def test_numpy_counts_the_same_quotes(numpy_scans):

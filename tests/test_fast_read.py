@@ -218,7 +218,7 @@ def test_gigabytes_of_whitespace_load_in_bounded_memory_and_cpu(tmp_path, compac
 @pytest.mark.parametrize("read", ["fast", "exact", "lenient"])
 def test_a_stop_ends_a_read_of_whitespace_at_the_next_block(tmp_path, monkeypatch, read):
     # 512 MB of spaces after a comma give DuckDB nothing to read, so its interrupt cannot land: the
-    # read itself stops, at the first block after the stop (4 MB), not at the end of the run.
+    # read itself stops, at the first block after the stop (tracefile.CHUNK_BYTES), not at the end of the run.
     isal = pytest.importorskip("isal.igzip")
     raw = corpus.source_bytes()
     path = tmp_path / "padded.json.gz"
@@ -232,7 +232,7 @@ def test_a_stop_ends_a_read_of_whitespace_at_the_next_block(tmp_path, monkeypatc
 
     def progress(done):
         blocks.append(stop.requested)
-        if len(blocks) == 8:  # 32 MB into the run
+        if len(blocks) == 8:  # 8 blocks into the run
             stop.request("SIGINT")
 
     con = connect(tmp_path / "t.duckdb")

@@ -122,6 +122,44 @@ def test_keys_after_the_array_bigger_than_the_held_back_tail_are_read(tmp_path, 
 
 
 @pytest.mark.parametrize("lenient", [False, True], ids=["strict", "lenient"])
+def test_an_empty_array_whose_bracket_ends_a_block_loads_with_big_keys_after_it(tmp_path, monkeypatch, lenient):
+    # The `[` the last byte of the first block read: its `]` is in the next block, and more than
+    # the held-back bytes of keys follow it.
+    _with_small_windows(monkeypatch)
+    before = b'", "traceEvents": ['
+    raw = b'{"pad": "' + b"x" * (tracefile.CHUNK_BYTES - len(b'{"pad": "') - len(before)) + before
+    assert len(raw) == tracefile.CHUNK_BYTES and raw.endswith(b"[")
+    path = tmp_path / "empty_at_block_end.json"
+    path.write_bytes(raw + b'], "blob": "' + b"y" * (64 << 10) + b'"}')
+    con = connect(tmp_path / "t.duckdb")
+    try:
+        result = load_file(con, path, lenient=lenient)
+        assert (result.status, result.events) == ("loaded", 0)
+        header = json.loads(con.execute("SELECT header FROM trace_files").fetchone()[0])
+    finally:
+        con.close()
+    assert len(header["blob"]) == 64 << 10
+
+
+def test_lenient_keeps_the_events_before_a_cut_inside_an_event_bigger_than_a_strict_reads_held_back_bytes(tmp_path):
+    # The cut 3.4 MB into an event of 3.5 MB: the events before it end further back than a strict
+    # read holds back (tracefile.TAIL_BYTES); --lenient holds back more, and keeps them.
+    events = [tb.op(f"op{i}", 10 * i, 5) for i in range(50)]
+    events[-1]["args"]["blob"] = "b" * (3584 << 10)
+    text = tb.dumps(tb.trace(events), "kineto").encode()
+    cut = text.index(b'"op49"') + (3400 << 10)
+    assert cut - text.index(b'"op49"') > tracefile.TAIL_BYTES + tracefile.CHUNK_BYTES
+    path = tmp_path / "cut_inside_a_big_event.json"
+    path.write_bytes(text[:cut])
+    con = connect(tmp_path / "t.duckdb")
+    try:
+        result = load_file(con, path, lenient=True)
+        assert (result.status, result.events, result.truncated) == ("loaded", 49, True)
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize("lenient", [False, True], ids=["strict", "lenient"])
 def test_keys_after_the_array_past_the_limit_are_one_clear_error(tmp_path, monkeypatch, lenient):
     _with_small_windows(monkeypatch)
     path = tmp_path / "huge_blob.json"

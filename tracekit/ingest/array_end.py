@@ -117,7 +117,7 @@ def _decode(data):
 def _byte_offset(text, pos, size):
     """The byte offset of `text[pos]` in the `size` bytes `text` was decoded from."""
     if len(text) == size:
-        return pos  # every character one byte (ASCII, as traces nearly always are)
+        return pos  # every character one byte: ASCII, as traces nearly always are, or a byte not UTF-8
     return len(text[:pos].encode("utf-8", errors="surrogateescape"))
 
 
@@ -214,8 +214,16 @@ class EndWatch:
     def _may_end_in(self, blocks):
         head = blocks[0]
         starts = [(0, at) for at in _closings_after_event(head)]
-        if self.first and head.lstrip(_SPACE)[1:].lstrip(_SPACE).startswith(b"]"):
-            starts.insert(0, (0, head.index(b"]")))
+        if self.first:
+            after_opening = head.lstrip(_SPACE)[1:]
+            if after_opening.lstrip(_SPACE).startswith(b"]"):
+                starts.insert(0, (0, head.index(b"]")))
+            elif not after_opening.strip(_SPACE):
+                # the block ends at the array's `[`: an empty array's `]` is in the next blocks
+                later = _closing_in_later_blocks(blocks)
+                if later is _MAYBE:
+                    return True
+                starts += later
         if head.rstrip(_SPACE).endswith(b"}"):
             later = _closing_in_later_blocks(blocks)
             if later is _MAYBE:
@@ -249,9 +257,9 @@ def _closings_after_event(block):
 
 
 def _closing_in_later_blocks(blocks):
-    """For a first block that ends with `}` (and whitespace): [(block index, offset)] of the `]`
-    when it is the next byte that is not whitespace, [] when another byte is, _MAYBE when all
-    held after it is whitespace."""
+    """For a first block that ends with `}` or the array's `[` (and whitespace): [(block index,
+    offset)] of the `]` when it is the next byte that is not whitespace, [] when another byte is,
+    _MAYBE when all held after it is whitespace."""
     for index, block in enumerate(islice(blocks, 1, None), start=1):
         stripped = block.lstrip(_SPACE)
         if stripped:

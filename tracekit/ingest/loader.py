@@ -152,6 +152,8 @@ def load_files(con, paths, *, replace=False, lenient=False, workers=None, progre
     # close: 0.77 -> 0.71 s). A folder's loads keep the WAL, which gathers many into one checkpoint.
     checkpoint_at_commit = len(paths) == 1
     if checkpoint_at_commit:
+        # Given back as DuckDB shows it, which is exact for its default (16.0 MiB) and may round
+        # another value; like the memory limit, the setting is the database's, not the connection's.
         threshold = con.execute("SELECT current_setting('checkpoint_threshold')").fetchone()[0]
         con.execute("SET checkpoint_threshold = '0 bytes'")
     try:

@@ -30,6 +30,9 @@ from tracekit.ingest.whitespace import WhitespaceSqueezer
 # and 1 GB traces' reads the same within 3%).
 CHUNK_BYTES = 1 << 20
 TAIL_BYTES = 2 << 20
+# --lenient cuts a truncated array after its last complete event, which must start in what is held
+# back: it holds back twice as much, as it did before the blocks were made small.
+LENIENT_HOLD = 2
 # Kineto writes a few KB of header; anything past this before the array is not a trace we know.
 MAX_HEADER_BYTES = 64 << 20
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
@@ -107,24 +110,26 @@ class _HeaderReader:
         self.eof = False
         self.bad_byte = None  # offset of the first byte that is not UTF-8, once read
 
-    def _more(self):
-        if self.eof:
-            return False
-        chunk = self.source.read()
-        if not chunk:
-            self.eof = True
-            return False
-        if len(self.raw) + len(chunk) > MAX_HEADER_BYTES:
-            raise TraceFileError(self.path, "no traceEvents array in the first 64 MB: not a Chrome/Kineto trace")
-        self.raw += chunk
-        try:
-            self.text += self.decoder.decode(chunk)
-        except UnicodeDecodeError as exc:
-            # Only the header has to be text here; a bad byte in the events is DuckDB's to report.
-            self.text += chunk[:exc.start].decode("utf-8", errors="ignore")
-            self.bad_byte = len(self.raw) - len(chunk) + exc.start
-            self.eof = True
-        return True
+    def _more(self, at_least=1):
+        """Reads on, `at_least` bytes unless the file ends first; False when nothing was left."""
+        read = 0
+        while read < at_least and not self.eof:
+            chunk = self.source.read()
+            if not chunk:
+                self.eof = True
+                break
+            if len(self.raw) + len(chunk) > MAX_HEADER_BYTES:
+                raise TraceFileError(self.path, "no traceEvents array in the first 64 MB: not a Chrome/Kineto trace")
+            self.raw += chunk
+            read += len(chunk)
+            try:
+                self.text += self.decoder.decode(chunk)
+            except UnicodeDecodeError as exc:
+                # Only the header has to be text here; a bad byte in the events is DuckDB's to report.
+                self.text += chunk[:exc.start].decode("utf-8", errors="ignore")
+                self.bad_byte = len(self.raw) - len(chunk) + exc.start
+                self.eof = True
+        return read > 0
 
     def _skip_ws(self, pos):
         while True:
@@ -138,7 +143,10 @@ class _HeaderReader:
             try:
                 value, end = _DECODER.raw_decode(self.text, pos)
             except json.JSONDecodeError as exc:
-                if not self._more():
+                # A value that runs past the text read is decoded again from its start: reading as
+                # much again as is held each time keeps a value of tens of MB from costing the
+                # square of its blocks.
+                if not self._more(at_least=len(self.raw)):
                     raise self._invalid(exc) from None
                 continue
             except RecursionError:
@@ -380,13 +388,17 @@ def _lenient_cut(path, held, lenient, flushed):
     if lenient:
         body, cut_events = _complete_events_prefix(bytes(held), not flushed)
         if body is None:
-            raise TraceFileError(path, "truncated, and no complete event in its last 4 MB to keep")
+            raise TraceFileError(path, f"truncated, and no complete event in its last {_size(len(held))} to keep")
         return body, cut_events
     if held.rstrip().endswith(b"}"):
         raise TraceFileError(path, "the traceEvents array does not end properly (truncated after an event, or"
                                    " broken JSON after the array? --lenient loads the events before)")
     raise TraceFileError(path, "truncated: the traceEvents array never ends (a profiler killed mid-write?"
                                " --lenient loads the events before the cut)")
+
+
+def _size(count):
+    return f"{count / (1 << 20):.1f} MB" if count >= 1 << 20 else f"{count >> 10} KB"
 
 
 def stream_events(path, sink, *, lenient=False, progress=None, handle=None):
@@ -411,12 +423,13 @@ def stream_events(path, sink, *, lenient=False, progress=None, handle=None):
         header, pending, is_array = _HeaderReader(text, path).read()
         info.header = header
         watch = EndWatch(path)
-        # The blocks read, as read: each goes to the sink untouched once TAIL_BYTES follow it and
+        # The blocks read, as read: each goes to the sink untouched once held_back bytes follow it and
         # it cannot hold the array's end.
         blocks, held_bytes, flushed = deque([pending]), len(pending), False
+        held_back = TAIL_BYTES * (LENIENT_HOLD if lenient else 1)
         while True:
-            while len(blocks) > 1 and held_bytes - len(blocks[0]) >= TAIL_BYTES and _may_flush(watch, blocks,
-                                                                                             held_bytes, path):
+            while len(blocks) > 1 and held_bytes - len(blocks[0]) >= held_back and _may_flush(watch, blocks,
+                                                                                            held_bytes, path):
                 block = blocks.popleft()
                 held_bytes -= len(block)
                 sink.write(block)
