@@ -280,6 +280,11 @@ def test_one_trace_is_checkpointed_at_its_commit_and_a_folders_go_through_the_wa
         assert result.status == "loaded"
         assert not wal.exists() or wal.stat().st_size == 0
         assert con.execute("SELECT current_setting('checkpoint_threshold')").fetchone()[0] == before
+        bad = tmp_path / "bad.json"
+        bad.write_text('{"traceEvents": [{"ph": "X", "name": "a", "ts": 1')
+        [(_, error)] = list(loader.load_files(con, [bad]))
+        assert "truncated" in str(error)
+        assert con.execute("SELECT current_setting('checkpoint_threshold')").fetchone()[0] == before
         results = list(loader.load_files(con, [SAMPLE_TRACES / "sdpa_flash.json.gz", SAMPLE_TRACES / "flex.json.gz"]))
         assert [result.status for _, result in results] == ["loaded", "loaded"]
         assert wal.stat().st_size > 1 << 20
