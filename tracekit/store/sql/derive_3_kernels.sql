@@ -436,12 +436,12 @@ SELECT $trace_id, g.name, g.ts_ns, g.dur_ns, g.device, g.stream, g.correlation, 
        CASE WHEN coalesce(w.flops, w.bytes) IS NOT NULL THEN w.work_source
             WHEN i.flops IS NOT NULL THEN 'identical kernel' WHEN io.flops IS NOT NULL THEN 'identical op' END,
        CASE WHEN coalesce(w.flops, i.flops, io.flops) IS NOT NULL AND coalesce(w.bytes, i.bytes, io.bytes) IS NOT NULL THEN NULL
-            WHEN r.event_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM _captured p WHERE p.event_id = g.event_id)
+            WHEN r.event_id IS NOT NULL AND c.event_id IS NULL
                  THEN 'a CUDA graph replay whose capture is not in the trace'
             -- a replay whose capture is in the trace: its op there has no formula, or there was none
             WHEN r.event_id IS NOT NULL AND w.event_id IS NULL
-                 THEN CASE WHEN EXISTS (SELECT 1 FROM _captured p WHERE p.event_id = g.event_id AND p.op_id IS NOT NULL)
-                           THEN 'no formula for its op' ELSE 'a CUDA graph replay whose capture names no op for it' END
+                 THEN CASE WHEN c.names_op THEN 'no formula for its op'
+                           ELSE 'a CUDA graph replay whose capture names no op for it' END
             WHEN g.cpu_op_id IS NULL THEN 'no launch in the trace, no identical kernel that agrees'
             -- a flex attention kernel (Inductor's template) computes the blocks its block mask's
             -- values name (KV_NUM_BLKS, KV_IDX and their full-block twins): Kineto records their shapes only
@@ -457,4 +457,8 @@ LEFT JOIN _graph_kernels r ON r.event_id = g.event_id
 LEFT JOIN _inferred_op_work io ON io.event_id = g.event_id
 LEFT JOIN _inferred_work i ON (g.cpu_op_id IS NULL OR r.event_id IS NOT NULL)
      AND i.name = g.name AND i.grid = g.grid AND i.block = g.block
+-- joined, not asked of each kernel in a subquery: DuckDB kept every kernel's row (names, op paths)
+-- twice to answer two such subqueries, which at 1 GB spilled 0.7 GB under the load's memory limit
+LEFT JOIN (SELECT event_id, bool_or(op_id IS NOT NULL) AS names_op FROM _captured GROUP BY event_id) c
+     ON c.event_id = g.event_id
 WHERE g.op = 'kernel';
