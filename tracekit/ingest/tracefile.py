@@ -30,8 +30,9 @@ from tracekit.ingest.whitespace import WhitespaceSqueezer
 # and 1 GB traces' reads the same within 3%).
 CHUNK_BYTES = 1 << 20
 TAIL_BYTES = 2 << 20
-# --lenient cuts a truncated array after its last complete event, which must start in what is held
-# back: it holds back twice as much, as it did before the blocks were made small.
+# --lenient cuts a truncated array after its last complete event, whose end must be in what is held
+# back (a cut further than that into an event leaves none): it holds back twice as much, as it did
+# before the blocks were made small.
 LENIENT_HOLD = 2
 # Kineto writes a few KB of header; anything past this before the array is not a trace we know.
 MAX_HEADER_BYTES = 64 << 20
@@ -388,7 +389,8 @@ def _lenient_cut(path, held, lenient, flushed):
     if lenient:
         body, cut_events = _complete_events_prefix(bytes(held), not flushed)
         if body is None:
-            raise TraceFileError(path, f"truncated, and no complete event in its last {_size(len(held))} to keep")
+            raise TraceFileError(path, "truncated, and no complete event in its last"
+                                       f" {_readable_size(len(held))} to keep")
         return body, cut_events
     if held.rstrip().endswith(b"}"):
         raise TraceFileError(path, "the traceEvents array does not end properly (truncated after an event, or"
@@ -397,7 +399,7 @@ def _lenient_cut(path, held, lenient, flushed):
                                " --lenient loads the events before the cut)")
 
 
-def _size(count):
+def _readable_size(count):
     return f"{count / (1 << 20):.1f} MB" if count >= 1 << 20 else f"{count >> 10} KB"
 
 
