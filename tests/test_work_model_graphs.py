@@ -155,3 +155,18 @@ def test_a_replay_two_captures_of_its_size_could_have_made_takes_neither(tmp_pat
                             "(SELECT correlation FROM runtime WHERE trace = 'two' AND name = 'cudaGraphLaunch') GROUP BY 1"))
     assert rows.get("graph capture", 0) == captured
     assert sum(rows.values()) == 400
+
+
+def test_a_replay_whose_capture_op_has_no_formula_says_so(tmp_path):
+    # The same capture with every op renamed to one no formula matches: the replayed kernels find
+    # their capture's op, and say that it has no formula, not that the capture is missing.
+    trace = json.loads(gzip.open(IN_TRACE / "infer_graph_in_trace.json.gz", "rt").read())
+    trace["traceEvents"] = [{**e, "name": "custom::" + e["name"].split("::")[-1]} if e.get("cat") == "cpu_op" else e
+                            for e in trace["traceEvents"]]
+    path = tmp_path / "unknown_ops.json.gz"
+    with gzip.open(path, "wt") as f:
+        json.dump(trace, f)
+    db = load_named(tmp_path / "unknown.duckdb", {"unknown": path})
+    assert db_rows(db, "SELECT k.work_missing, count(*), count(k.flops) FROM kernel_rows k JOIN runtime_rows r"
+                       " ON r.correlation = k.correlation AND r.name LIKE '%GraphLaunch%' GROUP BY ALL") == [
+        ("no formula for its op", 400, 0)]
