@@ -389,18 +389,14 @@ def _lenient_cut(path, held, lenient, flushed):
     if lenient:
         body, cut_events = _complete_events_prefix(bytes(held), not flushed)
         if body is None:
-            raise TraceFileError(path, "truncated, and no complete event in its last"
-                                       f" {_readable_size(len(held))} to keep")
+            raise TraceFileError(path, f"truncated, and no complete event in its last {len(held) / (1 << 20):.1f} MB"
+                                       " to keep")
         return body, cut_events
     if held.rstrip().endswith(b"}"):
         raise TraceFileError(path, "the traceEvents array does not end properly (truncated after an event, or"
                                    " broken JSON after the array? --lenient loads the events before)")
     raise TraceFileError(path, "truncated: the traceEvents array never ends (a profiler killed mid-write?"
                                " --lenient loads the events before the cut)")
-
-
-def _readable_size(count):
-    return f"{count / (1 << 20):.1f} MB" if count >= 1 << 20 else f"{count >> 10} KB"
 
 
 def stream_events(path, sink, *, lenient=False, progress=None, handle=None):
